@@ -1,0 +1,44 @@
+# Everything a fresh machine needs is installed from here; nothing is done by hand.
+SHELL := /bin/bash
+PORT ?= 8000
+VENV := .venv
+PY := $(VENV)/bin/python
+VIRGO_HOME ?= $(CURDIR)/var
+export VIRGO_HOME
+
+# Django 6 needs Python 3.12+; pyenv shims for versions that are not selected fail, so each
+# candidate must actually run before it is chosen.
+PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/null 2>&1 && { command -v $$c; exit; }; done; \
+	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
+	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
+
+.PHONY: run test lint format install clean
+
+$(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
+	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements/test.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo
+	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: install lint
+	$(VENV)/bin/pytest -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,82 @@
+"""Build the A2A v1.0 Agent Card of a persona from the persona alone (SPEC-0009)."""
+
+import re
+from typing import Any
+
+from a2a.client.card_resolver import parse_agent_card
+from a2a.utils.proto_utils import validate_proto_required_fields
+from django.conf import settings
+
+# A binding of ours: no standard A2A client (JSONRPC, GRPC, HTTP+JSON) can mistake the
+# interface URL for a work-intake channel. Work arrives as todos (ADR-0010).
+DISCOVERY_BINDING = "https://virgo.dev/a2a/bindings/discovery-only/v1"
+DISCOVERY_EXTENSION = "https://virgo.dev/a2a/extensions/discovery-only/v1"
+PROTOCOL_VERSION = "1.0"
+MEDIA_TYPES = ["text/plain", "application/json"]
+SUMMARY_LIMIT = 280
+
+# A2A requires at least one skill; a persona whose subset derives none gets this one, which
+# names no verb and claims no capability.
+PROFILE_ONLY_SKILL = {
+    "id": "virgo-profile-only",
+    "name": "Profile only",
+    "description": "This persona advertises no skill: its verb subset derives none.",
+    "tags": ["profile-only"],
+}
+
+
+def summarize_prompt(system_prompt: str) -> str:
+    """The first sentence of the prompt, whitespace collapsed, cut at a word boundary."""
+    text = " ".join(system_prompt.split())
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    if len(first) <= SUMMARY_LIMIT:
+        return first
+    return first[: SUMMARY_LIMIT - 1].rsplit(" ", 1)[0] + "…"
+
+
+def build_card(
+    composition: dict[str, Any], *, generation: int, system_prompt: str
+) -> dict[str, Any]:
+    """The card of one generation, from its composition. Keys are A2A camelCase."""
+    persona_id = composition["persona"]
+    provider = composition["provider"]
+    return {
+        "name": composition["name"],
+        "description": composition["description"] or summarize_prompt(system_prompt),
+        "supportedInterfaces": [
+            {
+                "url": f"{settings.VIRGO_PUBLIC_BASE_URL}/a/{persona_id}/",
+                "protocolBinding": DISCOVERY_BINDING,
+                "protocolVersion": PROTOCOL_VERSION,
+            }
+        ],
+        "provider": {
+            "organization": provider["organization"],
+            "url": provider["url"] or settings.VIRGO_PUBLIC_BASE_URL + "/",
+        },
+        "version": str(generation),
+        "capabilities": {
+            "streaming": False,
+            "pushNotifications": False,
+            "extendedAgentCard": False,
+            "extensions": [
+                {
+                    "uri": DISCOVERY_EXTENSION,
+                    "description": (
+                        "Discovery only: this card grants nothing, and its URL accepts no "
+                        "work. Work reaches this persona as todos in its queues."
+                    ),
+                    "required": False,
+                    "params": {"grantsAccess": False, "workIntake": "todos"},
+                }
+            ],
+        },
+        "defaultInputModes": MEDIA_TYPES,
+        "defaultOutputModes": MEDIA_TYPES,
+        "skills": list(composition["skills"]) or [PROFILE_ONLY_SKILL],
+    }
+
+
+def validate_card(card: dict[str, Any]) -> None:
+    """Raise if the A2A SDK would not accept the card as a complete v1.0 AgentCard."""
+    validate_proto_required_fields(parse_agent_card(dict(card)))

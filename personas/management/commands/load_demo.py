@@ -1,0 +1,104 @@
+"""Load the SPEC-0009 demo: owner `demo`, one agent, a reviewer and a deployer persona."""
+
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from personas import services
+from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+
+REVIEWER_VERBS = ["list_todos", "claim", "complete"]
+DEPLOYER_VERBS = [*REVIEWER_VERBS, "register_webhook", "trigger_webhook"]
+
+DEMO_PERSONAS: list[dict[str, Any]] = [
+    {
+        "name": "Reviewer",
+        "description": "Reviews pull requests queued for review.",
+        "system_prompt": (
+            "You review pull requests from the reviews queue. Point out defects, explain them, "
+            "and never merge or deploy anything yourself."
+        ),
+        "verb_subset": REVIEWER_VERBS,
+        "queues": ["reviews"],
+        "persona_class": PersonaClass.CODER_DEPUTY,
+        "address": "work/core/reviewer",
+    },
+    {
+        "name": "Deployer",
+        "description": "Ships reviewed releases through confirmed deployment webhooks.",
+        "system_prompt": (
+            "You deploy releases from the deploys queue. Every deployment waits for a human's "
+            "confirmation; report each outcome in the queue."
+        ),
+        "verb_subset": DEPLOYER_VERBS,
+        "queues": ["deploys"],
+        "persona_class": PersonaClass.PROJECT_LEAD,
+        "address": "work/core/lead",
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create (or refresh) the demo owner, agent and personas, and print how to reach them."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        password = secrets.token_urlsafe(12)
+        with transaction.atomic():
+            owner = self._owner(password)
+            agent = self._agent(owner)
+            personas = [self._persona(agent, spec) for spec in DEMO_PERSONAS]
+        base = settings.VIRGO_PUBLIC_BASE_URL
+        self.stdout.write(f"Demo owner: demo / {password}")
+        self.stdout.write(f"Admin:      {base}/admin/")
+        self.stdout.write(f"Card:       {personas[0].card_url}")
+        self.stdout.write(f"Directory:  {base}/api/directory/ (sign in first)")
+
+    def _owner(self, password: str) -> Any:
+        user, _ = get_user_model().objects.get_or_create(
+            username="demo", defaults={"is_staff": True, "email": "demo@example.org"}
+        )
+        user.set_password(password)
+        user.is_staff = True
+        user.save()
+        OwnerIdentity.objects.update_or_create(
+            user=user,
+            defaults={
+                "display_name": "Demo Owner",
+                "organization": "Virgo Demo",
+                "organization_url": "https://demo.virgo.example/",
+                "identity_issuer": "https://id.virgo.example/",
+                "identity_subject": "demo",
+            },
+        )
+        return user
+
+    def _agent(self, owner: Any) -> Agent:
+        verbs = sorted({verb for spec in DEMO_PERSONAS for verb in spec["verb_subset"]})
+        queues = sorted({queue for spec in DEMO_PERSONAS for queue in spec["queues"]})
+        agent = Agent.objects.filter(owner=owner, name="demo-agent").first()
+        if agent is None:
+            return services.agent_create(
+                owner=owner,
+                name="demo-agent",
+                granted_verbs=verbs,
+                granted_queues=queues,
+                self_description="A general-purpose coding agent (self-described).",
+            )
+        return services.agent_update(
+            agent=agent, actor=owner, granted_verbs=verbs, granted_queues=queues
+        )
+
+    def _persona(self, agent: Agent, spec: dict[str, Any]) -> Persona:
+        RegisteredAddress.objects.get_or_create(path=spec["address"])
+        persona = agent.personas.filter(name=spec["name"]).first()
+        if persona is None:
+            persona = services.persona_create(agent=agent, actor=agent.owner, **spec)
+        else:
+            persona = services.persona_update(persona=persona, actor=agent.owner, **spec)
+        return services.persona_set_discoverable(
+            persona=persona, actor=agent.owner, discoverable=True, via="load_demo"
+        )

@@ -1,0 +1,272 @@
+"""Owners, agents, skills, registered addresses, personas and their generations.
+
+Writes go through personas.services; these models hold data and small read-only helpers.
+"""
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class PersonaClass(models.TextChoices):
+    SECRETARY = "secretary", "Secretary"
+    TEAM_COORDINATOR = "team-coordinator", "Team coordinator"
+    PROJECT_LEAD = "project-lead", "Project lead"
+    CODER_DEPUTY = "coder-deputy", "Coder deputy"
+
+
+class OwnerIdentity(models.Model):
+    """The owning human's identity chain: what cards name as provider (SPEC-0009, ADR-0008)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identity"
+    )
+    display_name = models.CharField(max_length=200)
+    organization = models.CharField(max_length=200, blank=True)
+    organization_url = models.URLField(blank=True)
+    identity_issuer = models.URLField(blank=True, help_text="OIDC issuer that attests this owner")
+    identity_subject = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        verbose_name_plural = "owner identities"
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    @property
+    def provider_organization(self) -> str:
+        return self.organization or self.display_name
+
+    @property
+    def provider_url(self) -> str:
+        """The most verifiable URL of the chain: the organisation's, else the OIDC issuer's."""
+        return self.organization_url or self.identity_issuer
+
+
+class Agent(models.Model):
+    """A registered agent runtime of one owner and its vended grant."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents"
+    )
+    name = models.CharField(max_length=120)
+    self_description = models.TextField(
+        blank=True,
+        help_text="What the agent says about itself. Never published on a card.",
+    )
+    granted_verbs = models.JSONField(default=list, help_text="The vended verb grant")
+    granted_queues = models.JSONField(default=list, help_text="The vended queue grant")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="agent_unique_name_per_owner")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Skill(models.Model):
+    """One row of the authoritative verb->skill map: a skill requires all of its verbs."""
+
+    slug = models.SlugField(max_length=80, unique=True)
+    name = models.CharField(max_length=120)
+    description = models.TextField()
+    tags = models.JSONField(default=list)
+    required_verbs = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def card_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.slug,
+            "name": self.name,
+            "description": self.description,
+            "tags": list(self.tags),
+        }
+
+
+class RegisteredAddress(models.Model):
+    """A canonical registered address in the root/workspace/project/role hierarchy.
+
+    Two segments for reserved-root and scope-wide roles (`root/secretary`, `work/coordinator`),
+    three for project duties (`work/core/lead`). See personas.addresses for the grammar.
+    """
+
+    path = models.CharField(max_length=200, unique=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["path"]
+        verbose_name_plural = "registered addresses"
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def segments(self) -> list[str]:
+        return self.path.split("/")
+
+    @property
+    def workspace(self) -> str:
+        return self.segments[0]
+
+    @property
+    def project(self) -> str | None:
+        segments = self.segments
+        return segments[1] if len(segments) == 3 else None
+
+    @property
+    def role(self) -> str:
+        return self.segments[-1]
+
+
+class PersonaQuerySet(models.QuerySet["Persona"]):
+    def advertised(self) -> "PersonaQuerySet":
+        """Discoverable personas whose current generation has not failed to stand."""
+        return self.filter(discoverable=True).exclude(standing=False)
+
+    def owned_by(self, user: Any) -> "PersonaQuerySet":
+        return self.filter(agent__owner=user)
+
+
+class Persona(models.Model):
+    """A scoped face of one agent (SPEC-0009 "Persona Record")."""
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="personas")
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(help_text="Authored by the owner; never generated.")
+    verb_subset = models.JSONField(default=list)
+    queues = models.JSONField(default=list)
+    skills = models.JSONField(
+        default=list, editable=False, help_text="Derived from the verb subset; never set by hand."
+    )
+    persona_class = models.CharField(max_length=32, choices=PersonaClass.choices)
+    address = models.ForeignKey(RegisteredAddress, on_delete=models.PROTECT, related_name="+")
+    graph_namespace = models.CharField(max_length=200, blank=True)
+    human_surface_bindings = models.JSONField(
+        default=list, blank=True, help_text="Binding ids on the hub; never credentials."
+    )
+    owning_lead = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="deputies"
+    )
+    discoverable = models.BooleanField(default=False)
+    generation = models.PositiveIntegerField(default=1, editable=False)
+    standing = models.BooleanField(
+        null=True,
+        editable=False,
+        help_text="Whether the current generation stands: unknown until its stamp is built.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = PersonaQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["id"],
+                name="persona_discoverable_idx",
+                condition=models.Q(discoverable=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def base_path(self) -> str:
+        return f"/a/{self.uuid}/"
+
+    @property
+    def card_path(self) -> str:
+        return f"/a/{self.uuid}/.well-known/agent-card.json"
+
+    @property
+    def card_url(self) -> str:
+        return settings.VIRGO_PUBLIC_BASE_URL + self.card_path
+
+    @property
+    def discovery_url(self) -> str:
+        return settings.VIRGO_PUBLIC_BASE_URL + self.base_path
+
+    @property
+    def effective_graph_namespace(self) -> str:
+        return self.graph_namespace or self.address.path
+
+    @property
+    def is_advertised(self) -> bool:
+        return self.discoverable and self.standing is not False
+
+
+class Generation(models.Model):
+    """One immutable composition of a persona; its stamp hangs on it (stamps app)."""
+
+    persona = models.ForeignKey(Persona, on_delete=models.CASCADE, related_name="generations")
+    number = models.PositiveIntegerField()
+    composition = models.JSONField(help_text="What the persona was at this generation.")
+    base_composition_hash = models.CharField(max_length=64)
+    standing = models.BooleanField(null=True, help_text="Unknown until the stamp is built.")
+    not_standing_reasons = models.JSONField(default=list, blank=True)
+    stamp_hash = models.CharField(max_length=64, blank=True)
+    composition_hash = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["persona", "number"], name="generation_unique_number_per_persona"
+            )
+        ]
+        ordering = ["persona", "-number"]
+
+    def __str__(self) -> str:
+        return f"{self.persona_id}#{self.number}"
+
+    @property
+    def stamp_owed(self) -> bool:
+        return self.standing is None
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when: discoverability toggles, grant narrowing, map changes."""
+
+    class Kind(models.TextChoices):
+        DISCOVERABILITY = "discoverability", "Discoverability toggled"
+        GRANT_NARROWED = "grant-narrowed", "Agent grant narrowed a persona"
+        SKILL_MAP_CHANGED = "skill-map-changed", "Verb->skill map changed"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    persona = models.ForeignKey(
+        Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    data = models.JSONField(default=dict)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor_id} at {self.at:%Y-%m-%d %H:%M:%S}"

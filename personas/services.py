@@ -1,0 +1,478 @@
+"""Every write to owners' agents and personas, one function per operation.
+
+The admin, the API, the CLI and Celery tasks all call these; none writes the models directly.
+Each function validates before it saves, runs in one transaction, and queues follow-up work
+with transaction.on_commit so a task never sees uncommitted state.
+"""
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import rfc8785
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from personas import tasks
+from personas.addresses import address_problem
+from personas.catalogue import unknown_verbs
+from personas.models import (
+    Agent,
+    AuditEvent,
+    Generation,
+    OwnerIdentity,
+    Persona,
+    PersonaClass,
+    RegisteredAddress,
+    Skill,
+)
+
+User = AbstractBaseUser | AnonymousUser
+SkillMap = Sequence[Skill]
+
+PERSONA_FIELDS = (
+    "name",
+    "description",
+    "system_prompt",
+    "verb_subset",
+    "queues",
+    "persona_class",
+    "address",
+    "graph_namespace",
+    "human_surface_bindings",
+    "owning_lead",
+)
+
+
+# Derivation -----------------------------------------------------------------------------------
+
+
+def derive_skills(verb_subset: Iterable[str], skill_map: SkillMap) -> list[Skill]:
+    """The skills whose required verbs are all in the subset (SPEC-0009 derived skills).
+
+    A skill that requires no verbs would be advertised without any capability behind it, so
+    it is never derived.
+    """
+    verbs = set(verb_subset)
+    return [
+        skill for skill in skill_map if skill.required_verbs and set(skill.required_verbs) <= verbs
+    ]
+
+
+def current_skill_map() -> list[Skill]:
+    return list(Skill.objects.order_by("slug"))
+
+
+def composition_of(persona: Persona) -> dict[str, Any]:
+    """Everything a persona is, as I-JSON: the input of its card and of its stamp."""
+    identity = _identity_of(persona.agent.owner)
+    return {
+        "persona": str(persona.uuid),
+        "agent": persona.agent_id,
+        "name": persona.name,
+        "description": persona.description,
+        "system_prompt_sha256": hashlib.sha256(persona.system_prompt.encode()).hexdigest(),
+        "verb_subset": sorted(persona.verb_subset),
+        "queues": sorted(persona.queues),
+        "skills": list(persona.skills),
+        "persona_class": persona.persona_class,
+        "address": persona.address.path,
+        "graph_namespace": persona.effective_graph_namespace,
+        "human_surface_bindings": sorted(persona.human_surface_bindings),
+        "owning_lead": str(persona.owning_lead.uuid) if persona.owning_lead else None,
+        "provider": {
+            "organization": identity.provider_organization,
+            "url": identity.provider_url,
+        },
+    }
+
+
+def composition_hash(composition: dict[str, Any]) -> str:
+    return hashlib.sha256(rfc8785.dumps(composition)).hexdigest()
+
+
+def _identity_of(user: Any) -> OwnerIdentity:
+    try:
+        return user.identity
+    except OwnerIdentity.DoesNotExist:
+        return OwnerIdentity(user=user, display_name=user.get_full_name() or user.get_username())
+
+
+# Validation -----------------------------------------------------------------------------------
+
+
+def _require_string_list(field: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValidationError({field: ["must be a list of non-empty strings"]})
+    duplicates = sorted({item for item in value if value.count(item) > 1})
+    if duplicates:
+        raise ValidationError({field: [f"duplicate values: {', '.join(duplicates)}"]})
+    return list(value)
+
+
+def validate_grant(verbs: object, queues: object) -> tuple[list[str], list[str]]:
+    errors: dict[str, list[str]] = {}
+    try:
+        verbs = _require_string_list("granted_verbs", verbs)
+        unknown = unknown_verbs(verbs)
+        if unknown:
+            errors["granted_verbs"] = [f"unknown verbs: {', '.join(unknown)}"]
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        queues = _require_string_list("granted_queues", queues)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    assert isinstance(verbs, list) and isinstance(queues, list)
+    return verbs, queues
+
+
+def validate_scope(agent: Agent, verb_subset: object, queues: object) -> None:
+    """SPEC-0009: verb_subset and queues must each be a subset of the agent's vended grant."""
+    errors: dict[str, list[str]] = {}
+    for field, value, grant in (
+        ("verb_subset", verb_subset, agent.granted_verbs),
+        ("queues", queues, agent.granted_queues),
+    ):
+        try:
+            values = _require_string_list(field, value)
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+            continue
+        outside = [item for item in values if item not in grant]
+        if outside:
+            errors[field] = [f"not in agent {agent.name!r}'s vended grant: {', '.join(outside)}"]
+    if errors:
+        raise ValidationError(errors)
+
+
+def _validate_persona(persona: Persona) -> None:
+    errors: dict[str, list[str]] = {}
+    try:
+        validate_scope(persona.agent, persona.verb_subset, persona.queues)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if not persona.name.strip():
+        errors["name"] = ["must not be blank"]
+    if not persona.system_prompt.strip():
+        errors["system_prompt"] = ["must be authored by the owner; it is never generated"]
+    if persona.persona_class not in PersonaClass.values:
+        errors["persona_class"] = [
+            f"unknown class {persona.persona_class!r}; one of {', '.join(PersonaClass.values)}"
+        ]
+    try:
+        _require_string_list("human_surface_bindings", persona.human_surface_bindings)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    lead = persona.owning_lead
+    if lead is not None:
+        if lead.pk == persona.pk:
+            errors["owning_lead"] = ["a persona cannot be its own lead"]
+        elif lead.agent.owner_id != persona.agent.owner_id:
+            errors["owning_lead"] = ["the owning lead must belong to the same owner"]
+        elif lead.persona_class != PersonaClass.PROJECT_LEAD:
+            errors["owning_lead"] = ["the owning lead must be a project-lead persona"]
+    if errors:
+        raise ValidationError(errors)
+
+
+def resolve_address(path: object) -> RegisteredAddress:
+    problem = address_problem(path)
+    if problem:
+        raise ValidationError({"address": [problem]})
+    try:
+        return RegisteredAddress.objects.get(path=path)
+    except RegisteredAddress.DoesNotExist:
+        raise ValidationError({"address": [f"address {path!r} is not registered"]}) from None
+
+
+def _require_owner(actor: User, agent: Agent) -> None:
+    if not actor.is_authenticated or agent.owner_id != actor.pk:
+        raise PermissionDenied("only the agent's owner may change it or its personas")
+
+
+# Generations ----------------------------------------------------------------------------------
+
+
+def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
+    """Derive the persona's skills and, when what it is changed, open its next generation.
+
+    Runs inside the caller's transaction with the persona row locked. Returns whether a new
+    generation was opened (its stamp is then owed and its card must be rendered).
+    """
+    persona.skills = [skill.card_entry() for skill in derive_skills(persona.verb_subset, skill_map)]
+    composition = composition_of(persona)
+    current = persona.generations.filter(number=persona.generation).first()
+    if current is not None and current.composition == composition:
+        return False
+    if current is not None:
+        persona.generation += 1
+    persona.standing = None
+    Generation.objects.create(
+        persona=persona,
+        number=persona.generation,
+        composition=composition,
+        base_composition_hash=composition_hash(composition),
+    )
+    return True
+
+
+def _queue_settle(persona: Persona) -> None:
+    persona_id = persona.pk
+    transaction.on_commit(lambda: tasks.settle_persona.delay(persona_id))
+
+
+# Agents ---------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def agent_create(
+    *,
+    owner: AbstractBaseUser,
+    name: str,
+    granted_verbs: list[str],
+    granted_queues: list[str],
+    self_description: str = "",
+) -> Agent:
+    verbs, queues = validate_grant(granted_verbs, granted_queues)
+    agent = Agent(
+        owner=owner,
+        name=name,
+        self_description=self_description,
+        granted_verbs=verbs,
+        granted_queues=queues,
+    )
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, actor: User, **changes: Any) -> Agent:
+    """Update an agent; narrowing its grant narrows its personas in the same transaction."""
+    _require_owner(actor, agent)
+    allowed = {"name", "self_description", "granted_verbs", "granted_queues"}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise ValidationError({field: ["not an agent field"] for field in unknown})
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    for field, value in changes.items():
+        setattr(agent, field, value)
+    agent.granted_verbs, agent.granted_queues = validate_grant(
+        agent.granted_verbs, agent.granted_queues
+    )
+    agent.full_clean()
+    agent.save()
+    _narrow_personas(agent, actor)
+    return agent
+
+
+def _narrow_personas(agent: Agent, actor: User) -> None:
+    skill_map = current_skill_map()
+    personas = agent.personas.select_for_update().select_related("address", "agent__owner")
+    for persona in personas:
+        dropped_verbs = [v for v in persona.verb_subset if v not in agent.granted_verbs]
+        dropped_queues = [q for q in persona.queues if q not in agent.granted_queues]
+        if not dropped_verbs and not dropped_queues:
+            continue
+        persona.agent = agent
+        persona.verb_subset = [v for v in persona.verb_subset if v in agent.granted_verbs]
+        persona.queues = [q for q in persona.queues if q in agent.granted_queues]
+        _settle_generation(persona, skill_map)
+        persona.save()
+        AuditEvent.objects.create(
+            kind=AuditEvent.Kind.GRANT_NARROWED,
+            actor=actor if actor.is_authenticated else None,
+            agent=agent,
+            persona=persona,
+            data={
+                "removed_verbs": dropped_verbs,
+                "removed_queues": dropped_queues,
+                "generation": persona.generation,
+            },
+        )
+        _queue_settle(persona)
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent, actor: User) -> None:
+    _require_owner(actor, agent)
+    agent.delete()
+
+
+# Personas -------------------------------------------------------------------------------------
+
+
+def _apply_persona_changes(persona: Persona, changes: dict[str, Any]) -> None:
+    unknown = sorted(set(changes) - set(PERSONA_FIELDS))
+    if unknown:
+        raise ValidationError({field: ["not an editable persona field"] for field in unknown})
+    for field, value in changes.items():
+        if field == "address" and not isinstance(value, RegisteredAddress):
+            value = resolve_address(value)
+        setattr(persona, field, value)
+
+
+@transaction.atomic
+def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
+    """Create a persona; it is not discoverable until its owner lists it."""
+    _require_owner(actor, agent)
+    missing = [f for f in ("name", "system_prompt", "persona_class", "address") if f not in fields]
+    if missing:
+        raise ValidationError({field: ["this field is required"] for field in missing})
+    persona = Persona(agent=agent)
+    _apply_persona_changes(persona, fields)
+    _validate_persona(persona)
+    persona.save()
+    _settle_generation(persona, current_skill_map())
+    persona.save()
+    _queue_settle(persona)
+    return persona
+
+
+@transaction.atomic
+def persona_update(*, persona: Persona, actor: User, **changes: Any) -> Persona:
+    """Change what a persona is. Invalid input raises before anything is written."""
+    _require_owner(actor, persona.agent)
+    persona = (
+        Persona.objects.select_for_update()
+        .select_related("agent__owner", "address", "owning_lead")
+        .get(pk=persona.pk)
+    )
+    _apply_persona_changes(persona, changes)
+    _validate_persona(persona)
+    if _settle_generation(persona, current_skill_map()):
+        _queue_settle(persona)
+    persona.save()
+    return persona
+
+
+@transaction.atomic
+def persona_delete(*, persona: Persona, actor: User) -> None:
+    _require_owner(actor, persona.agent)
+    persona.delete()
+
+
+@transaction.atomic
+def persona_set_discoverable(
+    *, persona: Persona, actor: User, discoverable: bool, via: str
+) -> Persona:
+    """List or delist a persona in the directory: always an explicit, audited choice.
+
+    An owner lists or delists their own personas. A moderator (superuser) may delist any
+    persona but never lists one on an owner's behalf.
+    """
+    persona = Persona.objects.select_for_update().select_related("agent").get(pk=persona.pk)
+    is_owner = actor.is_authenticated and persona.agent.owner_id == actor.pk
+    is_moderator = actor.is_authenticated and getattr(actor, "is_superuser", False)
+    if not is_owner and not (is_moderator and not discoverable):
+        raise PermissionDenied(
+            "only the owner may list a persona; a moderator may only delist"
+            if is_moderator
+            else "only the persona's owner may change its discoverability"
+        )
+    if persona.discoverable == discoverable:
+        return persona
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.DISCOVERABILITY,
+        actor=actor,
+        persona=persona,
+        agent=persona.agent,
+        data={"from": persona.discoverable, "to": discoverable, "via": via},
+    )
+    persona.discoverable = discoverable
+    persona.save(update_fields=["discoverable", "updated_at"])
+    return persona
+
+
+# Owner identity -------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def owner_identity_update(*, user: AbstractBaseUser, **fields: Any) -> OwnerIdentity:
+    """Change the identity chain cards name as provider; every persona of the owner follows."""
+    identity = _identity_of(user)
+    for field, value in fields.items():
+        setattr(identity, field, value)
+    identity.full_clean()
+    identity.save()
+    for persona_id in Persona.objects.owned_by(user).values_list("pk", flat=True):
+        transaction.on_commit(lambda pk=persona_id: tasks.settle_persona.delay(pk))
+    return identity
+
+
+# The verb->skill map (staff only) ----------------------------------------------------------------
+
+
+def _require_staff(actor: User) -> None:
+    if not (actor.is_authenticated and getattr(actor, "is_superuser", False)):
+        raise PermissionDenied("only staff administrators may change the verb->skill map")
+
+
+@transaction.atomic
+def skill_save(
+    *,
+    actor: User,
+    slug: str,
+    name: str,
+    description: str,
+    required_verbs: list[str],
+    tags: list[str] | None = None,
+) -> Skill:
+    """Create or change a skill; every affected persona is recomputed by a Celery fan-out."""
+    _require_staff(actor)
+    required = _require_string_list("required_verbs", required_verbs)
+    if not required:
+        raise ValidationError({"required_verbs": ["a skill requires at least one verb"]})
+    unknown = unknown_verbs(required)
+    if unknown:
+        raise ValidationError({"required_verbs": [f"unknown verbs: {', '.join(unknown)}"]})
+    skill = Skill.objects.filter(slug=slug).first() or Skill(slug=slug)
+    skill.name, skill.description = name, description
+    skill.required_verbs = sorted(required)
+    skill.tags = _require_string_list("tags", tags or [])
+    skill.full_clean()
+    skill.save()
+    _record_map_change(actor, slug, "saved")
+    return skill
+
+
+@transaction.atomic
+def skill_delete(*, actor: User, skill: Skill) -> None:
+    _require_staff(actor)
+    slug = skill.slug
+    skill.delete()
+    _record_map_change(actor, slug, "deleted")
+
+
+def _record_map_change(actor: User, slug: str, change: str) -> None:
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.SKILL_MAP_CHANGED,
+        actor=actor if actor.is_authenticated else None,
+        data={"skill": slug, "change": change},
+    )
+    transaction.on_commit(tasks.fan_out_skill_map.delay)
+
+
+def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
+    """Recompute skills of many personas from the committed map, one transaction, few queries.
+
+    Returns the personas that opened a new generation. Used by the Celery tasks; idempotent.
+    """
+    skill_map = current_skill_map()
+    changed: list[Persona] = []
+    with transaction.atomic():
+        personas = (
+            Persona.objects.select_for_update(of=("self",))
+            .select_related("agent__owner__identity", "address", "owning_lead")
+            .filter(pk__in=list(persona_ids))
+            .order_by("pk")
+        )
+        for persona in personas:
+            if _settle_generation(persona, skill_map):
+                persona.save(update_fields=["skills", "generation", "standing", "updated_at"])
+                changed.append(persona)
+    return changed

@@ -1,0 +1,76 @@
+"""Object graphs for tests, built through the same services the product uses."""
+
+import itertools
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser
+from django.test import TestCase
+
+from personas import services
+from personas.catalogue import REQUIRED_TOOL_NAMES
+from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+
+_counter = itertools.count(1)
+
+REVIEWER_VERBS = ["list_todos", "claim", "complete"]
+DEPLOYER_VERBS = [*REVIEWER_VERBS, "register_webhook", "trigger_webhook"]
+ALL_VERBS = [*REQUIRED_TOOL_NAMES, *DEPLOYER_VERBS, "create_for"]
+
+
+def run_on_commit() -> Any:
+    """Run on_commit callbacks (the Celery tasks, eager here) when the block ends."""
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
+def make_owner(username: str | None = None, **identity: Any) -> AbstractUser:
+    username = username or f"owner{next(_counter)}"
+    user = get_user_model().objects.create_user(
+        username=username, password="correct horse battery staple", is_staff=True
+    )
+    OwnerIdentity.objects.create(
+        user=user,
+        display_name=identity.pop("display_name", username.title()),
+        organization=identity.pop("organization", f"{username.title()} Labs"),
+        organization_url=identity.pop("organization_url", f"https://{username}.example.org/"),
+        identity_issuer=identity.pop("identity_issuer", "https://id.example.org/"),
+        identity_subject=identity.pop("identity_subject", f"sub-{username}"),
+    )
+    return user
+
+
+def make_agent(owner: AbstractUser, **fields: Any) -> Agent:
+    fields.setdefault("name", f"agent-{next(_counter)}")
+    fields.setdefault("granted_verbs", list(ALL_VERBS))
+    fields.setdefault("granted_queues", ["reviews", "deploys", "triage"])
+    return services.agent_create(owner=owner, **fields)
+
+
+def address(path: str) -> RegisteredAddress:
+    return RegisteredAddress.objects.get_or_create(path=path)[0]
+
+
+def make_persona(agent: Agent, **fields: Any) -> Persona:
+    """A persona as its owner would create it; its on-commit work has run when this returns."""
+    fields.setdefault("name", f"Persona {next(_counter)}")
+    fields.setdefault("system_prompt", "You review pull requests. Be precise and kind.")
+    fields.setdefault("verb_subset", list(REVIEWER_VERBS))
+    fields.setdefault("queues", ["reviews"])
+    fields.setdefault("persona_class", PersonaClass.CODER_DEPUTY)
+    fields.setdefault("address", address("work/core/reviewer"))
+    discoverable = fields.pop("discoverable", False)
+    with run_on_commit():
+        persona = services.persona_create(agent=agent, actor=agent.owner, **fields)
+        if discoverable:
+            persona = services.persona_set_discoverable(
+                persona=persona, actor=agent.owner, discoverable=True, via="test"
+            )
+    persona.refresh_from_db()
+    return persona
+
+
+def update_persona(persona: Persona, **changes: Any) -> Persona:
+    with run_on_commit():
+        services.persona_update(persona=persona, actor=persona.agent.owner, **changes)
+    persona.refresh_from_db()
+    return persona

@@ -1,0 +1,85 @@
+"""Request-body limits and content-type-aware CSP, applied to every response."""
+
+import io
+from collections.abc import Callable
+
+from csp.middleware import CSPMiddleware, PolicyParts
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+
+_CHUNK = 8192
+
+
+def _payload_too_large(limit: int) -> HttpResponse:
+    return JsonResponse(
+        {
+            "detail": f"Request body exceeds the limit of {limit} bytes.",
+            "code": "payload_too_large",
+            "limit": limit,
+        },
+        status=413,
+    )
+
+
+class BodySizeLimitMiddleware:
+    """Refuse bodies over VIRGO_MAX_BODY_BYTES with 413 before anything reads them.
+
+    A declared Content-Length is checked without reading. A chunked body has no length up
+    front, and Django would otherwise treat it as empty; it is read here up to the limit, and
+    the counted bytes are handed on as the request body.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+        self.limit = settings.VIRGO_MAX_BODY_BYTES
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if declared:
+            try:
+                length = int(declared)
+            except ValueError:
+                return JsonResponse(
+                    {"detail": "Content-Length is not a number.", "code": "bad_length"},
+                    status=400,
+                )
+            if length > self.limit:
+                return _payload_too_large(self.limit)
+        elif "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            body = self._read_chunked(request)
+            if body is None:
+                return _payload_too_large(self.limit)
+            request._stream = io.BytesIO(body)  # type: ignore[attr-defined]
+            request.META["CONTENT_LENGTH"] = str(len(body))
+        return self.get_response(request)
+
+    def _read_chunked(self, request: HttpRequest) -> bytes | None:
+        stream = request.META["wsgi.input"]
+        received = bytearray()
+        while True:
+            chunk = stream.read(_CHUNK)
+            if not chunk:
+                return bytes(received)
+            received += chunk
+            if len(received) > self.limit:
+                return None
+
+
+class ContentTypeCSPMiddleware(CSPMiddleware):
+    """django-csp with a stricter policy for JSON: no active content may ever be loaded."""
+
+    def get_policy_parts(
+        self,
+        request: HttpRequest,
+        response: HttpResponseBase,
+        report_only: bool = False,
+    ) -> PolicyParts:
+        parts = super().get_policy_parts(request, response, report_only)
+        if not report_only and _is_json(response):
+            parts.config = settings.VIRGO_JSON_CSP
+        return parts
+
+
+def _is_json(response: HttpResponseBase) -> bool:
+    content_type = response.get("Content-Type", "")
+    return content_type.startswith("application/json") or content_type.endswith("+json")
