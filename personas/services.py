@@ -272,7 +272,9 @@ def agent_update(*, agent: Agent, actor: User, **changes: Any) -> Agent:
 
 def _narrow_personas(agent: Agent, actor: User) -> None:
     skill_map = current_skill_map()
-    personas = agent.personas.select_for_update().select_related("address", "agent__owner")
+    personas = agent.personas.select_for_update(of=("self",)).select_related(
+        "address", "agent__owner"
+    )
     for persona in personas:
         dropped_verbs = [v for v in persona.verb_subset if v not in agent.granted_verbs]
         dropped_queues = [q for q in persona.queues if q not in agent.granted_queues]
@@ -338,7 +340,7 @@ def persona_update(*, persona: Persona, actor: User, **changes: Any) -> Persona:
     """Change what a persona is. Invalid input raises before anything is written."""
     _require_owner(actor, persona.agent)
     persona = (
-        Persona.objects.select_for_update()
+        Persona.objects.select_for_update(of=("self",))
         .select_related("agent__owner", "address", "owning_lead")
         .get(pk=persona.pk)
     )
@@ -365,7 +367,9 @@ def persona_set_discoverable(
     An owner lists or delists their own personas. A moderator (superuser) may delist any
     persona but never lists one on an owner's behalf.
     """
-    persona = Persona.objects.select_for_update().select_related("agent").get(pk=persona.pk)
+    persona = (
+        Persona.objects.select_for_update(of=("self",)).select_related("agent").get(pk=persona.pk)
+    )
     is_owner = actor.is_authenticated and persona.agent.owner_id == actor.pk
     is_moderator = actor.is_authenticated and getattr(actor, "is_superuser", False)
     if not is_owner and not (is_moderator and not discoverable):
