@@ -37,8 +37,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Lint, then the suite on SQLite and again on a private PostgreSQL + Redis that are stopped
+# afterwards (scripts/run-tests). PYTEST_ARGS go to both runs, e.g. PYTEST_ARGS="-k health".
 test: install lint
-	$(VENV)/bin/pytest -p no:cacheprovider
+	VIRGO_PYTHON=$(PY) VIRGO_PYTEST=$(VENV)/bin/pytest scripts/run-tests $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) var

@@ -1,0 +1,190 @@
+# Private PostgreSQL and Redis servers for `make test` and `make serve`. Sourced, never run.
+#
+# Each service lives in one directory of its own: its data, its log, its credentials and an `env`
+# file (DATABASE_URL= or REDIS_URL=) that callers source. Both listen on loopback only, on a port
+# that was free when they started, and require a password generated at first start. Nothing here
+# uses systemd: PostgreSQL runs as the `postgres` user through pg_ctl, redis-server daemonizes with
+# a pidfile.
+
+die() {
+	echo "$(basename "$0"): $*" >&2
+	exit 1
+}
+
+free_port() {
+	"${VIRGO_PYTHON:-python3}" -c '
+import socket
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])'
+}
+
+new_secret() {
+	od -An -N24 -tx1 /dev/urandom | tr -d ' \n'
+}
+
+# PostgreSQL refuses to run as root; root hands the cluster to the `postgres` user instead.
+as_postgres() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+postgres_bindir() {
+	local candidate
+	candidate=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	if [ -n "$candidate" ] && [ -x "$candidate/initdb" ]; then
+		echo "$candidate"
+	elif command -v initdb >/dev/null 2>&1; then
+		dirname "$(command -v initdb)"
+	else
+		return 1
+	fi
+}
+
+# Install the named Debian packages that are missing: one `apt-get update`, one install.
+install_debian_packages() {
+	[ $# -eq 0 ] && return 0
+	command -v apt-get >/dev/null 2>&1 || die "missing $*, and this machine has no apt-get"
+	local sudo=()
+	[ "$(id -u)" = 0 ] || sudo=(sudo)
+	echo "Installing Debian packages: $*"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+missing_service_packages() {
+	postgres_bindir >/dev/null || echo postgresql
+	command -v redis-server >/dev/null 2>&1 || echo redis-server
+}
+
+# postgres_start DIR [fast]: start (initialising on first use) a cluster with role and database
+# `virgo`; the role may create databases, as the test runner's test_virgo needs. `fast` turns off
+# fsync and friends: only for clusters thrown away afterwards.
+postgres_start() {
+	local dir=$1 mode=${2:-durable} bin data port password attempt
+	bin=$(postgres_bindir) || die "PostgreSQL server binaries not found (apt-get install postgresql)"
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	data=$dir/data
+	# The postgres user must reach its data directory through this one.
+	chmod 711 "$dir"
+	if [ ! -s "$data/PG_VERSION" ]; then
+		rm -rf "$data"
+		mkdir -m 700 "$data"
+		[ "$(id -u)" = 0 ] && chown postgres: "$data"
+		as_postgres test -w "$data" || die "the postgres user cannot write $data; use a directory it can reach"
+		as_postgres "$bin/initdb" -D "$data" -U postgres -E UTF8 --no-locale \
+			--auth-local=trust --auth-host=scram-sha-256 $([ "$mode" = fast ] && echo --no-sync) >/dev/null
+		{
+			echo "listen_addresses = '127.0.0.1'"
+			echo "unix_socket_directories = '$data'"
+			if [ "$mode" = fast ]; then
+				echo "fsync = off"
+				echo "synchronous_commit = off"
+				echo "full_page_writes = off"
+			fi
+		} | as_postgres tee -a "$data/postgresql.conf" >/dev/null
+		rm -f "$dir/env"
+	fi
+	if as_postgres "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+		[ -s "$dir/env" ] || die "a cluster runs in $data but $dir/env is missing"
+		return 0
+	fi
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		if as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 -o "-p $port" start >/dev/null; then
+			break
+		fi
+		[ "$attempt" = 3 ] && { tail -n 20 "$data/server.log" >&2; die "PostgreSQL did not start"; }
+	done
+	if [ -s "$dir/password" ]; then
+		password=$(cat "$dir/password")
+	else
+		password=$(new_secret)
+		as_postgres "$bin/psql" -h "$data" -p "$port" -U postgres -d postgres -q -v ON_ERROR_STOP=1 >/dev/null <<-SQL
+			CREATE ROLE virgo LOGIN CREATEDB PASSWORD '$password';
+			CREATE DATABASE virgo OWNER virgo;
+		SQL
+		(umask 077 && echo "$password" >"$dir/password")
+	fi
+	(umask 077 && echo "DATABASE_URL=postgres://virgo:$password@127.0.0.1:$port/virgo" >"$dir/env")
+}
+
+postgres_stop() {
+	local dir=$1 bin
+	[ -s "$dir/data/PG_VERSION" ] || return 0
+	bin=$(postgres_bindir) || return 0
+	if as_postgres "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+		as_postgres "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+	fi
+}
+
+redis_running() {
+	local pidfile=$1/redis.pid
+	[ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+# redis_start DIR [fast]: `fast` keeps nothing on disk; otherwise Redis snapshots into DIR.
+redis_start() {
+	local dir=$1 mode=${2:-durable} port password attempt tries
+	command -v redis-server >/dev/null 2>&1 || die "redis-server not found (apt-get install redis-server)"
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	if redis_running "$dir"; then
+		[ -s "$dir/env" ] || die "a redis-server runs in $dir but $dir/env is missing"
+		return 0
+	fi
+	if [ ! -s "$dir/password" ]; then
+		(umask 077 && new_secret >"$dir/password")
+	fi
+	password=$(cat "$dir/password")
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		# The password stays out of the process list: it is only in this private file.
+		(
+			umask 077
+			cat >"$dir/redis.conf" <<-CONF
+				bind 127.0.0.1
+				protected-mode yes
+				port $port
+				daemonize yes
+				pidfile $dir/redis.pid
+				logfile $dir/redis.log
+				dir $dir
+				requirepass $password
+				save $([ "$mode" = fast ] && echo '""' || echo '3600 1 300 100 60 10000')
+				appendonly no
+			CONF
+		)
+		rm -f "$dir/redis.pid"
+		redis-server "$dir/redis.conf"
+		for tries in $(seq 1 100); do
+			if REDISCLI_AUTH=$password redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+				(umask 077 && echo "REDIS_URL=redis://:$password@127.0.0.1:$port/0" >"$dir/env")
+				return 0
+			fi
+			if [ -s "$dir/redis.pid" ] && ! redis_running "$dir"; then
+				break
+			fi
+			sleep 0.1
+		done
+		redis_stop "$dir"
+	done
+	tail -n 20 "$dir/redis.log" >&2
+	die "redis-server did not start"
+}
+
+redis_stop() {
+	local dir=$1 pid tries
+	redis_running "$dir" || return 0
+	pid=$(cat "$dir/redis.pid")
+	kill "$pid"
+	for tries in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+}

@@ -1,0 +1,274 @@
+"""Real services for the `live` tests: the PostgreSQL test database, Redis, Celery processes.
+
+`make test` runs the suite a second time on PostgreSQL, passes a Redis in VIRGO_TEST_REDIS_URL and
+sets VIRGO_REQUIRE_SERVICES=1, so that a missing service fails the run instead of quietly skipping
+the tests that need it. Run by hand without them, those tests skip and say what they need.
+"""
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+REPO = Path(__file__).resolve().parent.parent
+# Generous: these bound how long a broken run hangs, they are not performance assertions.
+DEADLINE_SECONDS = 90.0
+
+
+def services_required() -> bool:
+    return os.environ.get("VIRGO_REQUIRE_SERVICES", "") == "1"
+
+
+def unavailable(reason: str) -> NoReturn:
+    if services_required():
+        pytest.fail(f"{reason}; VIRGO_REQUIRE_SERVICES=1 says it must be here")
+    pytest.skip(reason)
+
+
+def wait_until(
+    predicate: Callable[[], object], *, what: str, timeout: float = DEADLINE_SECONDS
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def current_database_url() -> str:
+    """The URL of the database this test runs on (pytest-django's test_<name>), for subprocesses."""
+    db = connection.settings_dict
+    user = quote(db["USER"] or "", safe="")
+    password = quote(db["PASSWORD"] or "", safe="")
+    return f"postgres://{user}:{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+class RedisServer:
+    """A private redis-server that a test may stop and start again on the same port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.password = secrets.token_hex(16)
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            unavailable("needs redis-server (apt-get install redis-server)")
+        config = self.directory / "redis.conf"
+        config.write_text(
+            "bind 127.0.0.1\n"
+            f"port {self.port}\n"
+            f"requirepass {self.password}\n"
+            f"dir {self.directory}\n"
+            f"logfile {self.directory / 'redis.log'}\n"
+            'save ""\n'
+            "appendonly no\n"
+        )
+        config.chmod(0o600)
+        self.process = subprocess.Popen([binary, str(config)])
+        wait_until(self.answers, what="redis-server to answer")
+
+    def answers(self) -> bool:
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=DEADLINE_SECONDS)
+            self.process = None
+
+
+class CeleryProcess:
+    """`celery -A virgo worker|beat` as its own process, on the test database and a Redis."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.args = args
+        self.env = env
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, ready_when_logged: str) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "virgo", *self.args],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(
+            lambda: self._logged(ready_when_logged),
+            what=f"celery {self.args[0]} to log {ready_when_logged!r}; see {self.log}",
+        )
+
+    def _logged(self, text: str) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"celery {self.args[0]} exited early:\n{self.log.read_text()}")
+        return text in self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to finish, acknowledge or clean up anything."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=DEADLINE_SECONDS)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=DEADLINE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+class CeleryProcesses:
+    """Starts workers and beat against one Redis and the test database; stops them all after."""
+
+    def __init__(self, directory: Path, broker: RedisServer) -> None:
+        self.directory = directory
+        self.broker = broker
+        self.started: list[CeleryProcess] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("CELERY_")}
+        env.update(
+            DJANGO_SETTINGS_MODULE="virgo.settings",
+            DATABASE_URL=current_database_url(),
+            REDIS_URL=self.broker.url,
+            SECRET_KEY="live-test-" + secrets.token_hex(16),
+            VIRGO_EMBEDDED="1",
+            VIRGO_HOME=str(settings.VIRGO_HOME),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra)
+        return env
+
+    def worker(self, name: str = "worker", **extra_env: str) -> CeleryProcess:
+        process = CeleryProcess(
+            [
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                f"--hostname={name}@%h",
+                "--loglevel=INFO",
+            ],
+            self.env(**extra_env),
+            self.directory / f"{name}.log",
+        )
+        process.start(ready_when_logged=" ready.")
+        self.started.append(process)
+        return process
+
+    def beat(self, **extra_env: str) -> CeleryProcess:
+        process = CeleryProcess(
+            [
+                "beat",
+                f"--schedule={self.directory / 'beat-schedule'}",
+                "--loglevel=INFO",
+            ],
+            self.env(**extra_env),
+            self.directory / "beat.log",
+        )
+        process.start(ready_when_logged="beat: Starting")
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            process.stop()
+
+
+@contextmanager
+def celery_publishing_to(broker_url: str) -> Iterator[None]:
+    """Make this process queue tasks on a real broker instead of running them eagerly."""
+    from virgo.celery import app
+
+    saved = {"broker_url": app.conf.broker_url, "task_always_eager": app.conf.task_always_eager}
+
+    def drop_connections() -> None:
+        # Celery caches its connection and producer pools on first use.
+        if app._pool is not None:
+            app._pool.force_close_all()
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    drop_connections()
+    app.conf.update(broker_url=broker_url, task_always_eager=False)
+    try:
+        yield
+    finally:
+        drop_connections()
+        app.conf.update(saved)
+
+
+# Fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_postgres() -> None:
+    """The test runs on PostgreSQL (make test's second run); skip or fail otherwise."""
+    if connection.vendor != "postgresql":
+        unavailable("needs PostgreSQL: set DATABASE_URL (make test does)")
+
+
+@pytest.fixture(scope="session")
+def test_redis_url() -> str:
+    """A Redis shared by the whole run, from VIRGO_TEST_REDIS_URL (make test provides one)."""
+    url = os.environ.get("VIRGO_TEST_REDIS_URL", "")
+    if not url:
+        unavailable("needs Redis: set VIRGO_TEST_REDIS_URL (make test does)")
+    return url
+
+
+@pytest.fixture
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of this test's own, which the test may stop and restart."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def celery_processes(
+    tmp_path_factory: pytest.TempPathFactory, private_redis: RedisServer
+) -> Iterator[CeleryProcesses]:
+    processes = CeleryProcesses(tmp_path_factory.mktemp("celery"), private_redis)
+    yield processes
+    processes.stop_all()
