@@ -1,0 +1,532 @@
+"""A persona's workspace on disk and the five workspace tools that work on it.
+
+Layout: `<VIRGO_HOME>/workspaces/<workspace>/<project or _scope>/<persona uuid>/`. A project duty
+(`work/core/lead`) lives under its project; a reserved-root or scope-wide role (`root/secretary`,
+`work/coordinator`) under `_scope`, which no project slug can spell (slugs never start with `_`).
+
+Every path a caller gives is relative to the workspace root and normalised before anything
+touches the disk: `..`, absolute paths, NUL and backslashes are refused, and so is any symlink that
+resolves outside the root. Reads follow symlinks that stay inside; writes never go through a
+symlink at all (each directory is opened with O_NOFOLLOW relative to its parent). Secret-looking
+files (keys, `.env`, credential stores) and lease/fence/authority material are never listed nor
+read: the policy refuses them loudly before a tool runs, and the tools here refuse them again.
+
+Writes are atomic (temporary file in the same directory, fsync, rename, directory fsync) and only
+land on the mutable paths of the persona's binding: `QUEUE.md`, `DECISIONS.md`, `FINDINGS.md`,
+`memory/**`, and whatever a class overlay adds (project worktrees).
+"""
+
+import base64
+import contextlib
+import errno
+import fnmatch
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+SCOPE_WIDE_DIR = "_scope"
+STANDARD_MUTABLE_PATHS: tuple[str, ...] = ("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**")
+
+READ_DEFAULT_LENGTH = 64 * 1024
+READ_MAX_LENGTH = 256 * 1024
+WRITE_MAX_BYTES = 1024 * 1024
+FILE_MAX_BYTES = 16 * 1024 * 1024
+LIST_DEFAULT_LIMIT = 200
+LIST_MAX_LIMIT = 1000
+MAX_PATH_LENGTH = 1024
+_HASH_CHUNK = 1024 * 1024
+_TEMP_PREFIX = ".~virgo-"
+
+# Matched per path segment, case-insensitively. A directory that matches hides everything below.
+SECRET_NAME_PATTERNS: tuple[str, ...] = (
+    ".env",
+    ".env.*",
+    "*.env",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "credentials*",
+    "secrets*",
+    "secret",
+    "secret.*",
+    ".netrc",
+    "_netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".pypirc",
+    ".npmrc",
+    ".htpasswd",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    "*service-account*.json",
+    "*.token",
+)
+AUTHORITY_NAME_PATTERNS: tuple[str, ...] = (
+    "*.lease",
+    "*.fence",
+    "*.lease.json",
+    "*.fence.json",
+    "lease",
+    "leases",
+    "fence",
+    "fences",
+    "authority.json",
+    "*.authority",
+)
+
+
+class WorkspaceError(Exception):
+    """A refused or failed workspace operation; `code` is part of the tool result."""
+
+    code = "workspace_error"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class InvalidArgument(WorkspaceError):
+    code = "invalid_arguments"
+
+
+class InvalidPath(InvalidArgument):
+    code = "invalid_path"
+
+
+class PathEscape(WorkspaceError):
+    """The path leaves the workspace root: `..`, absolute, or a symlink pointing outside."""
+
+    code = "path_escape"
+
+
+class SecretPath(WorkspaceError):
+    code = "secret_path"
+
+
+class AuthorityPath(WorkspaceError):
+    code = "authority_path"
+
+
+class NotMutable(WorkspaceError):
+    code = "not_mutable"
+
+
+class SymlinkWrite(WorkspaceError):
+    code = "symlink_write"
+
+
+class NotFound(WorkspaceError):
+    code = "not_found"
+
+
+class WrongKind(WorkspaceError):
+    code = "wrong_kind"
+
+
+class Conflict(WorkspaceError):
+    code = "conflict"
+
+
+class TooLarge(WorkspaceError):
+    code = "too_large"
+
+
+def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in patterns)
+
+
+def is_secret_path(path: str) -> bool:
+    """Whether any segment of a normalised relative path looks like secret credential material."""
+    return any(_matches_any(part, SECRET_NAME_PATTERNS) for part in path.split("/") if part)
+
+
+def is_authority_path(path: str) -> bool:
+    """Whether any segment names lease, fence or authority material."""
+    return any(_matches_any(part, AUTHORITY_NAME_PATTERNS) for part in path.split("/") if part)
+
+
+def normalise_path(raw: object, *, allow_root: bool = False) -> str:
+    """The canonical relative form of a caller's path, or InvalidPath / PathEscape.
+
+    `.` segments and repeated slashes fold away; `..` is refused outright, even where it would
+    stay inside, so that one spelling names one file.
+    """
+    if not isinstance(raw, str):
+        raise InvalidPath("path must be a string")
+    if "\x00" in raw:
+        raise InvalidPath("path contains a NUL byte")
+    if "\\" in raw:
+        raise InvalidPath("path contains a backslash; use '/' between segments")
+    if len(raw) > MAX_PATH_LENGTH:
+        raise InvalidPath(f"path is longer than {MAX_PATH_LENGTH} characters")
+    if any(ord(char) < 32 for char in raw):
+        raise InvalidPath("path contains a control character")
+    if raw.startswith("/") or raw.startswith("~"):
+        raise PathEscape(f"path {raw!r} is absolute; paths are relative to the workspace root")
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise PathEscape(f"path {raw!r} contains '..'")
+    normalised = "/".join(parts)
+    if not normalised and not allow_root:
+        raise InvalidPath("path must name a file inside the workspace")
+    return normalised
+
+
+def is_mutable(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a normalised path is one of the binding's mutable paths.
+
+    A pattern is an exact relative path (`QUEUE.md`), a directory followed by `/**`
+    (`memory/**`), which covers everything strictly below that directory, or `**` alone for the
+    whole workspace.
+    """
+    for pattern in patterns:
+        if pattern == "**":
+            return bool(path)
+        if pattern.endswith("/**"):
+            directory = pattern[:-3]
+            if path.startswith(directory + "/") and len(path) > len(directory) + 1:
+                return True
+        elif path == pattern:
+            return True
+    return False
+
+
+def workspace_root(*, workspace: str, project: str | None, persona_uuid: str) -> Path:
+    base = Path(settings.VIRGO_HOME) / "workspaces"
+    return base / workspace / (project or SCOPE_WIDE_DIR) / persona_uuid
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """One persona's workspace: its root directory and the mutable paths of its binding."""
+
+    root: Path
+    mutable_paths: tuple[str, ...]
+
+    def ensure(self) -> Path:
+        """Create the root (owner-only) if needed and return its resolved form."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return self.root.resolve(strict=True)
+
+    # Resolution -------------------------------------------------------------------------------
+
+    def resolve_inside(self, path: str) -> tuple[Path, str]:
+        """The real location of a normalised path and its real path relative to the root.
+
+        Symlinks are followed; a result outside the root is a PathEscape. The resolved relative
+        path is what secret checks must look at too, so a link named `notes.md` that points at
+        `.env` is as secret as `.env`.
+        """
+        root = self.ensure()
+        real = Path(os.path.realpath(root / path)) if path else root
+        if real != root and root not in real.parents:
+            raise PathEscape(f"path {path!r} resolves outside the workspace")
+        return real, real.relative_to(root).as_posix() if real != root else ""
+
+    def escapes(self, path: str) -> bool:
+        """Whether a normalised path leads outside the root through a symlink."""
+        try:
+            self.resolve_inside(path)
+        except PathEscape:
+            return True
+        return False
+
+    def _readable(self, path: str) -> tuple[Path, str]:
+        real, real_relative = self.resolve_inside(path)
+        for candidate in (path, real_relative):
+            if is_secret_path(candidate):
+                raise SecretPath(f"{path!r} looks like secret credential material")
+            if is_authority_path(candidate):
+                raise AuthorityPath(f"{path!r} is lease, fence or authority material")
+        return real, real_relative
+
+    # Tools -----------------------------------------------------------------------------------
+
+    def list(self, path: str = "", *, cursor: int = 0, limit: int = LIST_DEFAULT_LIMIT) -> dict:
+        """One page of a directory's entries, sorted by name, with the cursor of the next page."""
+        limit = _bounded("limit", limit, 1, LIST_MAX_LIMIT)
+        cursor = _bounded("cursor", cursor, 0, None)
+        real, _ = self._readable(path)
+        if not real.exists():
+            raise NotFound(f"{path or '.'!r} does not exist")
+        if not real.is_dir():
+            raise WrongKind(f"{path!r} is not a directory")
+        entries = sorted(self._visible_entries(real, path), key=lambda entry: entry["name"])
+        page = entries[cursor : cursor + limit]
+        next_cursor = cursor + len(page)
+        return {
+            "path": path,
+            "entries": page,
+            "next_cursor": next_cursor,
+            "total": len(entries),
+            "done": next_cursor >= len(entries),
+        }
+
+    def _visible_entries(self, directory: Path, path: str) -> Iterator[dict[str, Any]]:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                name = entry.name
+                relative = f"{path}/{name}" if path else name
+                if name.startswith(_TEMP_PREFIX):
+                    continue
+                if is_secret_path(relative) or is_authority_path(relative):
+                    continue
+                try:
+                    _, real_relative = self.resolve_inside(relative)
+                    info = os.stat(entry.path)
+                except (PathEscape, FileNotFoundError):
+                    continue
+                if is_secret_path(real_relative) or is_authority_path(real_relative):
+                    continue
+                yield {
+                    "name": name,
+                    "path": relative,
+                    "type": "directory" if stat.S_ISDIR(info.st_mode) else "file",
+                    "size": info.st_size if stat.S_ISREG(info.st_mode) else None,
+                    "modified": _iso(info.st_mtime),
+                }
+
+    def stat(self, path: str) -> dict:
+        real, _ = self._readable(path)
+        try:
+            info = real.stat()
+        except FileNotFoundError:
+            raise NotFound(f"{path!r} does not exist") from None
+        is_dir = stat.S_ISDIR(info.st_mode)
+        return {
+            "path": path,
+            "type": "directory" if is_dir else "file",
+            "size": None if is_dir else info.st_size,
+            "modified": _iso(info.st_mtime),
+            "mutable": not is_dir and is_mutable(path, self.mutable_paths),
+        }
+
+    def hash(self, path: str) -> dict:
+        real, _ = self._readable(path)
+        digest = hashlib.sha256()
+        size = 0
+        with self._open_regular(real, path) as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return {"path": path, "algorithm": "sha256", "sha256": digest.hexdigest(), "size": size}
+
+    def read(self, path: str, *, offset: int = 0, length: int = READ_DEFAULT_LENGTH) -> dict:
+        """A byte range of a file, with what a caller needs to ask for the next one.
+
+        Text comes back as UTF-8; a range that would split a character ends before it, and
+        `next_offset` starts there, so concatenating the pages gives the file back. Bytes that
+        are not UTF-8 come back as base64 instead.
+        """
+        offset = _bounded("offset", offset, 0, None)
+        length = _bounded("length", length, 1, READ_MAX_LENGTH)
+        real, _ = self._readable(path)
+        with self._open_regular(real, path) as handle:
+            total = os.fstat(handle.fileno()).st_size
+            handle.seek(offset)
+            data = handle.read(length)
+        content, encoding, used = _decode(data, at_end=offset + len(data) >= total)
+        next_offset = offset + used
+        return {
+            "path": path,
+            "content": content,
+            "encoding": encoding,
+            "offset": offset,
+            "length": used,
+            "next_offset": next_offset,
+            "total_size": total,
+            "done": next_offset >= total,
+        }
+
+    @contextlib.contextmanager
+    def _open_regular(self, real: Path, path: str) -> Iterator[Any]:
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise NotFound(f"{path!r} does not exist") from None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                raise PathEscape(f"{path!r} changed into a symlink while it was opened") from None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WrongKind(f"{path!r} is not a regular file")
+            yield handle
+
+    def write(
+        self,
+        path: str,
+        content: str,
+        *,
+        mode: str = "replace",
+        expected_sha256: str | None = None,
+    ) -> dict:
+        """Atomically create, replace, append to or delete a file on a mutable path.
+
+        `expected_sha256` makes the write conditional on the current content (an empty string
+        means the file must not exist yet), so two writers never lose each other's work silently.
+        """
+        if mode not in WRITE_MODES:
+            raise InvalidArgument(f"mode must be one of {', '.join(WRITE_MODES)}")
+        if is_authority_path(path):
+            raise AuthorityPath(f"{path!r} is lease, fence or authority material")
+        if not is_mutable(path, self.mutable_paths):
+            raise NotMutable(
+                f"{path!r} is not a mutable path of this workspace binding "
+                f"({', '.join(self.mutable_paths)})"
+            )
+        data = content.encode("utf-8")
+        if len(data) > WRITE_MAX_BYTES:
+            raise TooLarge(f"content is {len(data)} bytes; the limit is {WRITE_MAX_BYTES}")
+        root = self.ensure()
+        *directories, name = path.split("/")
+        directory_fd = _open_directory_chain(root, directories, create=mode != "delete")
+        try:
+            current = _read_at(directory_fd, name, path)
+            if expected_sha256 is not None:
+                actual = hashlib.sha256(current).hexdigest() if current is not None else ""
+                if actual != expected_sha256:
+                    raise Conflict(f"{path!r} changed: its sha256 is {actual or 'absent'}")
+            if mode == "delete":
+                if current is None:
+                    raise NotFound(f"{path!r} does not exist")
+                os.unlink(name, dir_fd=directory_fd)
+                os.fsync(directory_fd)
+                return {"path": path, "mode": mode, "deleted": True}
+            if mode == "create" and current is not None:
+                raise Conflict(f"{path!r} already exists")
+            if mode == "append" and current is not None:
+                data = current + data
+                if len(data) > FILE_MAX_BYTES:
+                    raise TooLarge(f"appending would make {path!r} larger than the file limit")
+            _atomic_replace(directory_fd, name, data, exclusive=mode == "create", path=path)
+        finally:
+            os.close(directory_fd)
+        return {
+            "path": path,
+            "mode": mode,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+
+
+WRITE_MODES = ("replace", "append", "create", "delete")
+
+
+def _open_directory_chain(root: Path, directories: list[str], *, create: bool) -> int:
+    """An fd of the directory holding the target, reached without following any symlink."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    walked: list[str] = []
+    try:
+        for part in directories:
+            walked.append(part)
+            try:
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise NotFound(f"{'/'.join(walked)!r} does not exist") from None
+                os.mkdir(part, 0o700, dir_fd=fd)
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _symlink_or_kind(fd, part, "/".join(walked)) from None
+                raise
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _symlink_or_kind(directory_fd: int, name: str, path: str) -> WorkspaceError:
+    info = os.lstat(name, dir_fd=directory_fd)
+    if stat.S_ISLNK(info.st_mode):
+        return SymlinkWrite(f"{path!r} is a symlink; writes never go through a symlink")
+    return WrongKind(f"{path!r} is not a directory")
+
+
+def _read_at(directory_fd: int, name: str, path: str) -> bytes | None:
+    try:
+        info = os.lstat(name, dir_fd=directory_fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        raise SymlinkWrite(f"{path!r} is a symlink; writes never go through a symlink")
+    if not stat.S_ISREG(info.st_mode):
+        raise WrongKind(f"{path!r} is not a regular file")
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory_fd)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _atomic_replace(
+    directory_fd: int, name: str, data: bytes, *, exclusive: bool, path: str
+) -> None:
+    temp = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+    fd = os.open(
+        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd
+    )
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if exclusive:
+            # link() fails if the name exists, so a concurrent creator is never overwritten.
+            try:
+                os.link(temp, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+            except FileExistsError:
+                raise Conflict(f"{path!r} already exists") from None
+            os.unlink(temp, dir_fd=directory_fd)
+        else:
+            os.replace(temp, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+        os.fsync(directory_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=directory_fd)
+        raise
+
+
+def _decode(data: bytes, *, at_end: bool) -> tuple[str, str, int]:
+    """(content, encoding, bytes consumed) for one range of a file."""
+    try:
+        return data.decode("utf-8"), "utf-8", len(data)
+    except UnicodeDecodeError as exc:
+        # A character cut by the end of the range: stop before it, unless the file ends there.
+        if not at_end and exc.reason == "unexpected end of data" and len(data) - exc.start < 4:
+            head = data[: exc.start]
+            if head:
+                return head.decode("utf-8"), "utf-8", len(head)
+        return base64.b64encode(data).decode("ascii"), "base64", len(data)
+
+
+def _bounded(name: str, value: object, low: int, high: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an integer")
+    if value < low or (high is not None and value > high):
+        upper = f" and at most {high}" if high is not None else ""
+        raise InvalidArgument(f"{name} must be at least {low}{upper}")
+    return value
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()

@@ -1,0 +1,147 @@
+"""The classifier table: every row's match examples match, its neighbours do not."""
+
+import pytest
+
+from personas.catalogue import VERBS_BY_NAME, Boundary
+from runtime.policy import (
+    EXAMPLE_BINDING,
+    RULES,
+    Binding,
+    Example,
+    InvalidOperation,
+    Outcome,
+    Rule,
+    classify,
+    classify_example,
+    normalise,
+)
+
+MATCHES = [(rule, example) for rule in RULES for example in rule.match]
+NEIGHBOURS = [(rule, example) for rule in RULES for example in rule.not_match]
+
+
+def _label(value: object) -> str:
+    return value.id if isinstance(value, Rule) else getattr(value, "tool", "")
+
+
+@pytest.mark.parametrize(("rule", "example"), MATCHES, ids=_label)
+def test_each_rule_matches_its_examples(rule: Rule, example) -> None:
+    """V1-GB-1..6: the table's match examples get the row's outcome and boundary."""
+    verdict = classify_example(example)
+    assert (verdict.rule, verdict.outcome, verdict.boundary) == (
+        rule.id,
+        rule.outcome,
+        rule.boundary,
+    )
+    assert verdict.reason
+
+
+@pytest.mark.parametrize(("rule", "example"), NEIGHBOURS, ids=_label)
+def test_each_rule_leaves_its_neighbours_alone(rule: Rule, example) -> None:
+    """V1-POL-1: the near neighbour of a refused call is not refused by that row."""
+    verb = VERBS_BY_NAME[example.tool]
+    op = normalise(
+        tool=example.tool,
+        action=verb.handler_action,
+        arguments=example.arguments,
+        binding=EXAMPLE_BINDING,
+    )
+    assert rule.test(op, EXAMPLE_BINDING) is None
+    assert classify_example(example).rule != rule.id
+
+
+def test_every_global_boundary_has_a_row_and_every_row_has_examples_on_both_sides() -> None:
+    """V1-GB-1..6: the six boundaries are all covered; deny rows are the three deny boundaries."""
+    assert {rule.boundary for rule in RULES} == set(Boundary)
+    for rule in RULES:
+        assert rule.match and rule.not_match, rule.id
+        assert (rule.outcome is Outcome.DENY) == rule.boundary.is_deny, rule.id
+    assert len({rule.id for rule in RULES}) == len(RULES)
+
+
+def test_deny_wins_over_confirm() -> None:
+    """V1-GB-4 before V1-GB-1: writing a private key into a credential file is refused."""
+    verdict = classify_example(
+        Example(
+            "workspace_write",
+            {"path": "memory/.env", "content": "-----BEGIN RSA PRIVATE KEY-----\nabc"},
+        )
+    )
+    assert (verdict.outcome, verdict.boundary) == (
+        Outcome.DENY,
+        Boundary.SECRET_CREDENTIAL_VALUES,
+    )
+
+
+def test_ordinary_recoverable_work_is_allowed_with_no_prompt() -> None:
+    """V1-POL-1, V1-ACC-3: the default is positive."""
+    for tool, arguments in [
+        ("workspace_write", {"path": "QUEUE.md", "content": "- [ ] next"}),
+        ("workspace_write", {"path": "memory/a.md", "content": "x", "mode": "append"}),
+        ("workspace_read", {"path": "memory/a.md", "offset": 10, "length": 5}),
+        ("workspace_list", {}),
+    ]:
+        assert classify_example(Example(tool, arguments)).outcome is Outcome.ALLOW
+
+
+def test_access_confirm_in_the_stamp_asks_even_without_a_boundary() -> None:
+    op = normalise(
+        tool="report_task",
+        action="tasks.report",
+        arguments={"task": "t1"},
+        binding=EXAMPLE_BINDING,
+    )
+    assert classify(op, EXAMPLE_BINDING).outcome is Outcome.ALLOW
+    verdict = classify(op, EXAMPLE_BINDING, access="confirm")
+    assert (verdict.outcome, verdict.rule) == (Outcome.CONFIRM, "stamp-access-confirm")
+
+
+def test_a_scope_wide_persona_has_no_project() -> None:
+    binding = Binding(persona="p", workspace="work", project=None)
+    op = normalise(tool="workspace_list", action="workspace.list", arguments={}, binding=binding)
+    assert op.target == {"workspace": "work", "project": None, "persona": "p", "path": ""}
+    crossing = normalise(
+        tool="workspace_list",
+        action="workspace.list",
+        arguments={"project": "core"},
+        binding=binding,
+    )
+    assert classify(crossing, binding).rule == "cross-project"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"path": "QUEUE.md", "colour": "red"},
+        {"path": "QUEUE.md", "offset": "10"},
+        {"path": "QUEUE.md", "offset": True},
+        {"path": "memory/\x00"},
+        {"workspace": ""},
+    ],
+)
+def test_nonsense_arguments_are_invalid_not_guessed(arguments: dict) -> None:
+    with pytest.raises(InvalidOperation):
+        normalise(
+            tool="workspace_read",
+            action="workspace.read",
+            arguments=arguments,
+            binding=EXAMPLE_BINDING,
+        )
+
+
+def test_the_shape_ignores_the_payload_but_not_the_mode() -> None:
+    """V1-PR-1: two writes of different text to one file share a key; a delete does not."""
+
+    def op(**arguments):
+        return normalise(
+            tool="workspace_write",
+            action="workspace.write",
+            arguments=arguments,
+            binding=EXAMPLE_BINDING,
+        )
+
+    a, b = op(path="memory/a.md", content="one"), op(path="memory/a.md", content="two")
+    assert (a.scope_key, a.shape) == (b.scope_key, b.shape)
+    deleting = op(path="memory/a.md", mode="delete")
+    assert deleting.shape != a.shape
+    assert op(path="memory/b.md", content="one").scope_key != a.scope_key
