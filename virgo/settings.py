@@ -216,3 +216,13 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Production shape: several web processes and workers on one PostgreSQL and one Redis ----------
+
+# Load balancers probe over plain HTTP from inside the network; the probes must not be redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A request or a readiness probe fails, rather than hangs, while the database is unreachable.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5)
+    )

@@ -1,7 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from virgo.health import healthz, readyz
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("", include("cards.urls")),
     path("api/", include("personas.urls")),

@@ -1,0 +1,121 @@
+"""/healthz (alive) and /readyz (database, cache and broker reachable) for load balancers."""
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from tests.live import REPO, RedisServer, celery_publishing_to, free_port
+
+
+def redis_cache(url: str) -> dict[str, Any]:
+    return {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1},
+        }
+    }
+
+
+def test_healthz_answers_without_a_database_or_a_login(client: Client) -> None:
+    """No django_db mark: the test fails if /healthz so much as opens a database connection."""
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert json.loads(response.content) == {"status": "ok"}
+    assert "no-store" in response["Cache-Control"]
+
+
+@pytest.mark.django_db
+def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {
+        "status": "ready",
+        "checks": {"database": "ok", "cache": "ok", "broker": "ok"},
+        "failed": [],
+    }
+    assert "no-store" in response["Cache-Control"]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_health_endpoints_only_answer_reads(client: Client, path: str, method: str) -> None:
+    response = getattr(client, method)(path)
+    assert response.status_code == 405
+
+
+@pytest.mark.live
+@pytest.mark.django_db
+@pytest.mark.usefixtures("live_postgres")
+def test_readyz_is_ready_against_postgresql_and_redis(
+    client: Client, settings: Settings, test_redis_url: str
+) -> None:
+    settings.CACHES = redis_cache(test_redis_url)
+    with celery_publishing_to(test_redis_url):
+        response = client.get("/readyz")
+    assert response.status_code == 200, response.content
+    assert json.loads(response.content)["checks"] == {
+        "database": "ok",
+        "cache": "ok",
+        "broker": "ok",
+    }
+
+
+@pytest.mark.live
+@pytest.mark.django_db
+def test_readyz_names_the_cache_and_the_broker_when_redis_is_down(
+    client: Client, settings: Settings, private_redis: RedisServer
+) -> None:
+    settings.CACHES = redis_cache(private_redis.url)
+    private_redis.stop()
+    with celery_publishing_to(private_redis.url):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert body["status"] == "unavailable"
+    assert body["failed"] == ["cache", "broker"]
+    assert body["checks"]["database"] == "ok"
+    assert private_redis.password not in response.content.decode()
+
+
+PROBE = """
+import json
+import django
+django.setup()
+from django.test import Client
+client = Client()
+answers = {}
+for path in ("/healthz", "/readyz"):
+    response = client.get(path)
+    answers[path] = [response.status_code, json.loads(response.content)]
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.live
+def test_an_unreachable_database_fails_readyz_but_not_healthz() -> None:
+    """A real process configured with a database nobody listens on."""
+    env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="virgo.settings",
+        VIRGO_EMBEDDED="1",
+        DATABASE_URL=f"postgres://virgo:secret-password@127.0.0.1:{free_port()}/virgo",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)
+    assert answers["/healthz"] == [200, {"status": "ok"}]
+    status, body = answers["/readyz"]
+    assert status == 503
+    assert body["failed"] == ["database"]
+    assert body["checks"]["database"] == "failed: OperationalError"
+    assert "secret-password" not in done.stdout
