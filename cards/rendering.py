@@ -34,6 +34,11 @@ def summarize_prompt(system_prompt: str) -> str:
     return first[: SUMMARY_LIMIT - 1].rsplit(" ", 1)[0] + "…"
 
 
+def card_description(description: str, system_prompt: str) -> str:
+    """What the card and the directory say about a persona: its own words, else its prompt's."""
+    return description or summarize_prompt(system_prompt)
+
+
 def build_card(
     composition: dict[str, Any], *, generation: int, system_prompt: str
 ) -> dict[str, Any]:
@@ -42,7 +47,7 @@ def build_card(
     provider = composition["provider"]
     return {
         "name": composition["name"],
-        "description": composition["description"] or summarize_prompt(system_prompt),
+        "description": card_description(composition["description"], system_prompt),
         "supportedInterfaces": [
             {
                 "url": f"{settings.VIRGO_PUBLIC_BASE_URL}/a/{persona_id}/",

@@ -26,7 +26,9 @@ class BodySizeLimitMiddleware:
 
     A declared Content-Length is checked without reading. A chunked body has no length up
     front, and Django would otherwise treat it as empty; it is read here up to the limit, and
-    the counted bytes are handed on as the request body.
+    the counted bytes are handed on as the request body. That needs a server that ends the
+    input stream at the end of the body (`wsgi.input_terminated`, as gunicorn and mod_wsgi
+    set); on any other server a chunked body is refused with 411 rather than read as empty.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
@@ -39,13 +41,23 @@ class BodySizeLimitMiddleware:
             try:
                 length = int(declared)
             except ValueError:
+                length = -1
+            if length < 0:
                 return JsonResponse(
-                    {"detail": "Content-Length is not a number.", "code": "bad_length"},
+                    {"detail": "Content-Length is not a byte count.", "code": "bad_length"},
                     status=400,
                 )
             if length > self.limit:
                 return _payload_too_large(self.limit)
         elif "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            if not request.META.get("wsgi.input_terminated"):
+                return JsonResponse(
+                    {
+                        "detail": "This server cannot read chunked bodies; send Content-Length.",
+                        "code": "length_required",
+                    },
+                    status=411,
+                )
             body = self._read_chunked(request)
             if body is None:
                 return _payload_too_large(self.limit)

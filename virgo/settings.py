@@ -78,16 +78,19 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so that no later layer reads an oversized body.
-    "virgo.middleware.BodySizeLimitMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    # The header-setting layers come first (outermost), so that every response carries the
+    # security headers, including those an inner layer answers early: the 413 of the body
+    # limit, the 400 of a disallowed Host, a redirect.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "virgo.middleware.ContentTypeCSPMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    # Before any layer that could read the body.
+    "virgo.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "virgo.urls"

@@ -10,3 +10,7 @@ urlpatterns = [
     path("", include("cards.urls")),
     path("api/", include("personas.urls")),
 ]
+
+handler400 = "virgo.errors.bad_request"
+handler404 = "virgo.errors.not_found"
+handler500 = "virgo.errors.server_error"

@@ -1,0 +1,86 @@
+"""The bounded discovery directory (SPEC-0009 "Discoverability Is Owner-Controlled").
+
+Authenticated (session or token), advertised personas only, keyset pages of a capped size,
+and a per-principal rate limit: the directory is for finding personas, not for harvesting.
+"""
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django_ratelimit.core import get_usage
+from rest_framework import exceptions
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from cards.serializers import DirectoryEntrySerializer
+from personas.models import Persona
+
+RATE_LIMIT_GROUP = "virgo.directory"
+
+
+class DirectoryPagination(CursorPagination):
+    """Keyset pages over the persona key: each page is one indexed range scan, at any depth."""
+
+    ordering = "id"
+    page_size_query_param = "page_size"
+
+    def __init__(self) -> None:
+        self.page_size = settings.VIRGO_DIRECTORY_PAGE_SIZE
+        self.max_page_size = settings.VIRGO_DIRECTORY_MAX_PAGE_SIZE
+
+
+class DirectoryRateLimited(exceptions.APIException):
+    status_code = 429
+    default_code = "rate_limited"
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(
+            detail={"detail": "Too many directory requests; slow down.", "code": "rate_limited"}
+        )
+        self.wait = wait
+
+
+class PrincipalRateThrottle(BaseThrottle):
+    """VIRGO_DIRECTORY_RATE_LIMIT per signed-in user, counted by django-ratelimit.
+
+    Throttles run after authentication and permissions, so every counted request has a user.
+    """
+
+    def __init__(self) -> None:
+        self.retry_after: int | None = None
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        usage = get_usage(
+            request,
+            group=RATE_LIMIT_GROUP,
+            key="user",
+            rate=settings.VIRGO_DIRECTORY_RATE_LIMIT,
+            increment=True,
+        )
+        if usage is None or not usage["should_limit"]:
+            return True
+        self.retry_after = max(usage["time_left"], 1)
+        return False
+
+    def wait(self) -> int | None:
+        return self.retry_after
+
+
+class DirectoryView(ListAPIView):
+    """GET /api/directory/: the personas their owners listed, and that stand."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [PrincipalRateThrottle]
+    pagination_class = DirectoryPagination
+    serializer_class = DirectoryEntrySerializer
+
+    def get_queryset(self) -> QuerySet[Persona]:
+        return Persona.objects.advertised().only(
+            "id", "uuid", "name", "description", "system_prompt", "skills"
+        )
+
+    def throttled(self, request: Request, wait: float | None) -> None:
+        raise DirectoryRateLimited(int(wait or 1))

@@ -1,0 +1,142 @@
+"""The well-known Agent Card endpoint (SPEC-0009 "Well-Known Card Endpoint").
+
+A plain Django view rather than DRF: this is the hot path, and DRF's negotiation and
+authentication would cost more than everything else the request does (PERF-NOTES.md). Per
+request it counts once against the rate limit and makes one SQL query for the persona and its
+stored card; the bytes and validators were computed once per generation.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, JsonResponse
+from django.utils.cache import get_conditional_response
+from django.utils.http import http_date
+from django.views.decorators.csrf import csrf_exempt
+from django_ratelimit.core import get_usage
+
+from cards.models import PublishedCard
+from cards.publishing import publish_card
+from personas.models import Persona
+
+READ_METHODS = ("GET", "HEAD")
+RATE_LIMIT_GROUP = "virgo.agent-card"
+
+# The columns the endpoint needs, so the hot query never drags prompts or compositions along.
+_CARD_COLUMNS = (
+    "uuid",
+    "discoverable",
+    "standing",
+    "generation",
+    "agent__owner_id",
+    "published_card__generation",
+    "published_card__body",
+    "published_card__etag",
+    "published_card__last_modified",
+)
+
+
+def json_error(status: int, code: str, detail: str) -> JsonResponse:
+    return JsonResponse({"detail": detail, "code": code}, status=status)
+
+
+def not_found() -> JsonResponse:
+    """One answer for a missing id and a hidden persona alike, so ids cannot be enumerated."""
+    response = json_error(404, "not_found", "No agent card is published at this address.")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@csrf_exempt  # Nothing here changes state; exemption lets unsafe methods reach their 405.
+def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
+    """Serve exactly this persona's current card, publicly only while it is advertised."""
+    retry_after = _card_retry_after(request)
+    if retry_after is not None:
+        response = json_error(429, "rate_limited", "Too many card requests from this address.")
+        response["Retry-After"] = str(retry_after)
+        return response
+    if request.method not in READ_METHODS:
+        response = json_error(
+            405, "method_not_allowed", "The agent card is read-only: use GET or HEAD."
+        )
+        response["Allow"] = ", ".join(READ_METHODS)
+        return response
+    if _declares_body(request):
+        return json_error(413, "body_not_accepted", "The agent card endpoint accepts no body.")
+
+    persona = (
+        Persona.objects.select_related("published_card", "agent")
+        .only(*_CARD_COLUMNS)
+        .filter(uuid=persona_id)
+        .first()
+    )
+    if persona is not None and persona.is_advertised:
+        cache_control = f"public, max-age={settings.VIRGO_CARD_MAX_AGE}"
+    else:
+        # Missing and hidden ids both consult the session, so their answers (headers included:
+        # the session adds Vary: Cookie) are identical for everyone but the owner.
+        signed_in = request.user.is_authenticated
+        if persona is None or not signed_in or persona.agent.owner_id != request.user.pk:
+            return not_found()
+        # The owner previewing an unlisted persona: never kept by shared caches, and always
+        # revalidated so an edit shows on the next load.
+        cache_control = "private, no-cache"
+    return _card_response(request, _current_card(persona), cache_control)
+
+
+def _card_retry_after(request: HttpRequest) -> int | None:
+    """Count every card request against its source IP, before any database work."""
+    usage = get_usage(
+        request,
+        group=RATE_LIMIT_GROUP,
+        key="ip",
+        rate=settings.VIRGO_CARD_RATE_LIMIT,
+        increment=True,
+    )
+    if usage is None or not usage["should_limit"]:
+        return None
+    return max(usage["time_left"], 1)
+
+
+def _declares_body(request: HttpRequest) -> bool:
+    """Whether the request carries content (chunked bodies were counted by the middleware)."""
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0) != 0
+    except ValueError:
+        return True
+
+
+def _current_card(persona: Persona) -> PublishedCard:
+    try:
+        card: PublishedCard | None = persona.published_card
+    except PublishedCard.DoesNotExist:
+        card = None
+    if card is None or card.generation < persona.generation:
+        # The task that follows every change publishes the card; this covers a request that
+        # arrives before it has run.
+        card = publish_card(persona)
+    return card
+
+
+def _card_response(request: HttpRequest, card: PublishedCard, cache_control: str) -> HttpResponse:
+    last_modified = int(card.last_modified.timestamp())
+    precondition = get_conditional_response(request, etag=card.etag, last_modified=last_modified)
+    if precondition is None:
+        body = b"" if request.method == "HEAD" else card.body
+        response = HttpResponse(body, content_type="application/json")
+    elif precondition.status_code == 304:
+        response = HttpResponseNotModified()
+        # A 304 has no Content-Type to tell the CSP middleware this validates JSON; it must
+        # not loosen the policy a cache stored with the card.
+        response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
+    else:
+        return json_error(
+            412, "precondition_failed", "If-Match or If-Unmodified-Since did not match the card."
+        )
+    # The length of the card itself, also on HEAD and 304 (RFC 9110 8.6); it also keeps
+    # CommonMiddleware from announcing "Content-Length: 0" there.
+    response["Content-Length"] = str(len(card.body))
+    response["ETag"] = card.etag
+    response["Last-Modified"] = http_date(last_modified)
+    response["Cache-Control"] = cache_control
+    return response
