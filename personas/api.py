@@ -1,0 +1,278 @@
+"""The owners' REST API: /api/agents/ and /api/personas/ (SPEC-0009 persona management).
+
+Views and serializers are thin. Input serializers check shapes only and refuse any key they
+do not accept (a request that tries to set `skills` is told so, never silently ignored); the
+services in personas.services validate the domain and write. Which objects a caller can
+reach comes from personas.selectors: another owner's agent or persona is a 404.
+
+Authentication is by token or by session; DRF's SessionAuthentication enforces CSRF on
+session writes. Every write counts against the caller's owner mutation budget
+(personas.ratelimits), shared with the admin.
+"""
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from django.db import transaction
+from rest_framework import serializers, status, viewsets
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.generics import get_object_or_404
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.throttling import BaseThrottle
+
+from personas import selectors, services
+from personas.models import Agent, Persona
+from personas.ratelimits import mutation_retry_after
+
+READ_ONLY_REASONS: dict[str, str] = {
+    "id": "read-only: assigned by the server",
+    "uuid": "read-only: assigned by the server when the persona is created",
+    "skills": "read-only: skills are derived from verb_subset and never set by hand; "
+    "change verb_subset instead",
+    "generation": "read-only: every change to what the persona is opens the next generation",
+    "standing": "read-only: set when the generation's capability stamp is built",
+    "card_url": "read-only: derived from the persona's own base path",
+    "owner": "read-only: the owner is the authenticated caller",
+    "created_at": "read-only",
+    "updated_at": "read-only",
+}
+
+
+# Input ----------------------------------------------------------------------------------------
+
+
+class StrictInput(serializers.Serializer):
+    """Refuses keys it does not accept, naming each one and why."""
+
+    extra_reasons: ClassVar[dict[str, str]] = {}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, Mapping):
+            refused = {
+                key: [self.extra_reasons.get(key) or READ_ONLY_REASONS.get(key) or "unknown field"]
+                for key in data
+                if key not in self.fields
+            }
+            if refused:
+                raise serializers.ValidationError(refused)
+        return super().to_internal_value(data)
+
+
+def _names() -> serializers.ListField:
+    return serializers.ListField(child=serializers.CharField(max_length=200))
+
+
+class AgentInput(StrictInput):
+    name = serializers.CharField(max_length=120)
+    self_description = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
+    granted_verbs = _names()
+    granted_queues = _names()
+
+
+class PersonaInput(StrictInput):
+    """What an owner authors. verb_subset and queues are required: scope is never implied."""
+
+    name = serializers.CharField(max_length=120)
+    description = serializers.CharField(allow_blank=True, default="")
+    system_prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    verb_subset = _names()
+    queues = _names()
+    persona_class = serializers.CharField(max_length=32)
+    address = serializers.CharField(max_length=200, help_text="A registered address path")
+    graph_namespace = serializers.CharField(allow_blank=True, default="", max_length=200)
+    human_surface_bindings = serializers.ListField(
+        child=serializers.CharField(max_length=200), default=list
+    )
+    owning_lead = serializers.SlugRelatedField(
+        slug_field="uuid", queryset=Persona.objects.none(), allow_null=True, default=None
+    )
+    discoverable = serializers.BooleanField(required=False)
+
+    extra_reasons = {"agent": "cannot be changed after creation; create a new persona instead"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user = self.context["request"].user
+        self.fields["owning_lead"].queryset = selectors.personas_visible_to(user)
+
+
+class PersonaCreateInput(PersonaInput):
+    agent = serializers.PrimaryKeyRelatedField(queryset=Agent.objects.none())
+
+    extra_reasons: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user = self.context["request"].user
+        self.fields["agent"].queryset = selectors.agents_visible_to(user)
+
+
+# Output ---------------------------------------------------------------------------------------
+
+
+class AgentOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    owner = serializers.IntegerField(source="owner_id")
+    name = serializers.CharField()
+    self_description = serializers.CharField()
+    granted_verbs = serializers.ListField(child=serializers.CharField())
+    granted_queues = serializers.ListField(child=serializers.CharField())
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class PersonaOutput(serializers.Serializer):
+    uuid = serializers.UUIDField()
+    agent = serializers.IntegerField(source="agent_id")
+    name = serializers.CharField()
+    description = serializers.CharField()
+    system_prompt = serializers.CharField()
+    verb_subset = serializers.ListField(child=serializers.CharField())
+    queues = serializers.ListField(child=serializers.CharField())
+    skills = serializers.ListField(child=serializers.DictField())
+    persona_class = serializers.CharField()
+    address = serializers.SlugRelatedField(slug_field="path", read_only=True)
+    graph_namespace = serializers.CharField()
+    human_surface_bindings = serializers.ListField(child=serializers.CharField())
+    owning_lead = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    discoverable = serializers.BooleanField()
+    generation = serializers.IntegerField()
+    standing = serializers.BooleanField(allow_null=True)
+    card_url = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+# Views ----------------------------------------------------------------------------------------
+
+
+class OwnerMutationThrottle(BaseThrottle):
+    """The shared owner mutation budget; DRF turns a refusal into 429 with Retry-After."""
+
+    def __init__(self) -> None:
+        self.retry_after: int | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.retry_after = mutation_retry_after(request._request)
+        return self.retry_after is None
+
+    def wait(self) -> float | None:
+        return self.retry_after
+
+
+class ById(CursorPagination):
+    ordering = "id"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class OwnerViewSet(viewsets.ViewSet):
+    # Token first, so that an anonymous caller gets 401 with WWW-Authenticate: Token.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [OwnerMutationThrottle]
+
+    def paginated(self, queryset: Any, output: type[serializers.Serializer]) -> Response:
+        paginator = ById()
+        page = paginator.paginate_queryset(queryset, self.request, view=self)
+        return paginator.get_paginated_response(output(page, many=True).data)
+
+
+class AgentViewSet(OwnerViewSet):
+    def _agent(self, pk: str) -> Agent:
+        return get_object_or_404(selectors.agents_visible_to(self.request.user), pk=pk)
+
+    def list(self, request: Request) -> Response:
+        return self.paginated(selectors.agents_visible_to(request.user), AgentOutput)
+
+    def create(self, request: Request) -> Response:
+        data = AgentInput(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        agent = services.agent_create(owner=request.user, **data.validated_data)
+        return Response(
+            AgentOutput(agent).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": reverse("api-agent-detail", [agent.pk], request=request)},
+        )
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(AgentOutput(self._agent(pk)).data)
+
+    def update(self, request: Request, pk: str, partial: bool = False) -> Response:
+        agent = self._agent(pk)
+        data = AgentInput(data=request.data, partial=partial, context={"request": request})
+        data.is_valid(raise_exception=True)
+        agent = services.agent_update(agent=agent, actor=request.user, **data.validated_data)
+        return Response(AgentOutput(agent).data)
+
+    def partial_update(self, request: Request, pk: str) -> Response:
+        return self.update(request, pk, partial=True)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        services.agent_delete(agent=self._agent(pk), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PersonaViewSet(OwnerViewSet):
+    lookup_field = "uuid"
+
+    def _personas(self) -> Any:
+        return selectors.personas_visible_to(self.request.user).select_related(
+            "address", "owning_lead"
+        )
+
+    def _persona(self, uuid: str) -> Persona:
+        return get_object_or_404(self._personas(), uuid=uuid)
+
+    def list(self, request: Request) -> Response:
+        return self.paginated(self._personas(), PersonaOutput)
+
+    def create(self, request: Request) -> Response:
+        data = PersonaCreateInput(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        agent = fields.pop("agent")
+        discoverable = fields.pop("discoverable", None)
+        with transaction.atomic():
+            persona = services.persona_create(agent=agent, actor=request.user, **fields)
+            if discoverable:
+                persona = services.persona_set_discoverable(
+                    persona=persona, actor=request.user, discoverable=True, via="api"
+                )
+        persona = self._persona(str(persona.uuid))
+        return Response(
+            PersonaOutput(persona).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": reverse("api-persona-detail", [persona.uuid], request=request)},
+        )
+
+    def retrieve(self, request: Request, uuid: str) -> Response:
+        return Response(PersonaOutput(self._persona(uuid)).data)
+
+    def update(self, request: Request, uuid: str, partial: bool = False) -> Response:
+        persona = self._persona(uuid)
+        data = PersonaInput(data=request.data, partial=partial, context={"request": request})
+        data.is_valid(raise_exception=True)
+        changes = dict(data.validated_data)
+        discoverable = changes.pop("discoverable", None)
+        # One transaction: a refused discoverability change undoes the rest of the request.
+        with transaction.atomic():
+            if changes:
+                services.persona_update(persona=persona, actor=request.user, **changes)
+            if discoverable is not None:
+                services.persona_set_discoverable(
+                    persona=persona, actor=request.user, discoverable=discoverable, via="api"
+                )
+        return Response(PersonaOutput(self._persona(uuid)).data)
+
+    def partial_update(self, request: Request, uuid: str) -> Response:
+        return self.update(request, uuid, partial=True)
+
+    def destroy(self, request: Request, uuid: str) -> Response:
+        services.persona_delete(persona=self._persona(uuid), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,67 @@
+"""Who may see which agents, personas and audit rows: the one place ownership is written.
+
+Every API view and every admin page reads through these. An owner sees only their own
+objects; a moderator (superuser) sees everyone's, so that they can delist any persona. Seeing
+is not changing: the services decide every write (owner only, moderators may only delist).
+"""
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from personas.models import Agent, AuditEvent, OwnerIdentity, Persona
+
+
+def is_moderator(user: Any) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_superuser)
+
+
+def agents_visible_to(user: Any) -> QuerySet[Agent]:
+    if not (user.is_authenticated and user.is_active):
+        return Agent.objects.none()
+    if is_moderator(user):
+        return Agent.objects.all()
+    return Agent.objects.filter(owner=user)
+
+
+def agents_owned_by(user: Any) -> QuerySet[Agent]:
+    """The agents a user may create personas on: their own, moderators included."""
+    if not (user.is_authenticated and user.is_active):
+        return Agent.objects.none()
+    return Agent.objects.filter(owner=user)
+
+
+def personas_visible_to(user: Any) -> QuerySet[Persona]:
+    if not (user.is_authenticated and user.is_active):
+        return Persona.objects.none()
+    if is_moderator(user):
+        return Persona.objects.all()
+    return Persona.objects.filter(agent__owner=user)
+
+
+def identities_visible_to(user: Any) -> QuerySet[OwnerIdentity]:
+    if not (user.is_authenticated and user.is_active):
+        return OwnerIdentity.objects.none()
+    if is_moderator(user):
+        return OwnerIdentity.objects.all()
+    return OwnerIdentity.objects.filter(user=user)
+
+
+def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
+    """Moderators see every event; an owner sees the events about their own agents and personas."""
+    if not (user.is_authenticated and user.is_active):
+        return AuditEvent.objects.none()
+    if is_moderator(user):
+        return AuditEvent.objects.all()
+    return AuditEvent.objects.filter(Q(agent__owner=user) | Q(persona__agent__owner=user))
+
+
+def owns(user: Any, obj: Agent | Persona | OwnerIdentity) -> bool:
+    """Whether `user` is the owner of `obj`, the only one who may change it."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    if isinstance(obj, Agent):
+        return obj.owner_id == user.pk
+    if isinstance(obj, Persona):
+        return obj.agent.owner_id == user.pk
+    return obj.user_id == user.pk
