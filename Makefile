@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run test lint format install clean
+.PHONY: run serve test lint format install clean
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -24,10 +24,16 @@ $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 
 install: $(VENV)/.installed
 
+# The embedded default: SQLite under var/, Celery tasks in-process, a local-memory cache.
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py load_demo
-	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+	VIRGO_EMBEDDED=1 $(PY) manage.py migrate --noinput
+	VIRGO_EMBEDDED=1 $(PY) manage.py load_demo
+	VIRGO_EMBEDDED=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+# The production shape: gunicorn + WhiteNoise, a Celery worker and beat, PostgreSQL and Redis
+# (private local ones unless DATABASE_URL / REDIS_URL are set). Ctrl-C stops it all.
+serve: install
+	PORT=$(PORT) VIRGO_PYTHON=$(PY) scripts/serve
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -84,6 +84,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "virgo.middleware.ContentTypeCSPMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files are answered here, before sessions and the rest, with long-lived caching.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before any layer that could read the body.
     "virgo.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -157,6 +159,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VIRGO_HOME / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production serves `collectstatic` output with hashed names (cacheable forever); the
+    # embedded default serves straight from the apps, with nothing to collect.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if LOCAL
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = LOCAL
 
 # Request bodies: the middleware answers 413 before Django would raise its own 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = VIRGO_MAX_BODY_BYTES
@@ -176,7 +189,7 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not LOCAL)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not LOCAL)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if LOCAL else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not LOCAL)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not LOCAL)
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

@@ -1,0 +1,128 @@
+"""The deployed shape: production settings pass Django's deploy checks, and gunicorn with
+WhiteNoise serves the app and its static files from several workers."""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.live import REPO, free_port, wait_until
+
+
+def production_env(**extra: str) -> dict[str, str]:
+    """The environment of a deployment: no local-mode switches, every secret set."""
+    local_switches = {"VIRGO_EMBEDDED", "DEBUG", "CELERY_TASK_ALWAYS_EAGER", "DATABASE_URL"}
+    env = {key: value for key, value in os.environ.items() if key not in local_switches}
+    env.update(
+        DJANGO_SETTINGS_MODULE="virgo.settings",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="virgo.example.org",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    env.update(extra)
+    return env
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.live
+def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_path: Path) -> None:
+    done = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env=production_env(
+            VIRGO_HOME=str(tmp_path),
+            DATABASE_URL="postgres://virgo:unused@db.example.org:5432/virgo",
+        ),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues (0 silenced)." in done.stdout
+
+
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """gunicorn with two workers on production settings, behind a (pretend) TLS proxy."""
+    tmp_path = tmp_path_factory.mktemp("gunicorn")
+    port = free_port()
+    env = production_env(
+        VIRGO_HOME=str(tmp_path),
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_PROXY_SSL_HEADER="1",
+        VIRGO_BIND=f"127.0.0.1:{port}",
+        WEB_CONCURRENCY="2",
+    )
+    # The embedded database (in tmp_path) is enough here: no page below reads it.
+    del env["REDIS_URL"]
+    collected = manage("collectstatic", "--noinput", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
+    log = tmp_path / "gunicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [Path(sys.executable).with_name("gunicorn"), "-c", "virgo/gunicorn.conf.py"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"gunicorn exited:\n{log.read_text()}")
+        try:
+            return httpx.get(base + "/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(answers, what="gunicorn to answer /healthz")
+    yield base, tmp_path
+    process.terminate()
+    process.wait(timeout=60)
+    assert log.read_text().count("Booting worker with pid") >= 2
+
+
+@pytest.mark.live
+def test_gunicorn_serves_hashed_static_files_for_ever_with_the_security_headers(
+    gunicorn: tuple[str, Path],
+) -> None:
+    base, home = gunicorn
+    manifest = json.loads((home / "static" / "staticfiles.json").read_text())
+    hashed = manifest["paths"]["admin/css/base.css"]
+    assert hashed != "admin/css/base.css"
+    response = httpx.get(f"{base}/static/{hashed}", headers={"X-Forwarded-Proto": "https"})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/css")
+    assert "immutable" in response.headers["Cache-Control"]
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert "Strict-Transport-Security" in response.headers
+
+
+@pytest.mark.live
+def test_gunicorn_redirects_plain_http_to_https_except_for_the_probes(
+    gunicorn: tuple[str, Path],
+) -> None:
+    base, _ = gunicorn
+    page = httpx.get(f"{base}/admin/login/")
+    assert page.status_code == 301
+    assert page.headers["Location"].startswith("https://127.0.0.1")
+    probe = httpx.get(f"{base}/healthz")
+    assert probe.status_code == 200
+    assert probe.json() == {"status": "ok"}
