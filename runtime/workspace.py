@@ -128,6 +128,10 @@ class NotMutable(WorkspaceError):
     code = "not_mutable"
 
 
+class OutOfScope(WorkspaceError):
+    code = "out_of_scope"
+
+
 class SymlinkWrite(WorkspaceError):
     code = "symlink_write"
 
@@ -220,6 +224,7 @@ class Workspace:
 
     root: Path
     mutable_paths: tuple[str, ...]
+    readable_paths: tuple[str, ...] = ("**",)
 
     def ensure(self) -> Path:
         """Create the root (owner-only) if needed and return its resolved form."""
@@ -249,7 +254,19 @@ class Workspace:
             return True
         return False
 
-    def _readable(self, path: str) -> tuple[Path, str]:
+    def _in_read_scope(self, path: str, *, directory: bool) -> bool:
+        if "**" in self.readable_paths or is_mutable(path, self.readable_paths):
+            return True
+        # A directory on the way to a readable path may be listed, so the path can be found.
+        return directory and any(
+            pattern == path or pattern.startswith(f"{path}/") or not path
+            for pattern in self.readable_paths
+        )
+
+    def _readable(self, path: str, *, directory: bool = False) -> tuple[Path, str]:
+        if not self._in_read_scope(path, directory=directory):
+            allowed = ", ".join(self.readable_paths)
+            raise OutOfScope(f"{path!r} is outside the paths this tool may read ({allowed})")
         real, real_relative = self.resolve_inside(path)
         for candidate in (path, real_relative):
             if is_secret_path(candidate):
@@ -264,7 +281,7 @@ class Workspace:
         """One page of a directory's entries, sorted by name, with the cursor of the next page."""
         limit = _bounded("limit", limit, 1, LIST_MAX_LIMIT)
         cursor = _bounded("cursor", cursor, 0, None)
-        real, _ = self._readable(path)
+        real, _ = self._readable(path, directory=True)
         if not real.exists():
             raise NotFound(f"{path or '.'!r} does not exist")
         if not real.is_dir():
@@ -305,7 +322,7 @@ class Workspace:
                 }
 
     def stat(self, path: str) -> dict:
-        real, _ = self._readable(path)
+        real, _ = self._readable(path, directory=True)
         try:
             info = real.stat()
         except FileNotFoundError:

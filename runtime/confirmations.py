@@ -1,0 +1,145 @@
+"""Confirmation requests: routed, recorded before anything runs, answered only by their authority.
+
+Routing follows the stamp's `authority`: a global-boundary confirmation goes to the persona's bound
+human authority (its owner, reached through virgo-channel; until that adapter exists, the pending
+record is answered in the admin); a confirmation that crosses no global boundary, asked only
+because the stamp gives the tool `access: confirm`, is deputy scope and goes to the owning lead
+when the persona has one. A persona never answers its own request, and nobody but the routed
+authority answers at all.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from personas.models import Persona
+from runtime.models import AuthorityKind, DecisionRecord
+from runtime.policy import Operation, Verdict
+from runtime.stamp import ActiveStamp, StampUnavailable
+from stamps.services import owner_reference
+
+
+@dataclass(frozen=True, slots=True)
+class Authority:
+    kind: str
+    user: Any = None
+    persona: Persona | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == AuthorityKind.HUMAN:
+            return f"human authority {self.user.get_username()} via virgo-channel"
+        assert self.persona is not None
+        return f"owning lead {self.persona.uuid}"
+
+
+def human_authority(stamp: ActiveStamp, persona: Persona) -> Any:
+    """The owner the stamp routes to, which must be the persona's actual owner."""
+    owner = persona.agent.owner
+    if stamp.human_owner != owner_reference(owner.pk):
+        raise StampUnavailable(
+            f"persona {persona.uuid}: the stamp routes confirmations to {stamp.human_owner!r}, "
+            "who is not the persona's owner"
+        )
+    return get_user_model().objects.get(pk=owner.pk)
+
+
+def route(*, stamp: ActiveStamp, persona: Persona, verdict: Verdict) -> Authority:
+    if verdict.boundary is None and stamp.owning_lead:
+        lead = Persona.objects.filter(uuid=stamp.owning_lead).first()
+        if lead is None or lead.pk == persona.pk:
+            raise StampUnavailable(
+                f"persona {persona.uuid}: owning lead {stamp.owning_lead} cannot take confirmations"
+            )
+        return Authority(AuthorityKind.LEAD, persona=lead)
+    return Authority(AuthorityKind.HUMAN, user=human_authority(stamp, persona))
+
+
+def operation_digest(op: Operation) -> str:
+    return hashlib.sha256(rfc8785.dumps(op.as_json())).hexdigest()
+
+
+def request_confirmation(
+    *,
+    persona: Persona,
+    stamp: ActiveStamp,
+    op: Operation,
+    verdict: Verdict,
+    correlation_id: str,
+) -> DecisionRecord:
+    """Write the durable pending request. Nothing of the operation has run when this returns."""
+    authority = route(stamp=stamp, persona=persona, verdict=verdict)
+    return DecisionRecord.objects.create(
+        correlation_id=correlation_id,
+        requester=persona,
+        tool_name=op.tool,
+        handler_action=op.action,
+        operation=op.as_json(),
+        operation_digest=operation_digest(op),
+        stamp_hash=stamp.stamp_hash,
+        boundary=verdict.boundary.value if verdict.boundary else "",
+        rule=verdict.rule,
+        reason=verdict.reason,
+        authority_kind=authority.kind,
+        authority_user=authority.user,
+        authority_persona=authority.persona,
+    )
+
+
+def may_decide(record: DecisionRecord, *, user: Any = None, persona: Persona | None = None) -> bool:
+    """Whether this principal is the routed authority of the request (and not its requester)."""
+    if persona is not None and persona.pk == record.requester_id:
+        return False
+    if record.authority_kind == AuthorityKind.HUMAN:
+        return (
+            persona is None
+            and user is not None
+            and user.is_authenticated
+            and user.pk == record.authority_user_id
+        )
+    return user is None and persona is not None and persona.pk == record.authority_persona_id
+
+
+@transaction.atomic
+def decide(
+    *,
+    record: DecisionRecord,
+    approve: bool,
+    user: Any = None,
+    persona: Persona | None = None,
+) -> DecisionRecord:
+    """Answer a pending request as its routed authority: a human user, or the owning lead persona.
+
+    The requester itself is refused first, so a model can never confirm its own request, even
+    when it is (wrongly) routed to itself.
+    """
+    record = DecisionRecord.objects.select_for_update().get(pk=record.pk)
+    if persona is not None and persona.pk == record.requester_id:
+        raise PermissionDenied("a persona cannot confirm its own request")
+    if not may_decide(record, user=user, persona=persona):
+        raise PermissionDenied(f"only the routed authority ({record.authority_label}) may decide")
+    if record.decision != DecisionRecord.Decision.PENDING:
+        raise ValidationError({"decision": [f"already {record.decision}"]})
+    record.decision = (
+        DecisionRecord.Decision.APPROVED if approve else DecisionRecord.Decision.DENIED
+    )
+    record.decided_via = DecisionRecord.Via.AUTHORITY
+    record.decided_by_user = user
+    record.decided_by_persona = persona
+    record.decided_at = timezone.now()
+    record.save(
+        update_fields=[
+            "decision",
+            "decided_via",
+            "decided_by_user",
+            "decided_by_persona",
+            "decided_at",
+        ]
+    )
+    return record

@@ -1,0 +1,301 @@
+"""The one entry point of every tool call, whichever consumer it came from.
+
+`handle(persona, tool_name, arguments, correlation_id)`:
+
+1. loads the persona's active stamp, verified against its recorded hash;
+2. refuses a tool the stamp does not grant;
+3. normalises the call into an Operation and classifies it (runtime.policy);
+4. refuses a deny boundary loudly, whatever the stamp or the prompt registry says;
+5. for a confirm boundary or `access: confirm`: applies an exact learned choice of the prompt
+   registry if there is one, else writes a pending decision record routed to the authority and
+   stops there; nothing runs before that record exists;
+6. otherwise runs the implementation bound to the tool's handler action.
+
+A correlation id that already has a decision record resumes that record: approved and not yet
+run, the operation runs now, exactly once; run before, the recorded result comes back.
+
+"Loud" refusal: a structured result `{ok: false, code, boundary, reason}`, a RefusalRecord row and
+a WARNING log line. A tool whose handler action has no implementation yet is refused the same
+way; it never answers with a made-up success.
+"""
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from personas.catalogue import Boundary
+from personas.models import Persona
+from runtime import confirmations, registry
+from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
+from runtime.policy import (
+    Binding,
+    InvalidOperation,
+    Operation,
+    Outcome,
+    Verdict,
+    classify,
+    normalise,
+)
+from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
+from runtime.workspace import (
+    AuthorityPath,
+    InvalidArgument,
+    NotMutable,
+    OutOfScope,
+    PathEscape,
+    SecretPath,
+    SymlinkWrite,
+    Workspace,
+    WorkspaceError,
+)
+from stamps.registry import HANDLERS
+
+logger = logging.getLogger("virgo.runtime")
+
+Result = dict[str, Any]
+_CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
+
+# Errors a tool raises that are refusals of where it was pointed, not failures of the work.
+_REFUSING_ERRORS: dict[type[WorkspaceError], Boundary | None] = {
+    PathEscape: Boundary.CROSS_SCOPE,
+    SecretPath: Boundary.SECRET_CREDENTIAL_VALUES,
+    AuthorityPath: Boundary.AUTHORITY_MATERIAL_EXPORT,
+    NotMutable: None,
+    SymlinkWrite: None,
+    OutOfScope: None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """Everything an implementation may use: it acts only on what the stamp bound it to."""
+
+    persona: Persona
+    stamp: ActiveStamp
+    tool: StampTool
+    binding: Binding
+    workspace: Workspace
+    op: Operation
+    correlation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    persona: Persona
+    tool_name: str
+    correlation_id: str
+    stamp: ActiveStamp | None = None
+    tool: StampTool | None = None
+    op: Operation | None = None
+
+
+def handle(
+    persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
+) -> Result:
+    context = _Context(persona, str(tool_name), str(correlation_id))
+    if not isinstance(correlation_id, str) or not _CORRELATION_ID.match(correlation_id):
+        return _refuse(context, "invalid_correlation_id", "correlation id must be 1-200 safe chars")
+    try:
+        stamp = load_active_stamp(persona)
+    except StampUnavailable as exc:
+        return _refuse(context, "stamp_unavailable", exc.reason)
+    context = _Context(persona, tool_name, correlation_id, stamp)
+    tool = stamp.tools.get(tool_name)
+    if tool is None:
+        return _refuse(
+            context, "not_granted", f"tool {tool_name} is not granted to persona {persona.uuid}"
+        )
+    binding, space = stamp.binding_for(tool), stamp.workspace_for(tool)
+    context = _Context(persona, tool_name, correlation_id, stamp, tool)
+    try:
+        op = normalise(
+            tool=tool.name,
+            action=tool.action,
+            arguments=arguments,
+            binding=binding,
+            workspace=space,
+        )
+    except InvalidArgument as exc:
+        return _refuse(context, InvalidOperation.code, exc.reason)
+    context = _Context(persona, tool_name, correlation_id, stamp, tool, op)
+    verdict = classify(op, binding, access=tool.access)
+    if verdict.outcome is Outcome.DENY:
+        return _refuse(context, "boundary_denied", verdict.reason, verdict)
+    call = ToolCall(persona, stamp, tool, binding, space, op, correlation_id)
+    existing = DecisionRecord.objects.filter(correlation_id=correlation_id).first()
+    if existing is not None:
+        return _resume(context, existing, call)
+    if HANDLERS.implementation(tool.action) is None:
+        return _refuse(
+            context,
+            "not_implemented",
+            f"tool {tool_name} ({tool.action}) has no bound implementation in this runtime",
+        )
+    if verdict.outcome is Outcome.CONFIRM:
+        return _confirm(context, call, verdict)
+    return _execute(context, call)
+
+
+def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
+    entry = registry.lookup(persona=call.persona, stamp=call.stamp, op=call.op)
+    try:
+        with transaction.atomic():
+            record = confirmations.request_confirmation(
+                persona=call.persona,
+                stamp=call.stamp,
+                op=call.op,
+                verdict=verdict,
+                correlation_id=call.correlation_id,
+            )
+    except IntegrityError:
+        # A concurrent call with the same correlation id wrote the record first: resume it.
+        return _resume(
+            context, DecisionRecord.objects.get(correlation_id=call.correlation_id), call
+        )
+    with transaction.atomic():
+        if entry is None:
+            logger.info(
+                "confirmation requested tool=%s persona=%s correlation=%s authority=%s",
+                call.tool.name,
+                call.persona.uuid,
+                call.correlation_id,
+                record.authority_label,
+            )
+            return _pending(record)
+        approve = entry.choice == PromptRegistryEntry.Choice.APPROVE
+        record.decision = (
+            DecisionRecord.Decision.APPROVED if approve else DecisionRecord.Decision.DENIED
+        )
+        record.decided_via = DecisionRecord.Via.PROMPT_REGISTRY
+        record.registry_entry = entry
+        record.decided_at = timezone.now()
+        record.save(update_fields=["decision", "decided_via", "registry_entry", "decided_at"])
+    if not approve:
+        return _refuse(
+            context,
+            "denied_by_learned_choice",
+            f"a learned choice refuses this exact operation ({verdict.reason})",
+            verdict,
+        )
+    return _run_once(context, record, call)
+
+
+def _resume(context: _Context, record: DecisionRecord, call: ToolCall) -> Result:
+    if record.requester_id != call.persona.pk or record.operation_digest != (
+        confirmations.operation_digest(call.op)
+    ):
+        return _refuse(
+            context,
+            "correlation_mismatch",
+            f"correlation id {call.correlation_id} belongs to a different operation",
+        )
+    if record.executed_at is not None:
+        return record.result or {}
+    if record.decision == DecisionRecord.Decision.PENDING:
+        return _pending(record)
+    if record.decision == DecisionRecord.Decision.DENIED:
+        return _refuse(context, "denied", f"{record.authority_label} refused this operation")
+    if record.stamp_hash != call.stamp.stamp_hash:
+        return _refuse(
+            context,
+            "stamp_changed",
+            "the persona's stamp changed since this operation was confirmed; ask again",
+        )
+    return _run_once(context, record, call)
+
+
+def _run_once(context: _Context, record: DecisionRecord, call: ToolCall) -> Result:
+    """Run an approved operation under its decision record; a second call gets the same result."""
+    with transaction.atomic():
+        record = DecisionRecord.objects.select_for_update().get(pk=record.pk)
+        if record.executed_at is not None:
+            return record.result or {}
+        result = _execute(context, call)
+        record.result = result
+        record.executed_at = timezone.now()
+        record.save(update_fields=["result", "executed_at"])
+    return result
+
+
+def _execute(context: _Context, call: ToolCall) -> Result:
+    implementation = HANDLERS.implementation(call.tool.action)
+    if implementation is None:
+        return _refuse(context, "not_implemented", f"{call.tool.action} has no implementation")
+    try:
+        result = implementation(call)
+    except WorkspaceError as exc:
+        for kind, boundary in _REFUSING_ERRORS.items():
+            if isinstance(exc, kind):
+                verdict = (
+                    Verdict(Outcome.DENY, boundary, exc.code, exc.reason) if boundary else None
+                )
+                return _refuse(context, exc.code, exc.reason, verdict)
+        return _failure(call, exc.code, exc.reason)
+    return {
+        "ok": True,
+        "tool": call.tool.name,
+        "correlation_id": call.correlation_id,
+        "result": result,
+    }
+
+
+def _pending(record: DecisionRecord) -> Result:
+    return {
+        "ok": False,
+        "code": "confirmation_required",
+        "status": "pending",
+        "tool": record.tool_name,
+        "boundary": record.boundary or None,
+        "reason": record.reason,
+        "authority": record.authority_label,
+        "correlation_id": record.correlation_id,
+        "retry": "call again with the same correlation_id once the authority has answered",
+    }
+
+
+def _failure(call: ToolCall, code: str, reason: str) -> Result:
+    return {
+        "ok": False,
+        "code": code,
+        "boundary": None,
+        "reason": reason,
+        "tool": call.tool.name,
+        "correlation_id": call.correlation_id,
+    }
+
+
+def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None = None) -> Result:
+    boundary = verdict.boundary.value if verdict and verdict.boundary else None
+    RefusalRecord.objects.create(
+        persona=context.persona,
+        tool_name=context.tool_name[:100],
+        handler_action=context.tool.action if context.tool else "",
+        code=code,
+        boundary=boundary or "",
+        rule=verdict.rule if verdict else "",
+        reason=reason,
+        operation=context.op.as_json() if context.op else None,
+        stamp_hash=context.stamp.stamp_hash if context.stamp else "",
+        correlation_id=context.correlation_id[:200],
+    )
+    logger.warning(
+        "refused tool=%s persona=%s code=%s boundary=%s correlation=%s: %s",
+        context.tool_name,
+        context.persona.uuid,
+        code,
+        boundary or "-",
+        context.correlation_id,
+        reason,
+    )
+    return {
+        "ok": False,
+        "code": code,
+        "boundary": boundary,
+        "reason": reason,
+        "tool": context.tool_name,
+        "correlation_id": context.correlation_id,
+    }

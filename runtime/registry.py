@@ -1,0 +1,219 @@
+"""The prompt registry: learned answers to exact blocked operations.
+
+A choice is keyed by (stamp hash, handler action, normalised target scope, operation shape) and
+matched only exactly: a digest of the four, never a pattern. It is consulted only for an
+operation the classifier sent to confirmation, on a tool the stamp grants, so it can neither grant
+a tool nor lift a deny boundary. Because the stamp hash is in the key, a new stamp starts with an
+empty registry; the owner carries entries forward only by reviewing them.
+
+Entries live in the persona's experience layer. A genuinely class-common choice may live in the
+shared class overlay instead; that layer is shared by personas of one class, so its entries are
+keyed by the stamp's class-profile hash (class plus every tool's name, action and access) in
+place of the persona-specific stamp hash, and only staff may write it. Both layers are database
+rows that travel with a persona snapshot; nothing machine-local is consulted.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from personas.models import Persona
+from runtime.models import DecisionRecord, PromptRegistryEntry
+from runtime.policy import Operation
+from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
+
+Location = PromptRegistryEntry.Location
+
+
+def key_digest(
+    *, stamp_hash: str, handler_action: str, target_scope: dict[str, Any], shape: dict[str, Any]
+) -> str:
+    key = {
+        "stamp_hash": stamp_hash,
+        "handler_action": handler_action,
+        "target_scope": target_scope,
+        "operation_shape": shape,
+    }
+    return hashlib.sha256(rfc8785.dumps(key)).hexdigest()
+
+
+def operation_digest(stamp: ActiveStamp, op: Operation, *, overlay: bool = False) -> str:
+    return key_digest(
+        stamp_hash=stamp.profile_hash if overlay else stamp.stamp_hash,
+        handler_action=op.action,
+        target_scope=op.scope_key,
+        shape=op.shape,
+    )
+
+
+def lookup(*, persona: Persona, stamp: ActiveStamp, op: Operation) -> PromptRegistryEntry | None:
+    """The learned choice for exactly this operation under exactly this stamp, if any."""
+    entry = PromptRegistryEntry.objects.filter(
+        location=Location.EXPERIENCE,
+        persona=persona,
+        key_digest=operation_digest(stamp, op),
+    ).first()
+    if entry is not None:
+        return entry
+    return PromptRegistryEntry.objects.filter(
+        location=Location.CLASS_OVERLAY,
+        persona_class=stamp.persona_class,
+        key_digest=operation_digest(stamp, op, overlay=True),
+    ).first()
+
+
+def _entry_fields(record: DecisionRecord) -> dict[str, Any]:
+    operation = record.operation
+    target = {
+        key: value
+        for key, value in operation["target"].items()
+        if key not in ("workspace", "project", "persona")
+    }
+    return {
+        "handler_action": record.handler_action,
+        "target_scope": target,
+        "operation_shape": operation["shape"],
+    }
+
+
+@transaction.atomic
+def learn(*, record: DecisionRecord, user: Any) -> PromptRegistryEntry:
+    """Remember the routed human authority's answer to one decided request, for this stamp."""
+    if record.decision == DecisionRecord.Decision.PENDING:
+        raise ValidationError({"record": ["only a decided request can be remembered"]})
+    if not (user.is_authenticated and record.authority_user_id == user.pk):
+        raise PermissionDenied("only the human authority the request was routed to may teach it")
+    fields = _entry_fields(record)
+    entry = PromptRegistryEntry(
+        location=Location.EXPERIENCE,
+        persona=record.requester,
+        stamp_hash=record.stamp_hash,
+        choice=(
+            PromptRegistryEntry.Choice.APPROVE
+            if record.decision == DecisionRecord.Decision.APPROVED
+            else PromptRegistryEntry.Choice.DENY
+        ),
+        learned_from=record,
+        created_by=user,
+        key_digest=key_digest(stamp_hash=record.stamp_hash, **_key_args(fields)),
+        **fields,
+    )
+    return _save_once(entry)
+
+
+@transaction.atomic
+def learn_for_class(*, record: DecisionRecord, user: Any) -> PromptRegistryEntry:
+    """Put a decided request into the shared class overlay: staff only, it binds every owner."""
+    if not (user.is_authenticated and getattr(user, "is_superuser", False)):
+        raise PermissionDenied("only staff may change the shared class overlay")
+    if record.decision == DecisionRecord.Decision.PENDING:
+        raise ValidationError({"record": ["only a decided request can be remembered"]})
+    stamp = load_active_stamp(record.requester)
+    if stamp.stamp_hash != record.stamp_hash:
+        raise ValidationError({"record": ["the persona's stamp changed since this request"]})
+    fields = _entry_fields(record)
+    entry = PromptRegistryEntry(
+        location=Location.CLASS_OVERLAY,
+        persona_class=stamp.persona_class,
+        stamp_hash=stamp.profile_hash,
+        choice=(
+            PromptRegistryEntry.Choice.APPROVE
+            if record.decision == DecisionRecord.Decision.APPROVED
+            else PromptRegistryEntry.Choice.DENY
+        ),
+        learned_from=record,
+        created_by=user,
+        key_digest=key_digest(stamp_hash=stamp.profile_hash, **_key_args(fields)),
+        **fields,
+    )
+    return _save_once(entry)
+
+
+def _key_args(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "handler_action": fields["handler_action"],
+        "target_scope": fields["target_scope"],
+        "shape": fields["operation_shape"],
+    }
+
+
+def _save_once(entry: PromptRegistryEntry) -> PromptRegistryEntry:
+    try:
+        with transaction.atomic():
+            entry.save()
+    except IntegrityError:
+        raise ValidationError(
+            {"entry": ["this exact operation already has a learned choice"]}
+        ) from None
+    return entry
+
+
+@dataclass(frozen=True, slots=True)
+class CarryOutcome:
+    entry: PromptRegistryEntry
+    carried: PromptRegistryEntry | None
+    reason: str
+
+
+@transaction.atomic
+def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[CarryOutcome]:
+    """The owner's review: copy experience entries onto their persona's current stamp hash.
+
+    Each copy names the entry it came from and who reviewed it. An entry whose tool the new stamp
+    no longer grants is not carried (a learned choice never outlives the capability it was about).
+    """
+    outcomes = []
+    now = timezone.now()
+    for entry in entries:
+        persona = entry.persona
+        if entry.location != Location.EXPERIENCE or persona is None:
+            outcomes.append(CarryOutcome(entry, None, "only experience-layer entries are carried"))
+            continue
+        if not (reviewer.is_authenticated and persona.agent.owner_id == reviewer.pk):
+            raise PermissionDenied("only the persona's owner may review its learned choices")
+        try:
+            stamp = load_active_stamp(persona)
+        except StampUnavailable as exc:
+            outcomes.append(CarryOutcome(entry, None, f"no standing stamp: {exc.reason}"))
+            continue
+        if entry.stamp_hash == stamp.stamp_hash:
+            outcomes.append(CarryOutcome(entry, None, "already on the current stamp"))
+            continue
+        if entry.handler_action not in stamp.handlers:
+            outcomes.append(
+                CarryOutcome(entry, None, f"the new stamp no longer grants {entry.handler_action}")
+            )
+            continue
+        digest = key_digest(
+            stamp_hash=stamp.stamp_hash,
+            handler_action=entry.handler_action,
+            target_scope=entry.target_scope,
+            shape=entry.operation_shape,
+        )
+        if PromptRegistryEntry.objects.filter(
+            location=Location.EXPERIENCE, persona=persona, key_digest=digest
+        ).exists():
+            outcomes.append(CarryOutcome(entry, None, "the current stamp already has this choice"))
+            continue
+        carried = PromptRegistryEntry.objects.create(
+            location=Location.EXPERIENCE,
+            persona=persona,
+            stamp_hash=stamp.stamp_hash,
+            handler_action=entry.handler_action,
+            target_scope=entry.target_scope,
+            operation_shape=entry.operation_shape,
+            key_digest=digest,
+            choice=entry.choice,
+            learned_from=entry.learned_from,
+            created_by=entry.created_by,
+            reviewed_by=reviewer,
+            reviewed_at=now,
+            carried_from=entry,
+        )
+        outcomes.append(CarryOutcome(entry, carried, "carried forward"))
+    return outcomes

@@ -1,0 +1,159 @@
+"""The active stamp of a persona, as every runtime consumer reads it: from the file, verified.
+
+The bytes of the active generation's CAPABILITY-STAMP.json are read on every load and hashed;
+they must equal the stamp hash the generation recorded, so an altered file is refused, not
+trusted. Only then are the three projections derived (stamps.projections), from those exact bytes.
+Validation of a given hash is done once per process: the same bytes always validate the same way.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import rfc8785
+
+from personas.models import Generation, Persona
+from runtime.policy import Binding
+from runtime.workspace import Workspace, workspace_root
+from stamps.canonical import MalformedStamp, parse_strict
+from stamps.projections import HandlerRule, project
+from stamps.storage import stamp_path
+from stamps.validation import StampRejected, validate_stamp
+
+
+class StampUnavailable(Exception):
+    """The persona has no usable stamp: nothing may be served or launched for it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class StampTool:
+    name: str
+    action: str
+    access: str
+    scope: dict[str, Any]
+    boundary: str | None
+
+
+@dataclass(frozen=True)
+class ActiveStamp:
+    persona_uuid: str
+    generation: int
+    data: bytes
+    document: dict[str, Any]
+    stamp_hash: str
+    mcp_tools: tuple[str, ...]
+    handlers: dict[str, HandlerRule]
+    allowlist: tuple[str, ...]
+
+    @cached_property
+    def tools(self) -> dict[str, StampTool]:
+        """The handler table, indexed by tool name (the name a consumer is called with)."""
+        return {
+            rule.tool: StampTool(rule.tool, action, rule.access, rule.scope, rule.boundary)
+            for action, rule in self.handlers.items()
+        }
+
+    @property
+    def persona_class(self) -> str:
+        return self.document["persona"]["class"]
+
+    @property
+    def human_owner(self) -> str:
+        return self.document["authority"]["human"]["owner"]
+
+    @property
+    def owning_lead(self) -> str | None:
+        return self.document["authority"]["owning_lead"]
+
+    @cached_property
+    def profile_hash(self) -> str:
+        """What personas of one class with the same tools share: the class overlay's key."""
+        profile = {
+            "class": self.persona_class,
+            "tools": sorted([tool.name, tool.action, tool.access] for tool in self.tools.values()),
+        }
+        return hashlib.sha256(rfc8785.dumps(profile)).hexdigest()
+
+    def binding_for(self, tool: StampTool) -> Binding:
+        """The explicit binding the handler authorizes this tool within: the tool's own scope."""
+        workspace = self.document["bindings"]["workspace"]
+        return Binding(
+            persona=self.persona_uuid,
+            workspace=tool.scope["workspace"],
+            project=tool.scope["project"],
+            queues=tuple(tool.scope.get("queues", ())),
+            mutable_paths=tuple(workspace["mutable_paths"]),
+        )
+
+    def workspace_for(self, tool: StampTool) -> Workspace:
+        """The persona's workspace as this tool may touch it.
+
+        A writing tool may write only the paths of its scope; a reading tool reports which paths
+        of the binding are mutable.
+        """
+        binding = self.document["bindings"]["workspace"]
+        writable = tool.scope.get("paths", ()) if tool.action == "workspace.write" else ()
+        return Workspace(
+            root=workspace_root(
+                workspace=binding["workspace"],
+                project=binding["project"],
+                persona_uuid=self.persona_uuid,
+            ),
+            mutable_paths=tuple(writable or binding["mutable_paths"]),
+            readable_paths=tuple(tool.scope.get("paths", ())),
+        )
+
+
+_validated: dict[str, tuple[str, ...]] = {}
+
+
+def load_active_stamp(persona: Persona) -> ActiveStamp:
+    """The verified stamp of the persona's current generation, or StampUnavailable saying why."""
+    label = f"persona {persona.uuid}"
+    generation = Generation.objects.filter(persona=persona, number=persona.generation).first()
+    if generation is None:
+        raise StampUnavailable(f"{label} has no generation {persona.generation}")
+    if generation.standing is not True or persona.standing is not True:
+        reasons = "; ".join(generation.not_standing_reasons) or "its stamp is not built yet"
+        raise StampUnavailable(
+            f"{label} is not standing (generation {generation.number}): {reasons}"
+        )
+    path = stamp_path(persona.uuid, generation.number)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise StampUnavailable(f"{label}: stamp file {path} is missing") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != generation.stamp_hash:
+        raise StampUnavailable(
+            f"{label}: stamp file {path} was altered (sha256 {digest}, recorded "
+            f"{generation.stamp_hash or 'nothing'})"
+        )
+    try:
+        document = parse_strict(data)
+    except MalformedStamp as exc:
+        raise StampUnavailable(f"{label}: stamp file {path} is malformed: {exc}") from None
+    if digest not in _validated:
+        try:
+            validate_stamp(document)
+        except StampRejected as exc:
+            raise StampUnavailable(f"{label}: stamp file {path} is invalid: {exc}") from None
+        _validated[digest] = ()
+    if document["persona"]["id"] != str(persona.uuid):
+        raise StampUnavailable(f"{label}: stamp file {path} belongs to another persona")
+    projections = project(data)
+    return ActiveStamp(
+        persona_uuid=str(persona.uuid),
+        generation=generation.number,
+        data=data,
+        document=document,
+        stamp_hash=digest,
+        mcp_tools=projections.mcp_tools,
+        handlers=projections.handlers,
+        allowlist=projections.allowlist,
+    )
