@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "personas",
     "stamps",
     "cards",
+    "runtime",
 ]
 
 MIDDLEWARE = [
