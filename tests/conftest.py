@@ -1,2 +1,3 @@
-# Fixtures for tests against real services (PostgreSQL, Redis, Celery processes): tests/live.py.
-pytest_plugins = ["tests.live"]
+# Fixtures: real services for the `live` tests (tests/live.py); a private VIRGO_HOME and
+# flush-safe stored stamps for every test (tests/stamp_fixtures.py).
+pytest_plugins = ["tests.live", "tests.stamp_fixtures"]

@@ -10,12 +10,34 @@ from django.test import TestCase
 from personas import services
 from personas.catalogue import REQUIRED_TOOL_NAMES
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+from stamps.profiles import required_tools
 
 _counter = itertools.count(1)
 
 REVIEWER_VERBS = ["list_todos", "claim", "complete"]
 DEPLOYER_VERBS = [*REVIEWER_VERBS, "register_webhook", "trigger_webhook"]
 ALL_VERBS = [*REQUIRED_TOOL_NAMES, *DEPLOYER_VERBS, "create_for"]
+
+
+# A canonical address for each class (two segments for root and scope-wide roles, three for
+# project duties), so a persona made with defaults stands whatever its class.
+CLASS_ADDRESSES = {
+    PersonaClass.SECRETARY: "root/secretary",
+    PersonaClass.TEAM_COORDINATOR: "work/coordinator",
+    PersonaClass.PROJECT_LEAD: "work/core/lead",
+    PersonaClass.CODER_DEPUTY: "work/core/reviewer",
+}
+
+
+def class_verbs(persona_class: str) -> list[str]:
+    """Every required tool the class matrix gives the class: the least a standing persona has."""
+    return list(required_tools(persona_class))
+
+
+def standing_verbs(persona_class: str, *extra: str) -> list[str]:
+    """A verb subset with which a persona of the class stands: its class tools plus `extra`."""
+    verbs = class_verbs(persona_class)
+    return verbs + [verb for verb in extra if verb not in verbs]
 
 
 def run_on_commit() -> Any:
@@ -54,10 +76,19 @@ def make_persona(agent: Agent, **fields: Any) -> Persona:
     """A persona as its owner would create it; its on-commit work has run when this returns."""
     fields.setdefault("name", f"Persona {next(_counter)}")
     fields.setdefault("system_prompt", "You review pull requests. Be precise and kind.")
-    fields.setdefault("verb_subset", list(REVIEWER_VERBS))
-    fields.setdefault("queues", ["reviews"])
     fields.setdefault("persona_class", PersonaClass.CODER_DEPUTY)
-    fields.setdefault("address", address("work/core/reviewer"))
+    # By default a persona stands: its class tools plus the reviewer's todo verbs, as far as the
+    # agent's grant reaches (a narrower grant gives a persona that does not stand).
+    fields.setdefault(
+        "verb_subset",
+        [
+            verb
+            for verb in standing_verbs(fields["persona_class"], *REVIEWER_VERBS)
+            if verb in agent.granted_verbs
+        ],
+    )
+    fields.setdefault("queues", ["reviews"])
+    fields.setdefault("address", address(CLASS_ADDRESSES[fields["persona_class"]]))
     discoverable = fields.pop("discoverable", False)
     with run_on_commit():
         persona = services.persona_create(agent=agent, actor=agent.owner, **fields)

@@ -1,0 +1,83 @@
+"""Canonical bytes and hashes of stamps (RFC 8785), and a strict I-JSON reader.
+
+A stamp's hash is the SHA-256 of its RFC 8785 bytes, and those exact bytes are what the file
+holds, so hashing the file proves it unaltered. Reading is strict because the three runtime
+consumers must see the same document: JSON that parsers disagree about (duplicate keys), or that
+is not I-JSON (floats, integers beyond 2**53, NaN), is refused rather than guessed at.
+"""
+
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+
+I_JSON_MAX_INT = 2**53 - 1
+
+
+class MalformedStamp(ValueError):
+    """The bytes are not a strict I-JSON object."""
+
+
+def canonical_bytes(document: dict[str, Any]) -> bytes:
+    return rfc8785.dumps(document)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def stamp_hash(document: dict[str, Any]) -> str:
+    return sha256_hex(canonical_bytes(document))
+
+
+def composition_hash(*, base_composition_hash: str, stamp_hash: str) -> str:
+    """The generation's composition hash: covers its base composition and its stamp."""
+    return sha256_hex(
+        canonical_bytes({"base_composition_hash": base_composition_hash, "stamp_hash": stamp_hash})
+    )
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise MalformedStamp(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_float(text: str) -> Any:
+    raise MalformedStamp(f"number {text} is not an integer (stamps carry no floats)")
+
+
+def _checked_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > I_JSON_MAX_INT:
+        raise MalformedStamp(f"integer {text} is outside the I-JSON range")
+    return value
+
+
+def _reject_constant(text: str) -> Any:
+    raise MalformedStamp(f"{text} is not JSON")
+
+
+def parse_strict(data: bytes) -> dict[str, Any]:
+    """Parse stamp bytes, refusing anything that is not a strict I-JSON object."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedStamp(f"not UTF-8: {exc}") from None
+    try:
+        document = json.loads(
+            text,
+            object_pairs_hook=_reject_duplicate_keys,
+            parse_float=_reject_float,
+            parse_int=_checked_int,
+            parse_constant=_reject_constant,
+        )
+    except json.JSONDecodeError as exc:
+        raise MalformedStamp(f"not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise MalformedStamp("the top level is not a JSON object")
+    return document

@@ -1,0 +1,165 @@
+"""Building and recording a generation's stamp: the one write path of the stamps app.
+
+Called by personas.publication (the Celery tasks) after every committed composition change.
+Idempotent per (persona, generation): a generation whose outcome is recorded returns it; one
+whose stamp is stored returns the stored stamp and never rebuilds or rewrites it.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from personas.models import Generation, Persona, RegisteredAddress
+from stamps.canonical import canonical_bytes, composition_hash, sha256_hex
+from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
+from stamps.models import CapabilityStamp
+from stamps.registry import HANDLERS, HandlerRegistry
+from stamps.storage import StampFileConflict, stamp_path, write_stamp_file
+from stamps.validation import Code, Problem, StampRejected
+
+
+@dataclass(frozen=True)
+class StampOutcome:
+    generation: Generation
+    stamp: CapabilityStamp | None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def standing(self) -> bool:
+        return self.stamp is not None
+
+
+def owner_reference(owner_id: object) -> str:
+    """How a stamp names its bound human authority: the owning user, resolved by the hub."""
+    return f"user:{owner_id}"
+
+
+def stamp_inputs(generation: Generation) -> dict[str, Any]:
+    """The factory's inputs, all from the generation's immutable composition."""
+    composition = generation.composition
+    address = composition["address"]
+    return {
+        "persona": PersonaIdentity(
+            id=composition["persona"],
+            name=composition["name"],
+            generation=generation.number,
+            owner=owner_reference(generation.persona.agent.owner_id),
+            owning_lead=composition["owning_lead"],
+        ),
+        "base_composition_hash": generation.base_composition_hash,
+        "address": address,
+        "persona_class": composition["persona_class"],
+        "graph_namespace": composition["graph_namespace"],
+        "human_surface_bindings": composition["human_surface_bindings"],
+        "workspace": workspace_binding_for(
+            address=address, persona_class=composition["persona_class"]
+        ),
+        "verb_subset": composition["verb_subset"],
+        "queues": composition["queues"],
+    }
+
+
+def build_generation_stamp(
+    *, generation: Generation, registry: HandlerRegistry = HANDLERS
+) -> StampOutcome:
+    """Build, validate, store and materialize one generation's stamp, or record why it fails.
+
+    A stamp that fails validation is not written: the generation is recorded as not standing
+    with every reason, and so is its persona while this is its current generation.
+    """
+    with transaction.atomic():
+        generation = (
+            Generation.objects.select_for_update(of=("self",))
+            .select_related("persona__agent")
+            .get(pk=generation.pk)
+        )
+        stored = CapabilityStamp.objects.filter(generation=generation).first()
+        if stored is not None:
+            # A lost file is restored from the stored bytes; an altered one is left for boot
+            # validation to report, never overwritten.
+            if not stored.path.exists():
+                write_stamp_file(stored.path, stored.data)
+            return StampOutcome(generation, stored)
+        if generation.standing is False:
+            return StampOutcome(generation, None, list(generation.not_standing_reasons))
+        try:
+            stamp = _store(generation, registry)
+        except StampRejected as rejected:
+            reasons = [problem.message for problem in rejected.problems]
+            _record(generation, standing=False, reasons=reasons)
+            return StampOutcome(generation, None, reasons)
+        _record(
+            generation,
+            standing=True,
+            reasons=[],
+            stamp_hash=stamp.stamp_hash,
+            composition_hash=composition_hash(
+                base_composition_hash=generation.base_composition_hash,
+                stamp_hash=stamp.stamp_hash,
+            ),
+        )
+        return StampOutcome(generation, stamp)
+
+
+def build_current_stamp(
+    *, persona: Persona, registry: HandlerRegistry = HANDLERS
+) -> StampOutcome | None:
+    generation = persona.generations.filter(number=persona.generation).first()
+    if generation is None:
+        return None
+    return build_generation_stamp(generation=generation, registry=registry)
+
+
+def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp:
+    inputs = stamp_inputs(generation)
+    if not RegisteredAddress.objects.filter(path=inputs["address"]).exists():
+        raise StampRejected(
+            [
+                Problem(
+                    Code.ADDRESS,
+                    inputs["address"],
+                    f"address {inputs['address']!r} is not a registered address",
+                )
+            ]
+        )
+    document = build_stamp(**inputs, registry=registry)
+    data = canonical_bytes(document)
+    persona_uuid = generation.composition["persona"]
+    path = stamp_path(persona_uuid, generation.number)
+    try:
+        write_stamp_file(path, data)
+    except StampFileConflict as conflict:
+        raise StampRejected([Problem(Code.FILE_CONFLICT, str(path), str(conflict))]) from None
+    return CapabilityStamp.objects.create(
+        generation=generation,
+        persona_uuid=persona_uuid,
+        generation_number=generation.number,
+        schema_version=document["schema_version"],
+        stamp_hash=sha256_hex(data),
+        body=data,
+    )
+
+
+def _record(
+    generation: Generation,
+    *,
+    standing: bool,
+    reasons: list[str],
+    stamp_hash: str = "",
+    composition_hash: str = "",
+) -> None:
+    """Record the outcome on the generation, and on its persona while it is the current one."""
+    Generation.objects.filter(pk=generation.pk).update(
+        standing=standing,
+        not_standing_reasons=reasons,
+        stamp_hash=stamp_hash,
+        composition_hash=composition_hash,
+    )
+    Persona.objects.filter(pk=generation.persona_id, generation=generation.number).update(
+        standing=standing
+    )
+    generation.standing = standing
+    generation.not_standing_reasons = reasons
+    generation.stamp_hash = stamp_hash
+    generation.composition_hash = composition_hash

@@ -1,0 +1,347 @@
+"""Validation of v3 stamps: the JSON Schema, then the semantic validator.
+
+Both run before a stamp is written (the factory) and again on the bytes of every active stamp at
+boot (stamps.checks). Each problem names the exact item it is about, so an owner can read in the
+admin which tool is missing or which scope is wrong.
+"""
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from personas.addresses import ROOT_WORKSPACE, address_problem
+from personas.catalogue import VERBS_BY_NAME, Mode
+from personas.models import PersonaClass
+from stamps import profiles
+from stamps.registry import HANDLERS, HandlerRegistry
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+class Code(StrEnum):
+    SCHEMA = "schema"
+    DUPLICATE_NAME = "duplicate-name"
+    DUPLICATE_ACTION = "duplicate-action"
+    UNKNOWN_TOOL = "unknown-tool"
+    ACTION_MISMATCH = "action-mismatch"
+    BOUNDARY_MISMATCH = "boundary-mismatch"
+    NOT_IN_CLASS = "not-in-class"
+    MISSING_TOOL = "missing-tool"
+    BAD_ACCESS = "bad-access"
+    BOUNDARY_ALLOW = "boundary-allow"
+    DENIED_EXPOSED = "denied-exposed"
+    CONDITION = "condition"
+    SCOPE = "scope"
+    ADDRESS = "address"
+    PROJECTION_LOSS = "projection-loss"
+    UNREGISTERED_HANDLER = "unregistered-handler"
+    FILE_CONFLICT = "file-conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: Code
+    item: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StampRejected(Exception):
+    """The stamp failed validation and must not be written."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(problem.message for problem in problems))
+        self.problems = problems
+
+
+@cache
+def schema(version: int) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / f"capability-stamp-v{version}.schema.json").read_text())
+
+
+@cache
+def _validator(version: int) -> Draft202012Validator:
+    document = schema(version)
+    Draft202012Validator.check_schema(document)
+    return Draft202012Validator(document)
+
+
+def schema_problems(document: object, version: int = 3) -> list[Problem]:
+    """Every JSON Schema violation, each naming the JSON path it is at."""
+    problems = []
+    for error in sorted(_validator(version).iter_errors(document), key=lambda e: list(e.path)):
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        problems.append(
+            Problem(Code.SCHEMA, where, f"schema v{version}: at {where}: {error.message}")
+        )
+    return problems
+
+
+def semantic_problems(
+    document: dict[str, Any], *, registry: HandlerRegistry = HANDLERS
+) -> list[Problem]:
+    """What the schema cannot say: class matrix, boundaries, scope binding, address, projections.
+
+    Expects a document that passed the schema, but never trusts it: a missing part is reported,
+    not raised.
+    """
+    from stamps.projections import projection_problems
+
+    tools: list[dict[str, Any]] = [t for t in document.get("tools", []) if isinstance(t, dict)]
+    persona_class = document.get("persona", {}).get("class")
+    problems = _address_problems(document, persona_class)
+    problems += _duplicate_problems(tools)
+    if persona_class in PersonaClass.values:
+        problems += _class_problems(tools, persona_class)
+    for tool in tools:
+        problems += _tool_problems(tool, persona_class, document, registry)
+    problems += projection_problems(document)
+    return problems
+
+
+def validate_stamp(document: dict[str, Any], *, registry: HandlerRegistry = HANDLERS) -> None:
+    """Raise StampRejected unless the stamp passes the schema and then the semantic validator."""
+    problems = schema_problems(document)
+    if not problems:
+        problems = semantic_problems(document, registry=registry)
+    if problems:
+        raise StampRejected(problems)
+
+
+# The parts -------------------------------------------------------------------------------------
+
+
+def hierarchy_of(path: str) -> dict[str, Any]:
+    """The root/workspace/project/role parts of a canonical address."""
+    segments = path.split("/")
+    project = segments[1] if len(segments) == 3 else None
+    if segments[0] == ROOT_WORKSPACE:
+        level = "root"
+    elif project is None:
+        level = "workspace"
+    else:
+        level = "project"
+    return {
+        "path": path,
+        "level": level,
+        "workspace": segments[0],
+        "project": project,
+        "role": segments[-1],
+    }
+
+
+def _address_problems(document: dict[str, Any], persona_class: object) -> list[Problem]:
+    hierarchy = document.get("hierarchy", {})
+    path = hierarchy.get("path")
+    problem = address_problem(path)
+    if problem:
+        return [Problem(Code.ADDRESS, str(path), f"address is not canonical: {problem}")]
+    assert isinstance(path, str)
+    problems = []
+    if persona_class in PersonaClass.values:
+        class_problem = profiles.address_class_problem(str(persona_class), path)
+        if class_problem:
+            problems.append(Problem(Code.ADDRESS, path, class_problem))
+    expected = hierarchy_of(path)
+    for part in ("level", "workspace", "project", "role"):
+        if hierarchy.get(part) != expected[part]:
+            problems.append(
+                Problem(
+                    Code.ADDRESS,
+                    f"hierarchy.{part}",
+                    f"hierarchy.{part} is {hierarchy.get(part)!r} but address {path!r} "
+                    f"gives {expected[part]!r}",
+                )
+            )
+    binding = document.get("bindings", {}).get("workspace", {})
+    for part in ("workspace", "project"):
+        if binding.get(part) != expected[part]:
+            problems.append(
+                Problem(
+                    Code.SCOPE,
+                    f"bindings.workspace.{part}",
+                    f"workspace binding {part} {binding.get(part)!r} is outside the persona's "
+                    f"address {path!r} ({part} {expected[part]!r})",
+                )
+            )
+    return problems
+
+
+def _duplicate_problems(tools: list[dict[str, Any]]) -> list[Problem]:
+    problems = []
+    for key, code, label in (
+        ("name", Code.DUPLICATE_NAME, "tool name"),
+        ("handler_action", Code.DUPLICATE_ACTION, "handler action"),
+    ):
+        counts = Counter(tool.get(key) for tool in tools)
+        for value, count in counts.items():
+            if count > 1:
+                problems.append(
+                    Problem(code, str(value), f"duplicate {label} {value!r} ({count} tools)")
+                )
+    return problems
+
+
+def _class_problems(tools: list[dict[str, Any]], persona_class: str) -> list[Problem]:
+    names = {tool.get("name") for tool in tools}
+    return [
+        Problem(Code.MISSING_TOOL, name, f"not standing: missing tool {name}")
+        for name in profiles.required_tools(persona_class)
+        if name not in names
+    ]
+
+
+def _tool_problems(
+    tool: dict[str, Any],
+    persona_class: object,
+    document: dict[str, Any],
+    registry: HandlerRegistry,
+) -> list[Problem]:
+    name = str(tool.get("name"))
+    action = tool.get("handler_action")
+    access = tool.get("access")
+    problems = []
+    if access not in ("allow", "confirm"):
+        problems.append(
+            Problem(
+                Code.BAD_ACCESS,
+                name,
+                f"tool {name}: access {access!r} is neither allow nor confirm "
+                "(a denied capability is left out, not listed)",
+            )
+        )
+    if not registry.is_registered(str(action)):
+        problems.append(
+            Problem(
+                Code.UNREGISTERED_HANDLER,
+                name,
+                f"tool {name}: handler action {action!r} has no registered handler",
+            )
+        )
+    verb = VERBS_BY_NAME.get(name)
+    if verb is None:
+        problems.append(
+            Problem(Code.UNKNOWN_TOOL, name, f"tool {name} is not in the verb catalogue")
+        )
+        return problems
+    if action != verb.handler_action:
+        problems.append(
+            Problem(
+                Code.ACTION_MISMATCH,
+                name,
+                f"tool {name}: handler action {action!r} is not the catalogue's "
+                f"{verb.handler_action!r}",
+            )
+        )
+    boundary = verb.boundary.value if verb.boundary else None
+    if tool.get("boundary") != boundary:
+        problems.append(
+            Problem(
+                Code.BOUNDARY_MISMATCH,
+                name,
+                f"tool {name}: boundary {tool.get('boundary')!r} is not the catalogue's "
+                f"{boundary!r}",
+            )
+        )
+    if verb.boundary is not None and verb.boundary.is_deny:
+        problems.append(
+            Problem(
+                Code.DENIED_EXPOSED,
+                name,
+                f"tool {name} crosses the denied {boundary} boundary and must not be exposed",
+            )
+        )
+    elif verb.boundary is not None and access == "allow":
+        problems.append(
+            Problem(
+                Code.BOUNDARY_ALLOW,
+                name,
+                f"tool {name} crosses the {boundary} boundary: its access must be confirm, "
+                "not allow",
+            )
+        )
+    if persona_class not in PersonaClass.values:
+        return problems
+    cell = profiles.verb_cell(str(persona_class), verb)
+    if not profiles.class_may_have(str(persona_class), name):
+        what = "read verbs only" if cell.access is profiles.CellAccess.READ else "not exposed"
+        problems.append(
+            Problem(
+                Code.NOT_IN_CLASS,
+                name,
+                f"tool {name} is not available to class {persona_class}: "
+                f"'{verb.bundle.value}' is '{cell.label}' ({what})",
+            )
+        )
+        return problems
+    if cell.access is profiles.CellAccess.CONFIRM and access == "allow" and verb.boundary is None:
+        problems.append(
+            Problem(
+                Code.BOUNDARY_ALLOW,
+                name,
+                f"tool {name}: '{verb.bundle.value}' is 'C' for {persona_class}: its access "
+                "must be confirm, not allow",
+            )
+        )
+    scope = tool.get("scope", {})
+    condition = cell.condition.value if cell.condition else None
+    if scope.get("condition") != condition:
+        problems.append(
+            Problem(
+                Code.CONDITION,
+                name,
+                f"tool {name}: condition {scope.get('condition')!r} is not the class matrix's "
+                f"{condition!r} for {persona_class}",
+            )
+        )
+    problems += _scope_problems(name, verb.mode, scope, document)
+    return problems
+
+
+def _scope_problems(
+    name: str, mode: Mode, scope: dict[str, Any], document: dict[str, Any]
+) -> list[Problem]:
+    hierarchy = document.get("hierarchy", {})
+    bindings = document.get("bindings", {})
+    problems = []
+    for part in ("workspace", "project"):
+        if scope.get(part) != hierarchy.get(part):
+            problems.append(
+                Problem(
+                    Code.SCOPE,
+                    name,
+                    f"tool {name}: {part} {scope.get(part)!r} is outside the persona's binding "
+                    f"(its address's {part} is {hierarchy.get(part)!r})",
+                )
+            )
+    mutable = set(bindings.get("workspace", {}).get("mutable_paths", []))
+    readable = mutable | {profiles.WHOLE_WORKSPACE}
+    bound: list[tuple[str, str, set[str], str]] = [
+        ("queues", "queue", set(bindings.get("queues", [])), "the persona's queues"),
+        ("surfaces", "surface", set(bindings.get("human_surfaces", [])), "its bound surfaces"),
+        (
+            "paths",
+            "path",
+            readable if mode is Mode.READ else mutable,
+            "its workspace binding" if mode is Mode.READ else "its mutable paths",
+        ),
+    ]
+    for part, label, allowed, where in bound:
+        for value in scope.get(part, []):
+            if value not in allowed:
+                problems.append(
+                    Problem(
+                        Code.SCOPE,
+                        name,
+                        f"tool {name}: {label} {value!r} is outside {where}",
+                    )
+                )
+    return problems

@@ -1,0 +1,40 @@
+"""Fixtures every test gets: a private VIRGO_HOME, and stamp rows that never block a flush.
+
+Building a generation writes its stamp file under VIRGO_HOME, so each test gets its own.
+Stored stamps refuse deletion while their generation exists (a database trigger), and a
+transactional test ends with a flush that deletes tables in no fixed order; deleting the
+generations first (their stamps follow, stamps.signals) lets that flush always succeed.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def virgo_home(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    settings.VIRGO_HOME = tmp_path / "virgo-home"
+    return settings.VIRGO_HOME
+
+
+def _transactional(request: pytest.FixtureRequest) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None and (
+        marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")
+    ):
+        return True
+    return bool({"transactional_db", "live_server"} & set(request.fixturenames))
+
+
+@pytest.fixture(autouse=True)
+def _stamps_removed_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not _transactional(request):
+        yield
+        return
+    # Requested here so that this teardown runs before the database's flush.
+    request.getfixturevalue("transactional_db")
+    yield
+    from personas.models import Generation
+
+    Generation.objects.all().delete()
