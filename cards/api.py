@@ -12,6 +12,7 @@ from rest_framework.generics import ListAPIView
 from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
@@ -84,3 +85,12 @@ class DirectoryView(ListAPIView):
 
     def throttled(self, request: Request, wait: float | None) -> None:
         raise DirectoryRateLimited(int(wait or 1))
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """Every refusal names its code beside its detail, as the card endpoint's do."""
+        response = super().handle_exception(exc)
+        if isinstance(exc, exceptions.APIException) and isinstance(response.data, dict):
+            codes = exc.get_codes()
+            if isinstance(codes, str):
+                response.data.setdefault("code", codes)
+        return response

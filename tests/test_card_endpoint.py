@@ -15,7 +15,7 @@ from google.protobuf.json_format import ParseDict
 
 from cards.models import PublishedCard
 from cards.rendering import DISCOVERY_BINDING, DISCOVERY_EXTENSION
-from personas.models import Persona
+from personas.models import Persona, PersonaClass
 from personas.services import persona_set_discoverable, settle_persona_batch
 from tests.factories import (
     DEPLOYER_VERBS,
@@ -23,6 +23,7 @@ from tests.factories import (
     make_agent,
     make_owner,
     make_persona,
+    standing_verbs,
     update_persona,
 )
 
@@ -31,6 +32,10 @@ pytestmark = pytest.mark.django_db
 CAMEL_CASE = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 STANDARD_BINDINGS = {"JSONRPC", "GRPC", "HTTP+JSON"}
 BASE_URL = "https://virgo.example.org"
+# Project leads may assign work, so create_for (and with it delegate-work) is theirs to have.
+LEAD = PersonaClass.PROJECT_LEAD
+REVIEWER_SUBSET = standing_verbs(LEAD, *REVIEWER_VERBS)
+DELEGATING_SUBSET = standing_verbs(LEAD, *REVIEWER_VERBS, "create_for")
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +108,8 @@ def reviewer(agent: Any) -> Persona:
         agent,
         name="Reviewer",
         description="Reviews pull requests in the reviews queue.",
-        verb_subset=list(REVIEWER_VERBS),
+        persona_class=LEAD,
+        verb_subset=REVIEWER_SUBSET,
         queues=["reviews"],
         discoverable=True,
     )
@@ -130,7 +136,8 @@ def test_card_fields_map_from_the_persona_and_its_owner(reviewer: Persona) -> No
         "organization": "Analytical Engines Ltd",
         "url": "https://engines.example.org/",
     }
-    assert skill_ids(card) == ["work-todos"]
+    assert skill_ids(card) == [skill["id"] for skill in reviewer.skills]
+    assert "work-todos" in skill_ids(card)
     assert card["version"] == str(reviewer.generation)
 
 
@@ -191,10 +198,10 @@ def test_delegate_work_follows_create_for_on_the_served_card(reviewer: Persona) 
     adding it puts the skill on the served card, removing it takes it off again."""
     assert "delegate-work" not in skill_ids(fetch_card(reviewer))
 
-    update_persona(reviewer, verb_subset=[*REVIEWER_VERBS, "create_for"])
+    update_persona(reviewer, verb_subset=DELEGATING_SUBSET)
     assert "delegate-work" in skill_ids(fetch_card(reviewer))
 
-    update_persona(reviewer, verb_subset=list(REVIEWER_VERBS))
+    update_persona(reviewer, verb_subset=REVIEWER_SUBSET)
     assert "delegate-work" not in skill_ids(fetch_card(reviewer))
 
 
@@ -204,7 +211,8 @@ def test_each_personas_path_serves_its_own_card(agent: Any, reviewer: Persona) -
         agent,
         name="Deployer",
         description="Ships releases.",
-        verb_subset=list(DEPLOYER_VERBS),
+        persona_class=LEAD,
+        verb_subset=standing_verbs(LEAD, *DEPLOYER_VERBS),
         queues=["deploys"],
         discoverable=True,
     )
@@ -233,10 +241,13 @@ def test_card_url_ignores_host_headers_and_query(reviewer: Persona) -> None:
     assert "localhost" not in response.content.decode()
 
 
-def test_a_persona_without_skills_gets_a_profile_only_card(agent: Any) -> None:
-    """S9-CARD-1, S9-SKL-2: no derived skill means no capability skill, yet a valid card."""
+def test_a_persona_without_skills_gets_a_profile_only_card(agent: Any, owner: Any) -> None:
+    """S9-CARD-1, S9-SKL-2: no derived skill means no capability skill, yet a valid card.
+    (Such a subset lacks its class tools and does not stand, so only its owner sees it.)"""
     persona = make_persona(agent, verb_subset=["list_todos"], discoverable=True)
-    card = fetch_card(persona)
+    client = Client()
+    client.force_login(owner)
+    card = fetch_card(persona, client)
     assert_schema_valid(card)
     assert skill_ids(card) == ["virgo-profile-only"]
 
@@ -300,7 +311,7 @@ def test_if_modified_since_counts_only_without_if_none_match(reviewer: Persona) 
 def test_a_new_generation_changes_both_validators(reviewer: Persona) -> None:
     """S9-WK-2: a cached card is never revalidated into the old one after a change."""
     before = PublishedCard.objects.get(persona=reviewer)
-    update_persona(reviewer, verb_subset=[*REVIEWER_VERBS, "create_for"])
+    update_persona(reviewer, verb_subset=DELEGATING_SUBSET)
     after = PublishedCard.objects.get(persona=reviewer)
     assert after.etag != before.etag
     assert after.last_modified > before.last_modified
@@ -335,7 +346,7 @@ def test_a_missing_or_stale_stored_card_is_published_on_the_fly(reviewer: Person
     assert fetch_card(reviewer)["version"] == "1"
     assert PublishedCard.objects.get(persona=reviewer).generation == 1
 
-    Persona.objects.filter(pk=reviewer.pk).update(verb_subset=[*REVIEWER_VERBS, "create_for"])
+    Persona.objects.filter(pk=reviewer.pk).update(verb_subset=DELEGATING_SUBSET)
     settle_persona_batch([reviewer.pk])
     assert PublishedCard.objects.get(persona=reviewer).generation == 1
     card = fetch_card(reviewer)
