@@ -1,0 +1,554 @@
+"""The admin for owners (staff) and moderators (superusers).
+
+Owners see and change only their own agents and personas; moderators see everyone's, may
+delist any persona and edit the verb->skill map, but never change what an owner authored.
+Who sees what comes from personas.selectors; every write goes through personas.services
+(the forms rehearse the same call in clean(), see personas.forms). Every state-changing
+request counts against the owner mutation budget shared with the API (S9-RL-3).
+"""
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.options import ActionLocation
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Model, QuerySet
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+
+from personas import selectors, services
+from personas.forms import AgentForm, OwnerIdentityForm, PersonaForm, ServiceForm, SkillForm
+from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, Skill
+from personas.ratelimits import mutation_retry_after
+
+
+def _is_staff(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_staff)
+
+
+def _adopt(obj: Model, saved: Model) -> None:
+    """Make the admin's instance the saved row, for the log entry and the redirect after save."""
+    for field in obj._meta.concrete_fields:
+        setattr(obj, field.attname, getattr(saved, field.attname))
+    obj._state.adding = False
+
+
+class ServiceAdmin(admin.ModelAdmin):
+    """Writes through the form's service call, never through Model.save(); rate-limited."""
+
+    show_full_result_count = False
+    list_per_page = 50
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ServiceForm]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(
+            form.__name__, (form,), {"actor": request.user, **self.form_attrs(request, obj)}
+        )
+
+    def form_attrs(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        return {}
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        _adopt(obj, form.save_through_service())
+
+    def rate_limited(self, request: HttpRequest) -> HttpResponse | None:
+        retry_after = mutation_retry_after(request)
+        if retry_after is None:
+            return None
+        response = TemplateResponse(
+            request,
+            "admin/virgo/rate_limited.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Too many changes",
+                "retry_after": retry_after,
+            },
+            status=429,
+        )
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.rate_limited(request) or super().changeform_view(
+            request, object_id, form_url, extra_context
+        )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.rate_limited(request) or super().changelist_view(request, extra_context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.rate_limited(request) or super().delete_view(request, object_id, extra_context)
+
+
+class OwnedAdmin(ServiceAdmin):
+    """Staff see what the selectors show them and change only what they own."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (
+            obj is None or selectors.is_moderator(request.user) or selectors.owns(request.user, obj)
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (obj is None or selectors.owns(request.user, obj))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_change_permission(request, obj)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """Deleting what one owns deletes what hangs on it (the service's cascade): only the
+        ownership of the selected objects is checked, not model permissions on the cascade."""
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        foreign = any(not selectors.owns(request.user, obj) for obj in objs)
+        return deleted, counts, {str(self.opts.verbose_name)} if foreign else set(), protected
+
+
+# Agents -----------------------------------------------------------------------------------------
+
+
+@admin.register(Agent)
+class AgentAdmin(OwnedAdmin):
+    form = AgentForm
+    list_display = ("name", "owner", "verb_count", "queue_list", "persona_count", "updated_at")
+    list_select_related = ("owner",)
+    search_fields = ("name",)
+    readonly_fields = ("owner", "add_persona_link")
+    fieldsets = (
+        (None, {"fields": ("name", "owner", "self_description")}),
+        ("Vended grant", {"fields": ("granted_verbs", "granted_queues")}),
+        ("Personas", {"fields": ("add_persona_link",)}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return selectors.agents_visible_to(request.user).annotate(persona_total=Count("personas"))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.fieldsets if obj else self.fieldsets[:2]
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        services.agent_delete(agent=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            services.agent_delete(agent=agent, actor=request.user)
+
+    @admin.display(description="verbs")
+    def verb_count(self, obj: Agent) -> int:
+        return len(obj.granted_verbs)
+
+    @admin.display(description="queues")
+    def queue_list(self, obj: Agent) -> str:
+        return ", ".join(obj.granted_queues)
+
+    @admin.display(description="personas", ordering="persona_total")
+    def persona_count(self, obj: Agent) -> int:
+        return obj.persona_total  # type: ignore[attr-defined]
+
+    @admin.display(description="add a persona")
+    def add_persona_link(self, obj: Agent) -> str:
+        url = reverse("admin:personas_persona_add") + f"?agent={obj.pk}"
+        return format_html('<a href="{}">Add a persona of {}</a>', url, obj.name)
+
+
+# Personas ---------------------------------------------------------------------------------------
+
+
+class AuditInline(admin.TabularInline):
+    """Who changed this persona's listing or narrowed it, when, from what, to what. Read-only."""
+
+    model = AuditEvent
+    fk_name = "persona"
+    fields = ("at", "kind", "actor", "change")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    verbose_name = "audit event"
+    verbose_name_plural = "audit trail"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        return super().get_queryset(request).select_related("actor")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="change")
+    def change(self, obj: AuditEvent) -> str:
+        return describe_audit(obj)
+
+
+def describe_audit(event: AuditEvent) -> str:
+    data = event.data
+    if event.kind == AuditEvent.Kind.DISCOVERABILITY:
+        listed = {True: "listed", False: "not listed"}
+        return f"{listed[data['from']]} → {listed[data['to']]} (via {data.get('via', '?')})"
+    if event.kind == AuditEvent.Kind.GRANT_NARROWED:
+        removed = [*data.get("removed_verbs", []), *data.get("removed_queues", [])]
+        return f"removed {', '.join(removed)} (generation {data.get('generation')})"
+    return f"skill {data.get('skill')} {data.get('change')}"
+
+
+@admin.register(Persona)
+class PersonaAdmin(OwnedAdmin):
+    """Personas of one's own agents. The add form has two steps: choose the agent, then
+    author the persona with checkboxes of exactly that agent's granted verbs and queues."""
+
+    form = PersonaForm
+    # Other apps add their inlines (e.g. the generations of the stamps app) to this list.
+    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline]
+    list_display = (
+        "name",
+        "agent",
+        "owner",
+        "persona_class",
+        "address",
+        "skill_ids",
+        "generation",
+        "standing",
+        "discoverable",
+    )
+    list_select_related = ("agent__owner", "address")
+    list_filter = ("discoverable", "persona_class", "standing")
+    search_fields = ("name", "agent__name", "address__path")
+    actions = ("list_in_directory", "delist_from_directory")
+    readonly_fields = ("agent", "derived_skills", "generation", "standing", "uuid", "card_link")
+    authored = (
+        (None, {"fields": ("agent", "name", "description", "system_prompt", "persona_class")}),
+        ("Capability slice", {"fields": ("verb_subset", "queues")}),
+        ("Place", {"fields": ("address", "owning_lead", "graph_namespace")}),
+        ("Human surface", {"fields": ("human_surface_bindings",)}),
+        ("Directory", {"fields": ("discoverable",)}),
+    )
+    derived = (
+        (
+            "Derived (read-only)",
+            {"fields": ("derived_skills", "generation", "standing", "uuid", "card_link")},
+        ),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Persona]:
+        return selectors.personas_visible_to(request.user)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        return (*self.authored, *self.derived) if obj else self.authored
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return (*self.list_display, self.directory_toggle(request), "card")
+
+    def form_attrs(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        return {"agent": obj.agent if obj else self.agent_for_add(request)}
+
+    def delete_model(self, request: HttpRequest, obj: Persona) -> None:
+        services.persona_delete(persona=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Persona]) -> None:
+        for persona in queryset.select_related("agent"):
+            services.persona_delete(persona=persona, actor=request.user)
+
+    # The two-step add ---------------------------------------------------------------------------
+
+    def agent_for_add(self, request: HttpRequest) -> Agent | None:
+        """The agent named by ?agent=, if it is one of the user's own (moderators included)."""
+        try:
+            return selectors.agents_owned_by(request.user).get(pk=request.GET.get("agent"))
+        except (Agent.DoesNotExist, ValueError, TypeError, ValidationError):
+            return None
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        if self.agent_for_add(request) is None:
+            return self.choose_agent_view(request)
+        return super().add_view(request, form_url, extra_context)
+
+    def choose_agent_view(self, request: HttpRequest) -> HttpResponse:
+        agents = selectors.agents_owned_by(request.user).only("pk", "name")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Add persona: choose its agent",
+            "opts": self.opts,
+            "agents": agents,
+            "unknown_agent": "agent" in request.GET,
+            "add_agent_url": reverse("admin:personas_agent_add"),
+        }
+        return TemplateResponse(request, "admin/personas/persona/choose_agent.html", context)
+
+    def response_add(
+        self, request: HttpRequest, obj: Persona, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)
+        if "_addanother" in request.POST:
+            # Another persona of the same agent: stay on the second step.
+            return HttpResponseRedirect(
+                reverse("admin:personas_persona_add") + f"?agent={obj.agent_id}"
+            )
+        return response
+
+    # Derived, read-only -------------------------------------------------------------------------
+
+    @admin.display(description="owner")
+    def owner(self, obj: Persona) -> str:
+        return str(obj.agent.owner)
+
+    @admin.display(description="skills")
+    def skill_ids(self, obj: Persona) -> str:
+        return ", ".join(skill["id"] for skill in obj.skills) or "-"
+
+    @admin.display(description="skills (derived from the verb subset)")
+    def derived_skills(self, obj: Persona) -> str:
+        if not obj.skills:
+            return "None: no skill's required verbs are all in the verb subset."
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                "<li><strong>{}</strong> ({}): {}</li>",
+                ((s["name"], s["id"], s["description"]) for s in obj.skills),
+            ),
+        )
+
+    @admin.display(description="agent card")
+    def card_link(self, obj: Persona) -> str:
+        return format_html(
+            '<a href="{}">{}</a><div class="help">Served publicly only while the persona is '
+            "listed and stands; you can always read it while signed in.</div>",
+            obj.card_path,
+            obj.card_url,
+        )
+
+    @admin.display(description="card")
+    def card(self, obj: Persona) -> str:
+        return format_html('<a href="{}">card</a>', obj.card_path)
+
+    # Discoverability ----------------------------------------------------------------------------
+
+    def directory_toggle(self, request: HttpRequest) -> Any:
+        """The per-row list/delist button, offered only where the service would allow it."""
+        user = request.user
+        moderator = selectors.is_moderator(user)
+        filters = self.get_preserved_filters(request)
+
+        @admin.display(description="directory")
+        def directory(obj: Persona) -> str:
+            owner = selectors.owns(user, obj)
+            if obj.discoverable and (owner or moderator):
+                value, label = "off", "Delist"
+            elif not obj.discoverable and owner:
+                value, label = "on", "List"
+            else:
+                return "listed" if obj.discoverable else "not listed"
+            url = reverse("admin:personas_persona_discoverability", args=[obj.pk])
+            if filters:
+                url += "?" + filters
+            return format_html(
+                '<button type="submit" class="button" formaction="{}" name="discoverable" '
+                'value="{}">{}</button>',
+                url,
+                value,
+                label,
+            )
+
+        return directory
+
+    def get_urls(self) -> list[URLPattern]:
+        toggle = path(
+            "<path:object_id>/discoverability/",
+            self.admin_site.admin_view(self.discoverability_view),
+            name="personas_persona_discoverability",
+        )
+        return [toggle, *super().get_urls()]
+
+    def discoverability_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        limited = self.rate_limited(request)
+        if limited:
+            return limited
+        choice = {"on": True, "off": False}.get(request.POST.get("discoverable", ""))
+        if choice is None:
+            return HttpResponseBadRequest("discoverable must be 'on' or 'off'")
+        persona = self.get_object(request, unquote(object_id))
+        if persona is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        self._set_discoverable(request, [persona], choice, via="admin-list")
+        changelist = reverse("admin:personas_persona_changelist")
+        preserved = {"preserved_filters": self.get_preserved_filters(request), "opts": self.opts}
+        return HttpResponseRedirect(add_preserved_filters(preserved, changelist))
+
+    def _set_discoverable(
+        self, request: HttpRequest, personas: Any, discoverable: bool, *, via: str
+    ) -> None:
+        done, refused = [], []
+        for persona in personas:
+            try:
+                services.persona_set_discoverable(
+                    persona=persona, actor=request.user, discoverable=discoverable, via=via
+                )
+                done.append(persona.name)
+            except PermissionDenied as exc:
+                refused.append(f"{persona.name}: {exc}")
+        verb = "Listed" if discoverable else "Delisted"
+        if done:
+            self.message_user(request, f"{verb} {len(done)}: {', '.join(done)}.", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, f"Not changed: {reason}", messages.ERROR)
+
+    @admin.action(
+        description="List in the directory",
+        description_plural="List selected personas in the directory",
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def list_in_directory(self, request: HttpRequest, queryset: QuerySet[Persona]) -> None:
+        self._set_discoverable(request, queryset, True, via="admin-action")
+
+    @admin.action(
+        description="Delist from the directory",
+        description_plural="Delist selected personas from the directory",
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def delist_from_directory(self, request: HttpRequest, queryset: QuerySet[Persona]) -> None:
+        self._set_discoverable(request, queryset, False, via="admin-action")
+
+
+# The verb->skill map ----------------------------------------------------------------------------
+
+
+@admin.register(Skill)
+class SkillAdmin(ServiceAdmin):
+    """The authoritative verb->skill map: every staff member reads it, moderators edit it."""
+
+    form = SkillForm
+    list_display = ("slug", "name", "verbs", "tag_list", "updated_at")
+    search_fields = ("slug", "name")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The slug is the skill's identity on every card; changing it would be a new skill.
+        return ("slug",) if obj else ()
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return selectors.is_moderator(request.user) and request.user.is_staff
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_add_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_add_permission(request)
+
+    def delete_model(self, request: HttpRequest, obj: Skill) -> None:
+        services.skill_delete(actor=request.user, skill=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Skill]) -> None:
+        for skill in queryset:
+            services.skill_delete(actor=request.user, skill=skill)
+
+    @admin.display(description="required verbs")
+    def verbs(self, obj: Skill) -> str:
+        return ", ".join(obj.required_verbs)
+
+    @admin.display(description="tags")
+    def tag_list(self, obj: Skill) -> str:
+        return ", ".join(obj.tags)
+
+
+# Owner identities and the audit trail -----------------------------------------------------------
+
+
+@admin.register(OwnerIdentity)
+class OwnerIdentityAdmin(OwnedAdmin):
+    """The identity chain cards name as provider; each owner edits their own."""
+
+    form = OwnerIdentityForm
+    list_display = ("display_name", "user", "organization", "identity_issuer", "identity_subject")
+    list_select_related = ("user",)
+    search_fields = ("display_name", "organization")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[OwnerIdentity]:
+        return selectors.identities_visible_to(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request) and not OwnerIdentity.objects.filter(user=request.user).exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Cards always name a provider; an identity is corrected, never removed.
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: an audit trail is never edited."""
+
+    list_display = ("at", "kind", "actor", "persona", "agent", "change")
+    list_select_related = ("actor", "persona", "agent")
+    list_filter = ("kind",)
+    show_full_result_count = False
+    list_per_page = 100
+    fields = ("at", "kind", "actor", "persona", "agent", "change", "data")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        return selectors.audit_events_visible_to(request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="change")
+    def change(self, obj: AuditEvent) -> str:
+        return describe_audit(obj)

@@ -1,0 +1,241 @@
+"""Admin forms whose validation is the service's own.
+
+Each form's clean() rehearses the very service call the admin will make on save, inside a
+savepoint that is always rolled back (on-commit work queued in it is discarded with it). The
+service's ValidationErrors land on the fields they name, a PermissionDenied on the form, and
+an invalid form saves nothing. On save the admin makes the same call for real
+(`save_through_service`). There is no second copy of the rules here.
+"""
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.db import models, transaction
+
+from personas import services
+from personas.catalogue import VERBS
+from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, Skill
+
+# The authored parts of a persona an owner edits in the admin (discoverability is separate).
+PERSONA_AUTHORED = (
+    "name",
+    "description",
+    "system_prompt",
+    "verb_subset",
+    "queues",
+    "persona_class",
+    "address",
+    "graph_namespace",
+    "human_surface_bindings",
+    "owning_lead",
+)
+
+
+class _Rehearsal(Exception):
+    """Raised to roll back a rehearsed service call that succeeded."""
+
+
+def verb_choices(names: Iterable[str] | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Catalogue verbs grouped by capability bundle, in catalogue order; only `names` if given."""
+    allowed = None if names is None else set(names)
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for verb in VERBS:
+        if allowed is not None and verb.name not in allowed:
+            continue
+        label = f"{verb.name}: {verb.description}"
+        if verb.boundary is not None:
+            label += f" (boundary: {verb.boundary.value})"
+        groups.setdefault(verb.bundle.value, []).append((verb.name, label))
+    return [(bundle[:1].upper() + bundle[1:], items) for bundle, items in groups.items()]
+
+
+class NamesField(forms.CharField):
+    """A list of names typed one per line (commas also separate)."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 40})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return "\n".join(value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value)
+        return [name.strip() for name in text.replace(",", "\n").splitlines() if name.strip()]
+
+
+def _checkboxes(choices: Any = ()) -> forms.MultipleChoiceField:
+    return forms.MultipleChoiceField(
+        choices=choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+
+class ServiceForm(forms.ModelForm):
+    """A model form validated by rehearsing its service call; see the module docstring."""
+
+    # Set by the admin for each request (ModelAdmin.get_form builds a class per request).
+    actor: ClassVar[Any] = None
+
+    def call_service(self) -> models.Model:
+        """Make the service call this form stands for, from cleaned_data; return the object."""
+        raise NotImplementedError
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if not self._errors:
+            self._rehearse()
+        return cleaned
+
+    def _rehearse(self) -> None:
+        try:
+            with transaction.atomic():
+                self.call_service()
+                raise _Rehearsal
+        except _Rehearsal:
+            pass
+        except ValidationError as exc:
+            self._add_service_errors(exc)
+        except PermissionDenied as exc:
+            self.add_error(None, str(exc) or "You may not make this change.")
+
+    def _add_service_errors(self, exc: ValidationError) -> None:
+        if not hasattr(exc, "error_dict"):
+            self.add_error(None, exc.messages)
+            return
+        for field, messages in exc.message_dict.items():
+            if field in self.fields and field != NON_FIELD_ERRORS:
+                self.add_error(field, messages)
+            elif field == NON_FIELD_ERRORS:
+                self.add_error(None, messages)
+            else:
+                self.add_error(None, [f"{field}: {message}" for message in messages])
+
+    def save_through_service(self) -> models.Model:
+        return self.call_service()
+
+    def changed_values(self, names: Iterable[str]) -> dict[str, Any]:
+        return {
+            name: self.cleaned_data[name]
+            for name in names
+            if name in self.changed_data and name in self.cleaned_data
+        }
+
+
+class AgentForm(ServiceForm):
+    granted_verbs = _checkboxes(verb_choices())
+    granted_queues = NamesField(required=False, help_text="The queues this agent may work on.")
+
+    class Meta:
+        model = Agent
+        fields = ("name", "self_description", "granted_verbs", "granted_queues")
+
+    def call_service(self) -> Agent:
+        fields = ("name", "self_description", "granted_verbs", "granted_queues")
+        if self.instance.pk is None:
+            return services.agent_create(
+                owner=self.actor, **{name: self.cleaned_data[name] for name in fields}
+            )
+        return services.agent_update(
+            agent=self.instance, actor=self.actor, **self.changed_values(fields)
+        )
+
+
+class PersonaForm(ServiceForm):
+    """A persona of one agent: the subset and queues can only be chosen from its grant."""
+
+    # Set by the admin: the agent chosen on the first step of "add", or the persona's own.
+    agent: ClassVar[Agent | None] = None
+
+    verb_subset = _checkboxes()
+    queues = _checkboxes()
+    human_surface_bindings = NamesField(
+        required=False, help_text="Binding ids on the hub, one per line; never credentials."
+    )
+
+    class Meta:
+        model = Persona
+        fields = (*PERSONA_AUTHORED, "discoverable")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agent = self.agent or self.instance.agent
+        if self.instance.pk is None:
+            self.instance.agent = agent
+        self.fields["verb_subset"].choices = verb_choices(agent.granted_verbs)
+        self.fields["verb_subset"].help_text = (
+            f"Only verbs granted to agent {agent.name!r}. The persona's skills are derived "
+            "from these."
+        )
+        self.fields["queues"].choices = [(queue, queue) for queue in agent.granted_queues]
+        if "owning_lead" in self.fields:
+            self.fields["owning_lead"].queryset = Persona.objects.filter(
+                agent__owner_id=agent.owner_id, persona_class=PersonaClass.PROJECT_LEAD
+            ).exclude(pk=self.instance.pk)
+
+    def call_service(self) -> Persona:
+        agent = self.instance.agent
+        listed = bool(self.cleaned_data.get("discoverable"))
+        if self.instance.pk is None:
+            fields = {n: self.cleaned_data[n] for n in PERSONA_AUTHORED if n in self.cleaned_data}
+            persona = services.persona_create(agent=agent, actor=self.actor, **fields)
+            toggle = listed
+        else:
+            # The services re-read the persona by id: the instance may already hold the
+            # form's values in memory, so changed_data (not the instance) says what changed.
+            persona = self.instance
+            changes = self.changed_values(PERSONA_AUTHORED)
+            if changes:
+                persona = services.persona_update(persona=persona, actor=self.actor, **changes)
+            toggle = "discoverable" in self.changed_data
+        if toggle:
+            persona = services.persona_set_discoverable(
+                persona=persona, actor=self.actor, discoverable=listed, via="admin-form"
+            )
+        return persona
+
+
+class SkillForm(ServiceForm):
+    required_verbs = forms.MultipleChoiceField(
+        choices=verb_choices(),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="A persona has this skill exactly when its verb subset has all of these.",
+    )
+    tags = NamesField(required=False)
+
+    class Meta:
+        model = Skill
+        fields = ("slug", "name", "description", "required_verbs", "tags")
+
+    def call_service(self) -> Skill:
+        data = self.cleaned_data
+        return services.skill_save(
+            actor=self.actor,
+            slug=self.instance.slug if self.instance.pk else data["slug"],
+            name=data["name"],
+            description=data["description"],
+            required_verbs=data["required_verbs"],
+            tags=data["tags"],
+        )
+
+
+class OwnerIdentityForm(ServiceForm):
+    class Meta:
+        model = OwnerIdentity
+        fields = (
+            "display_name",
+            "organization",
+            "organization_url",
+            "identity_issuer",
+            "identity_subject",
+        )
+
+    def call_service(self) -> OwnerIdentity:
+        # A fresh user each call: the service reaches the identity through the user's cached
+        # relation, which a rolled-back rehearsal would otherwise leave holding its row.
+        user = get_user_model().objects.get(pk=self.actor.pk)
+        return services.owner_identity_update(
+            user=user, **{name: self.cleaned_data[name] for name in self.Meta.fields}
+        )
