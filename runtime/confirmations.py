@@ -101,6 +101,7 @@ def may_decide(record: DecisionRecord, *, user: Any = None, persona: Persona | N
             persona is None
             and user is not None
             and user.is_authenticated
+            and user.is_active
             and user.pk == record.authority_user_id
         )
     return user is None and persona is not None and persona.pk == record.authority_persona_id

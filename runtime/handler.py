@@ -158,8 +158,8 @@ def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
         )
     with transaction.atomic():
         if entry is None:
-            logger.info(
-                "confirmation requested tool=%s persona=%s correlation=%s authority=%s",
+            logger.warning(
+                "held for confirmation tool=%s persona=%s correlation=%s authority=%s",
                 call.tool.name,
                 call.persona.uuid,
                 call.correlation_id,

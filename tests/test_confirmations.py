@@ -1,0 +1,242 @@
+"""Confirmations: recorded before execution, routed, answered by the routed authority, run once."""
+
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import Client
+from django.urls import reverse
+
+from personas.models import PersonaClass
+from runtime import confirmations
+from runtime.models import AuthorityKind, DecisionRecord
+from runtime.policy import Outcome, Verdict, normalise
+from runtime.stamp import load_active_stamp
+from stamps.registry import HANDLERS
+from tests.factories import make_owner, update_persona
+from tests.runtime_support import call, correlation, standing_persona
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, settings) -> Path:
+    settings.VIRGO_HOME = tmp_path / "home"
+    return settings.VIRGO_HOME
+
+
+def root_of(persona) -> Path:
+    stamp = load_active_stamp(persona)
+    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
+
+
+DELETE = {"path": "memory/old.md", "mode": "delete"}
+
+
+def held_delete(persona) -> tuple[str, DecisionRecord]:
+    call(persona, "workspace_write", {"path": "memory/old.md", "content": "keep me"})
+    cid = correlation()
+    result = call(persona, "workspace_write", DELETE, cid)
+    assert result["code"] == "confirmation_required"
+    return cid, DecisionRecord.objects.get(correlation_id=cid)
+
+
+def test_the_decision_record_is_complete_and_written_before_anything_runs(monkeypatch) -> None:
+    """V1-CONF-2: requester, authority binding, normalised operation, stamp hash, decision, id."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    assert record.requester == persona
+    assert (record.authority_kind, record.authority_user) == (
+        AuthorityKind.HUMAN,
+        persona.agent.owner,
+    )
+    assert record.operation["handler_action"] == "workspace.write"
+    assert record.operation["target"] == {
+        "workspace": "work",
+        "project": "core",
+        "persona": str(persona.uuid),
+        "path": "memory/old.md",
+    }
+    assert record.operation["arguments"]["mode"] == "delete"
+    assert record.stamp_hash == load_active_stamp(persona).stamp_hash
+    assert (record.decision, record.executed_at) == (DecisionRecord.Decision.PENDING, None)
+    assert (root_of(persona) / "memory/old.md").exists()
+
+    seen: list[tuple[str, object]] = []
+    real = HANDLERS.implementation("workspace.write")
+
+    def observing(tool_call):
+        stored = DecisionRecord.objects.get(correlation_id=tool_call.correlation_id)
+        seen.append((stored.decision, stored.executed_at))
+        return real(tool_call)
+
+    monkeypatch.setitem(HANDLERS._handlers, "workspace.write", observing)
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    assert call(persona, "workspace_write", DELETE, cid)["ok"] is True
+    assert seen == [(DecisionRecord.Decision.APPROVED, None)]
+
+
+def test_an_approved_operation_runs_exactly_once_under_its_correlation_id() -> None:
+    """V1-CONF-2: re-calling after approval runs it once; later calls return the recorded result."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    assert call(persona, "workspace_write", DELETE, cid)["status"] == "pending"
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert first["ok"] is True and first["result"]["deleted"] is True
+    assert not (root_of(persona) / "memory/old.md").exists()
+    call(persona, "workspace_write", {"path": "memory/old.md", "content": "new life"})
+    again = call(persona, "workspace_write", DELETE, cid)
+    assert again == first
+    assert (root_of(persona) / "memory/old.md").read_text() == "new life"
+    record.refresh_from_db()
+    assert record.executed_at is not None and record.result == first
+
+
+def test_a_correlation_id_cannot_be_reused_for_another_operation() -> None:
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    other = call(persona, "workspace_write", {"path": "QUEUE.md", "mode": "delete"}, cid)
+    assert other["code"] == "correlation_mismatch"
+    stranger = standing_persona()
+    assert call(stranger, "workspace_write", DELETE, cid)["code"] == "correlation_mismatch"
+    assert (root_of(persona) / "memory/old.md").exists()
+
+
+def test_a_denied_operation_never_runs() -> None:
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    confirmations.decide(record=record, approve=False, user=persona.agent.owner)
+    result = call(persona, "workspace_write", DELETE, cid)
+    assert (result["ok"], result["code"]) == (False, "denied")
+    assert (root_of(persona) / "memory/old.md").exists()
+    with pytest.raises(ValidationError):
+        confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+
+
+def test_an_approval_does_not_outlive_a_changed_stamp() -> None:
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    persona = update_persona(persona, queues=["reviews", "triage"])
+    assert load_active_stamp(persona).stamp_hash != record.stamp_hash
+    assert call(persona, "workspace_write", DELETE, cid)["code"] == "stamp_changed"
+    assert (root_of(persona) / "memory/old.md").exists()
+
+
+def test_a_persona_never_confirms_its_own_request() -> None:
+    """V1-CONF-3: not through decide(), not by claiming confirmation in its arguments."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    with pytest.raises(PermissionDenied, match="own request"):
+        confirmations.decide(record=record, approve=True, persona=persona)
+    claimed = call(persona, "workspace_write", {**DELETE, "confirmed": True}, cid)
+    assert claimed["code"] == "invalid_arguments"
+    record.refresh_from_db()
+    assert record.decision == DecisionRecord.Decision.PENDING
+    assert call(persona, "workspace_write", DELETE, cid)["status"] == "pending"
+    assert (root_of(persona) / "memory/old.md").exists()
+
+
+def test_nobody_but_the_routed_human_authority_decides() -> None:
+    """V1-CONF-1, V1-CONF-3: another owner, a moderator, a lead persona are all refused."""
+    persona = standing_persona()
+    _, record = held_delete(persona)
+    moderator = make_owner()
+    moderator.is_superuser = True
+    moderator.save()
+    lead = standing_persona(persona.agent.owner, persona_class=PersonaClass.PROJECT_LEAD)
+    for kwargs in (
+        {"user": make_owner()},
+        {"user": moderator},
+        {"persona": lead},
+        {"user": persona.agent.owner, "persona": lead},
+    ):
+        with pytest.raises(PermissionDenied):
+            confirmations.decide(record=record, approve=True, **kwargs)
+    record.refresh_from_db()
+    assert record.decision == DecisionRecord.Decision.PENDING
+
+
+def test_deputy_scope_goes_to_the_owning_lead_and_global_boundaries_to_the_human() -> None:
+    """V1-CONF-1: routing follows the stamp's authority binding."""
+    owner = make_owner()
+    lead = standing_persona(owner, persona_class=PersonaClass.PROJECT_LEAD)
+    deputy = standing_persona(owner, agent=lead.agent, owning_lead=lead)
+    stamp = load_active_stamp(deputy)
+    assert stamp.owning_lead == str(lead.uuid)
+    deputy_scope = Verdict(Outcome.CONFIRM, None, "stamp-access-confirm", "class profile asks")
+    authority = confirmations.route(stamp=stamp, persona=deputy, verdict=deputy_scope)
+    assert (authority.kind, authority.persona) == (AuthorityKind.LEAD, lead)
+    _, record = held_delete(deputy)
+    assert record.authority_kind == AuthorityKind.HUMAN
+    assert record.authority_user == owner
+
+
+def test_the_owning_lead_answers_a_deputy_scope_request_and_the_owner_does_not() -> None:
+    """V1-CONF-1, V1-CONF-3: a lead-routed request is the lead's, not its own, not the human's."""
+    owner = make_owner()
+    lead = standing_persona(owner, persona_class=PersonaClass.PROJECT_LEAD)
+    deputy = standing_persona(owner, agent=lead.agent, owning_lead=lead)
+    stamp = load_active_stamp(deputy)
+    tool = stamp.tools["workspace_write"]
+    op = normalise(
+        tool=tool.name,
+        action=tool.action,
+        arguments={"path": "memory/a.md", "content": "x"},
+        binding=stamp.binding_for(tool),
+    )
+    record = confirmations.request_confirmation(
+        persona=deputy,
+        stamp=stamp,
+        op=op,
+        verdict=Verdict(Outcome.CONFIRM, None, "stamp-access-confirm", "class profile asks"),
+        correlation_id=correlation(),
+    )
+    for kwargs in ({"user": owner}, {"persona": deputy}):
+        with pytest.raises(PermissionDenied):
+            confirmations.decide(record=record, approve=True, **kwargs)
+    decided = confirmations.decide(record=record, approve=True, persona=lead)
+    assert (decided.decision, decided.decided_by_persona) == (
+        DecisionRecord.Decision.APPROVED,
+        lead,
+    )
+
+
+def _approve_in_admin(client, record: DecisionRecord):
+    return client.post(
+        reverse("admin:runtime_decisionrecord_changelist"),
+        {"action": "approve", "_selected_action": [record.pk]},
+        follow=True,
+    )
+
+
+def test_the_owner_approves_in_the_admin_and_others_cannot() -> None:
+    """V1-CONF-1, V1-CONF-3: owner / other owner / anonymous on the admin action."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    anonymous = Client()
+    response = _approve_in_admin(anonymous, record)
+    assert response.redirect_chain and "login" in response.redirect_chain[-1][0]
+
+    other = Client()
+    other.force_login(make_owner())
+    listing = other.get(reverse("admin:runtime_decisionrecord_changelist"))
+    assert listing.status_code == 200 and cid not in listing.content.decode()
+    _approve_in_admin(other, record)
+    record.refresh_from_db()
+    assert record.decision == DecisionRecord.Decision.PENDING
+
+    owner = Client()
+    owner.force_login(persona.agent.owner)
+    listing = owner.get(reverse("admin:runtime_decisionrecord_changelist"))
+    assert "memory/old.md" in listing.content.decode()
+    response = _approve_in_admin(owner, record)
+    assert response.status_code == 200
+    record.refresh_from_db()
+    assert (record.decision, record.decided_by_user) == (
+        DecisionRecord.Decision.APPROVED,
+        persona.agent.owner,
+    )
+    assert call(persona, "workspace_write", DELETE, cid)["ok"] is True
