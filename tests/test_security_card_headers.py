@@ -37,7 +37,7 @@ def card_path(persona: Persona) -> str:
 
 
 def assert_security_headers(response: HttpResponseBase, *, csp: str) -> None:
-    """S9-HDR-1..4 on one response."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4 on one response."""
     assert response["X-Frame-Options"] == "DENY"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["Referrer-Policy"] == "strict-origin-when-cross-origin"
@@ -55,7 +55,8 @@ def assert_json_error(response: HttpResponseBase, status: int) -> None:
 
 
 def test_200_and_head(persona: Persona) -> None:
-    """S9-HDR-1..5: the card is JSON with default-src 'none', on GET and HEAD."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-HDR-5: the card is JSON with default-src 'none',
+    on GET and HEAD."""
     for response in (Client().get(card_path(persona)), Client().head(card_path(persona))):
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
@@ -63,8 +64,8 @@ def test_200_and_head(persona: Persona) -> None:
 
 
 def test_304_keeps_the_json_policy(persona: Persona) -> None:
-    """S9-HDR-1..4: a 304 has no Content-Type, yet it must not hand a cache a looser policy
-    than the card it revalidates."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: a 304 has no Content-Type, yet it must not hand a
+    cache a looser policy than the card it revalidates."""
     etag = PublishedCard.objects.get(persona=persona).etag
     response = Client().get(card_path(persona), headers={"If-None-Match": etag})
     assert response.status_code == 304
@@ -72,21 +73,22 @@ def test_304_keeps_the_json_policy(persona: Persona) -> None:
 
 
 def test_404_for_a_missing_id_and_a_malformed_one(persona: Persona) -> None:
-    """S9-HDR-1..4: the view's 404 and the URL resolver's (an id that is no UUID) alike."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: the view's 404 and the URL resolver's (an id that is
+    no UUID) alike."""
     assert_json_error(Client().get(MISSING_PATH), 404)
     assert_json_error(Client().get("/a/not-a-uuid/.well-known/agent-card.json"), 404)
 
 
 def test_405(persona: Persona) -> None:
-    """S9-HDR-1..4, S9-SCN-8"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-SCN-8"""
     response = Client().delete(card_path(persona))
     assert_json_error(response, 405)
     assert response["Allow"] == "GET, HEAD"
 
 
 def test_413_from_the_view_and_from_the_body_limit(persona: Persona) -> None:
-    """S9-HDR-1..4, S9-BODY-1: a small body refused by the card view, and a body over 64 KiB
-    refused by the middleware before any view runs."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-BODY-1: a small body refused by the card view, and
+    a body over 64 KiB refused by the middleware before any view runs."""
     small = Client().generic("GET", card_path(persona), data=b"x", content_type="text/plain")
     assert_json_error(small, 413)
     large = Client().generic(
@@ -97,13 +99,13 @@ def test_413_from_the_view_and_from_the_body_limit(persona: Persona) -> None:
 
 
 def test_412(persona: Persona) -> None:
-    """S9-HDR-1..4: a failed If-Match is answered in JSON too."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: a failed If-Match is answered in JSON too."""
     response = Client().get(card_path(persona), headers={"If-Match": '"not-the-card"'})
     assert_json_error(response, 412)
 
 
 def test_429(persona: Persona, settings: Any) -> None:
-    """S9-HDR-1..4, S9-RL-1"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-RL-1"""
     settings.VIRGO_CARD_RATE_LIMIT = "1/m"
     client = Client()
     client.get(card_path(persona))
@@ -113,7 +115,8 @@ def test_429(persona: Persona, settings: Any) -> None:
 
 
 def test_500_when_publishing_fails(persona: Persona, monkeypatch: pytest.MonkeyPatch) -> None:
-    """S9-HDR-1..4: a crash inside the view still leaves with the headers, as JSON."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: a crash inside the view still leaves with the
+    headers, as JSON."""
 
     def broken_publisher(persona: Persona) -> PublishedCard:
         raise RuntimeError("renderer exploded")
@@ -126,13 +129,15 @@ def test_500_when_publishing_fails(persona: Persona, monkeypatch: pytest.MonkeyP
 
 
 def test_400_for_a_disallowed_host(persona: Persona) -> None:
-    """S9-HDR-1..4, S9-URL-1: a Host outside ALLOWED_HOSTS is refused, with the headers."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-URL-1: a Host outside ALLOWED_HOSTS is refused,
+    with the headers."""
     response = Client().get(card_path(persona), headers={"Host": "evil.example"})
     assert_json_error(response, 400)
 
 
 def test_directory_200_403_404_and_429(persona: Persona, settings: Any) -> None:
-    """S9-HDR-1..4: the directory's answers, signed in or not, served or refused."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: the directory's answers, signed in or not, served or
+    refused."""
     anonymous = Client().get(DIRECTORY)
     assert anonymous.status_code in (401, 403)
     assert_security_headers(anonymous, csp="default-src 'none'")
