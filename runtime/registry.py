@@ -113,7 +113,7 @@ def learn_for_class(*, record: DecisionRecord, user: Any) -> PromptRegistryEntry
         raise PermissionDenied("only staff may change the shared class overlay")
     if record.decision == DecisionRecord.Decision.PENDING:
         raise ValidationError({"record": ["only a decided request can be remembered"]})
-    stamp = load_active_stamp(record.requester)
+    stamp = load_active_stamp(Persona.objects.get(pk=record.requester_id))
     if stamp.stamp_hash != record.stamp_hash:
         raise ValidationError({"record": ["the persona's stamp changed since this request"]})
     fields = _entry_fields(record)
@@ -170,7 +170,11 @@ def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[
     outcomes = []
     now = timezone.now()
     for entry in entries:
-        persona = entry.persona
+        persona = (
+            Persona.objects.select_related("agent").filter(pk=entry.persona_id).first()
+            if entry.persona_id
+            else None
+        )
         if entry.location != Location.EXPERIENCE or persona is None:
             outcomes.append(CarryOutcome(entry, None, "only experience-layer entries are carried"))
             continue
