@@ -1,4 +1,9 @@
-"""Load the SPEC-0009 demo: owner `demo`, one agent, a reviewer and a deployer persona."""
+"""Load the SPEC-0009 demo: owner `demo`, one agent, a reviewer and a deployer persona.
+
+Both personas stand: each carries every required tool of its class (the class matrix of
+persona-capability-surface v1) plus its SPEC-0009 verbs, and the deployer is the reviewer's
+owning lead, so deputy-scope confirmations of the reviewer are routed to it.
+"""
 
 import secrets
 from typing import Any
@@ -10,9 +15,16 @@ from django.db import transaction
 
 from personas import services
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+from stamps.profiles import required_tools
 
 REVIEWER_VERBS = ["list_todos", "claim", "complete"]
 DEPLOYER_VERBS = [*REVIEWER_VERBS, "register_webhook", "trigger_webhook"]
+
+
+def class_and(persona_class: str, verbs: list[str]) -> list[str]:
+    """Every required tool of the class, then the persona's own SPEC-0009 verbs."""
+    return [*required_tools(persona_class), *verbs]
+
 
 DEMO_PERSONAS: list[dict[str, Any]] = [
     {
@@ -22,10 +34,11 @@ DEMO_PERSONAS: list[dict[str, Any]] = [
             "You review pull requests from the reviews queue. Point out defects, explain them, "
             "and never merge or deploy anything yourself."
         ),
-        "verb_subset": REVIEWER_VERBS,
+        "verb_subset": class_and(PersonaClass.CODER_DEPUTY, REVIEWER_VERBS),
         "queues": ["reviews"],
         "persona_class": PersonaClass.CODER_DEPUTY,
         "address": "work/core/reviewer",
+        "owning_lead": "Deployer",
     },
     {
         "name": "Deployer",
@@ -34,7 +47,7 @@ DEMO_PERSONAS: list[dict[str, Any]] = [
             "You deploy releases from the deploys queue. Every deployment waits for a human's "
             "confirmation; report each outcome in the queue."
         ),
-        "verb_subset": DEPLOYER_VERBS,
+        "verb_subset": class_and(PersonaClass.PROJECT_LEAD, DEPLOYER_VERBS),
         "queues": ["deploys"],
         "persona_class": PersonaClass.PROJECT_LEAD,
         "address": "work/core/lead",
@@ -50,12 +63,19 @@ class Command(BaseCommand):
         with transaction.atomic():
             owner = self._owner(password)
             agent = self._agent(owner)
-            personas = [self._persona(agent, spec) for spec in DEMO_PERSONAS]
+            personas: dict[str, Persona] = {}
+            # Leads first, so that a deputy can name its owning lead.
+            for spec in sorted(DEMO_PERSONAS, key=lambda spec: "owning_lead" in spec):
+                personas[spec["name"]] = self._persona(agent, spec, personas)
         base = settings.VIRGO_PUBLIC_BASE_URL
         self.stdout.write(f"Demo owner: demo / {password}")
         self.stdout.write(f"Admin:      {base}/admin/")
-        self.stdout.write(f"Card:       {personas[0].card_url}")
+        self.stdout.write(f"Card:       {personas[DEMO_PERSONAS[0]['name']].card_url}")
         self.stdout.write(f"Directory:  {base}/api/directory/ (sign in first)")
+        for persona in personas.values():
+            persona.refresh_from_db()
+            state = {True: "stands", False: "does NOT stand", None: "stamp owed"}[persona.standing]
+            self.stdout.write(f"Persona:    {persona.name} at {persona.address} {state}")
 
     def _owner(self, password: str) -> Any:
         user, _ = get_user_model().objects.get_or_create(
@@ -92,8 +112,11 @@ class Command(BaseCommand):
             agent=agent, actor=owner, granted_verbs=verbs, granted_queues=queues
         )
 
-    def _persona(self, agent: Agent, spec: dict[str, Any]) -> Persona:
+    def _persona(self, agent: Agent, spec: dict[str, Any], made: dict[str, Persona]) -> Persona:
         RegisteredAddress.objects.get_or_create(path=spec["address"])
+        spec = {**spec}
+        if "owning_lead" in spec:
+            spec["owning_lead"] = made[spec["owning_lead"]]
         persona = agent.personas.filter(name=spec["name"]).first()
         if persona is None:
             persona = services.persona_create(agent=agent, actor=agent.owner, **spec)

@@ -1,0 +1,203 @@
+"""`virgo persona add`: create a persona from the command line.
+
+This is the one place that suggests the first persona of an installation: when no persona exists
+yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
+registers that reserved-root address. Everywhere else, including the stamp factory, an address
+must be given and registered.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from personas import services
+from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
+from personas.models import Agent, Persona, PersonaClass, RegisteredAddress
+from stamps.profiles import required_tools
+from stamps.storage import stamp_path
+
+
+def _names(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+class Command(BaseCommand):
+    help = "Manage personas from the command line."
+    # An owner can add or repair personas while another persona's stamp fails boot validation.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        add = actions.add_parser(
+            "add",
+            help=(
+                "Create a persona. On an installation with no persona yet, an omitted address "
+                f"suggests the first persona: {FIRST_PERSONA_NAME!r} at {FIRST_PERSONA_ADDRESS}."
+            ),
+        )
+        add.add_argument("--owner", required=True, help="username of the owning human")
+        add.add_argument("--agent", required=True, help="name of the owner's agent")
+        add.add_argument(
+            "--create-agent",
+            action="store_true",
+            help="create the agent if missing, granting exactly this persona's verbs and queues",
+        )
+        add.add_argument("--name")
+        add.add_argument("--address", help="canonical registered address, e.g. work/core/lead")
+        add.add_argument(
+            "--register-address",
+            action="store_true",
+            help="register --address first if it is not registered yet",
+        )
+        add.add_argument("--class", dest="persona_class", choices=PersonaClass.values)
+        add.add_argument(
+            "--verbs",
+            type=_names,
+            help="comma-separated verb subset (default: every required tool of the class)",
+        )
+        add.add_argument("--queues", type=_names, default=[], help="comma-separated queues")
+        prompt = add.add_mutually_exclusive_group(required=True)
+        prompt.add_argument("--prompt", help="the system prompt, authored by you")
+        prompt.add_argument("--prompt-file", type=Path, help="a file holding the system prompt")
+        add.add_argument("--description", default="")
+        add.add_argument("--graph-namespace", default="")
+        add.add_argument(
+            "--surfaces", type=_names, default=[], help="comma-separated human-surface bindings"
+        )
+        add.add_argument("--lead", help="UUID of the owning project-lead persona")
+        add.add_argument("--discoverable", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        owner = self._owner(options["owner"])
+        fields, suggested = self._fields(options)
+        register = options["register_address"] or suggested
+        try:
+            with transaction.atomic():
+                address = self._address(fields.pop("address"), owner, register)
+                agent = self._agent(owner, options, fields)
+                persona = services.persona_create(
+                    agent=agent, actor=owner, address=address, **fields
+                )
+                if options["discoverable"]:
+                    services.persona_set_discoverable(
+                        persona=persona, actor=owner, discoverable=True, via="virgo persona add"
+                    )
+        except ValidationError as exc:
+            raise CommandError(self._explain(exc)) from None
+        except PermissionDenied as exc:
+            raise CommandError(str(exc)) from None
+        persona.refresh_from_db()
+        self._report(persona)
+
+    def _owner(self, username: str) -> Any:
+        try:
+            return get_user_model().objects.get_by_natural_key(username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"no user {username!r}; create one first") from None
+
+    def _fields(self, options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The persona's fields, and whether its address is the first-persona suggestion."""
+        address, name, persona_class = (
+            options["address"],
+            options["name"],
+            options["persona_class"],
+        )
+        suggested = address is None
+        if suggested:
+            if Persona.objects.exists():
+                raise CommandError(
+                    "--address is required: the root/secretary suggestion is only for the "
+                    "first persona of an installation, and personas exist"
+                )
+            address = FIRST_PERSONA_ADDRESS
+            name = name or FIRST_PERSONA_NAME
+            persona_class = persona_class or PersonaClass.SECRETARY
+            self.stdout.write(
+                f"No persona exists yet: suggesting the first persona {name!r} as a "
+                f"{persona_class} at {address}."
+            )
+        given = (("--name", name), ("--class", persona_class))
+        missing = [flag for flag, value in given if not value]
+        if missing:
+            raise CommandError(f"{' and '.join(missing)} required")
+        prompt = options["prompt_file"].read_text() if options["prompt_file"] else options["prompt"]
+        verbs = options["verbs"]
+        if verbs is None:
+            verbs = list(required_tools(persona_class))
+            self.stdout.write(f"Verb subset: the {len(verbs)} required tools of a {persona_class}.")
+        fields: dict[str, Any] = {
+            "name": name,
+            "system_prompt": prompt,
+            "description": options["description"],
+            "persona_class": persona_class,
+            "address": address,
+            "verb_subset": verbs,
+            "queues": options["queues"],
+            "graph_namespace": options["graph_namespace"],
+            "human_surface_bindings": options["surfaces"],
+        }
+        if options["lead"]:
+            lead = Persona.objects.filter(uuid=options["lead"]).first()
+            if lead is None:
+                raise CommandError(f"no persona with UUID {options['lead']}")
+            fields["owning_lead"] = lead
+        return fields, suggested
+
+    def _address(self, path: str, owner: Any, register: bool) -> RegisteredAddress:
+        registered = RegisteredAddress.objects.filter(path=path).first()
+        if registered is not None:
+            return registered
+        problem = address_problem(path)
+        if problem:
+            raise CommandError(problem)
+        if not register:
+            raise CommandError(
+                f"address {path!r} is not registered; pass --register-address to register it"
+            )
+        self.stdout.write(f"Registered address {path}.")
+        return RegisteredAddress.objects.create(path=path, registered_by=owner)
+
+    def _agent(self, owner: Any, options: dict[str, Any], fields: dict[str, Any]) -> Agent:
+        agent = Agent.objects.filter(owner=owner, name=options["agent"]).first()
+        if agent is not None:
+            return agent
+        if not options["create_agent"]:
+            raise CommandError(
+                f"{owner.get_username()} has no agent {options['agent']!r}; "
+                "pass --create-agent to create it"
+            )
+        self.stdout.write(f"Created agent {options['agent']!r} granting this persona's scope.")
+        return services.agent_create(
+            owner=owner,
+            name=options["agent"],
+            granted_verbs=list(fields["verb_subset"]),
+            granted_queues=list(fields["queues"]),
+        )
+
+    @staticmethod
+    def _explain(error: ValidationError) -> str:
+        if hasattr(error, "error_dict"):
+            return "; ".join(
+                f"{field}: {' '.join(messages)}" for field, messages in error.message_dict.items()
+            )
+        return " ".join(error.messages)
+
+    def _report(self, persona: Persona) -> None:
+        self.stdout.write(
+            f"Created persona {persona.name!r} ({persona.uuid}) at {persona.address.path}, "
+            f"generation {persona.generation}."
+        )
+        generation = persona.generations.get(number=persona.generation)
+        if generation.standing:
+            path = stamp_path(persona.uuid, generation.number)
+            self.stdout.write(f"It stands: stamp {generation.stamp_hash} at {path}")
+        elif generation.standing is False:
+            self.stderr.write("It does not stand, so it is not advertised:")
+            for reason in generation.not_standing_reasons:
+                self.stderr.write(f"  - {reason}")
+        else:
+            self.stdout.write("Its stamp is owed: a Celery worker builds it shortly.")

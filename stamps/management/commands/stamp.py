@@ -1,0 +1,141 @@
+"""`virgo stamp show|verify|build|diff`: read, check and (re)build capability stamps."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from personas.models import Generation, Persona
+from stamps.canonical import sha256_hex
+from stamps.selectors import PersonaNotFound, persona_by_reference, stamp_diff, stamp_document
+from stamps.services import build_generation_stamp
+from stamps.verification import verify_file
+
+
+class Command(BaseCommand):
+    help = "Show, verify, build or compare capability stamps."
+    # The tool for looking into broken stamps must run while boot validation fails.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        show = actions.add_parser("show", help="Print a persona's stamp (current generation).")
+        show.add_argument("persona", help="persona UUID, or its name when unambiguous")
+        show.add_argument("--generation", type=int, help="another generation number")
+        verify = actions.add_parser(
+            "verify", help="Validate v1, v2 or v3 stamp files and print what is wrong."
+        )
+        verify.add_argument("paths", nargs="+", type=Path)
+        build = actions.add_parser(
+            "build", help="Build the owed stamp of a persona's current generation (or all)."
+        )
+        build.add_argument("persona", nargs="?", help="persona UUID or name")
+        build.add_argument("--all", action="store_true", help="every persona with a stamp owed")
+        diff = actions.add_parser("diff", help="Tools added, removed and changed between two.")
+        diff.add_argument("persona")
+        diff.add_argument("old", type=int, help="older generation number")
+        diff.add_argument("new", type=int, help="newer generation number")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "verify":
+            self._verify(options["paths"])
+        elif action == "build":
+            self._build(options["persona"], build_all=options["all"])
+        else:
+            persona = self._persona(options["persona"])
+            if action == "show":
+                self._show(persona, options["generation"] or persona.generation)
+            else:
+                self._diff(persona, options["old"], options["new"])
+
+    def _persona(self, reference: str) -> Persona:
+        try:
+            return persona_by_reference(reference)
+        except PersonaNotFound as exc:
+            raise CommandError(str(exc)) from None
+
+    def _generation(self, persona: Persona, number: int) -> Generation:
+        generation = persona.generations.select_related("stamp").filter(number=number).first()
+        if generation is None:
+            raise CommandError(f"persona {persona.name!r} has no generation {number}")
+        return generation
+
+    def _show(self, persona: Persona, number: int) -> None:
+        generation = self._generation(persona, number)
+        self.stdout.write(f"persona {persona.name!r} ({persona.uuid}) generation {number}")
+        if generation.standing is None:
+            raise CommandError("its stamp is owed: run `virgo stamp build` or a Celery worker")
+        if generation.standing is False:
+            self.stdout.write("not standing:")
+            for reason in generation.not_standing_reasons:
+                self.stdout.write(f"  - {reason}")
+            raise CommandError("this generation has no stamp: it does not stand")
+        stamp = generation.stamp
+        self.stdout.write(f"stamp sha256 {stamp.stamp_hash}")
+        self.stdout.write(f"composition {generation.composition_hash}")
+        self.stdout.write(f"file {stamp.path} ({self._file_state(stamp.path, stamp.stamp_hash)})")
+        self.stdout.write(json.dumps(stamp_document(stamp), indent=2, ensure_ascii=False))
+
+    @staticmethod
+    def _file_state(path: Path, expected: str) -> str:
+        if not path.exists():
+            return "MISSING"
+        return "matches" if sha256_hex(path.read_bytes()) == expected else "ALTERED"
+
+    def _verify(self, paths: list[Path]) -> None:
+        failed = 0
+        for path in paths:
+            result = verify_file(path)
+            version = f"v{result.version}" if result.version else "unknown version"
+            status = "OK" if result.ok else "INVALID"
+            self.stdout.write(f"{path}: {status} ({version}, sha256 {result.sha256 or '-'})")
+            for detail in result.details:
+                self.stdout.write(f"  {detail}")
+            for problem in result.problems:
+                self.stdout.write(f"  - {problem.message}")
+            failed += not result.ok
+        if failed:
+            raise CommandError(f"{failed} of {len(paths)} stamp files failed verification")
+
+    def _build(self, reference: str | None, *, build_all: bool) -> None:
+        if build_all == bool(reference):
+            raise CommandError("name one persona, or pass --all")
+        if build_all:
+            personas = list(Persona.objects.filter(standing__isnull=True).order_by("pk"))
+        else:
+            personas = [self._persona(reference or "")]
+        for persona in personas:
+            generation = self._generation(persona, persona.generation)
+            outcome = build_generation_stamp(generation=generation)
+            if outcome.stamp is not None:
+                self.stdout.write(
+                    f"{persona.name} ({persona.uuid}) generation {generation.number}: standing, "
+                    f"stamp {outcome.stamp.stamp_hash}"
+                )
+            else:
+                self.stdout.write(
+                    f"{persona.name} ({persona.uuid}) generation {generation.number}: not "
+                    "standing: " + "; ".join(outcome.reasons)
+                )
+
+    def _diff(self, persona: Persona, old: int, new: int) -> None:
+        documents = []
+        for number in (old, new):
+            generation = self._generation(persona, number)
+            if not hasattr(generation, "stamp"):
+                raise CommandError(f"generation {number} of {persona.name!r} has no stamp")
+            documents.append(stamp_document(generation.stamp))
+        diff = stamp_diff(documents[0], documents[1])
+        self.stdout.write(f"{persona.name} ({persona.uuid}) generation {old} -> {new}")
+        if diff.empty:
+            self.stdout.write("  no tool changes")
+        for name in diff.added:
+            self.stdout.write(f"  + {name}")
+        for name in diff.removed:
+            self.stdout.write(f"  - {name}")
+        for name, before, after in diff.access_changed:
+            self.stdout.write(f"  ~ {name}: access {before} -> {after}")
+        for name in diff.scope_changed:
+            self.stdout.write(f"  ~ {name}: scope changed")

@@ -1,0 +1,80 @@
+"""Reads over stored stamps: who may see them, finding a persona's, comparing two."""
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from personas import selectors
+from personas.models import Generation, Persona
+from stamps.models import CapabilityStamp
+
+
+def may_view_stamps(user: Any, persona: Persona) -> bool:
+    """Stamps are owner-private: the persona's owner and superusers see them, nobody else."""
+    return selectors.is_moderator(user) or selectors.owns(user, persona)
+
+
+def generations_visible_to(user: Any, persona: Persona) -> QuerySet[Generation]:
+    if not may_view_stamps(user, persona):
+        return Generation.objects.none()
+    return persona.generations.select_related("stamp").order_by("-number")
+
+
+class PersonaNotFound(LookupError):
+    pass
+
+
+def persona_by_reference(reference: str) -> Persona:
+    """A persona by its UUID or, when unambiguous, its name."""
+    personas = Persona.objects.select_related("agent__owner", "address")
+    try:
+        return personas.get(uuid=uuid.UUID(reference))
+    except (ValueError, Persona.DoesNotExist):
+        pass
+    matches = list(personas.filter(name=reference)[:10])
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise PersonaNotFound(f"no persona with UUID or name {reference!r}")
+    raise PersonaNotFound(
+        f"{len(matches)} personas are named {reference!r}; use a UUID: "
+        + ", ".join(str(persona.uuid) for persona in matches)
+    )
+
+
+def stamp_document(stamp: CapabilityStamp) -> dict[str, Any]:
+    return json.loads(stamp.data)
+
+
+@dataclass
+class StampDiff:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    access_changed: list[tuple[str, str, str]] = field(default_factory=list)
+    scope_changed: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.access_changed or self.scope_changed)
+
+
+def stamp_diff(old: dict[str, Any], new: dict[str, Any]) -> StampDiff:
+    """What changed from one generation's tools to another's."""
+    before = {tool["name"]: tool for tool in old.get("tools", [])}
+    after = {tool["name"]: tool for tool in new.get("tools", [])}
+    diff = StampDiff(
+        added=[name for name in after if name not in before],
+        removed=[name for name in before if name not in after],
+    )
+    for name, tool in after.items():
+        previous = before.get(name)
+        if previous is None:
+            continue
+        if previous["access"] != tool["access"]:
+            diff.access_changed.append((name, previous["access"], tool["access"]))
+        if previous["scope"] != tool["scope"]:
+            diff.scope_changed.append(name)
+    return diff
