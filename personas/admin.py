@@ -504,9 +504,14 @@ class OwnerIdentityAdmin(OwnedAdmin):
     """The identity chain cards name as provider; each owner edits their own."""
 
     form = OwnerIdentityForm
-    list_display = ("display_name", "user", "organization", "identity_issuer", "identity_subject")
+    list_display = ("display_name", "user", "organization", "issuer", "identity_subject")
     list_select_related = ("user",)
     search_fields = ("display_name", "organization")
+
+    @admin.display(description="identity issuer", ordering="identity_issuer")
+    def issuer(self, obj: OwnerIdentity) -> str:
+        # Plain text, not Django's link for URL fields: admin pages point only at this site.
+        return obj.identity_issuer
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OwnerIdentity]:
         return selectors.identities_visible_to(request.user)

@@ -105,8 +105,9 @@ class _FormReader(HTMLParser):
             self.data[self._textarea][-1] += data.removeprefix("\n")
 
 
-def form_data(response: HttpResponseBase, form_id: str) -> dict[str, Any]:
-    """The fields of `form_id` on the page as a browser would post them (lists for multiples)."""
+def form_data(response: HttpResponseBase, form_id: str | None) -> dict[str, Any]:
+    """The fields of form `form_id` (None: of every form) on the page as a browser would post
+    them (lists for multiple values)."""
     reader = _FormReader(form_id)
     reader.feed(response.content.decode())
     return {name: values if len(values) > 1 else values[0] for name, values in reader.data.items()}

@@ -1,0 +1,141 @@
+"""Owner identities (each owner edits their own) and the read-only audit trail in the admin."""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from personas import services
+from personas.models import AuditEvent, OwnerIdentity, Persona
+from tests.factories import REVIEWER_VERBS, make_agent, make_owner, make_persona, run_on_commit
+from tests.owner_clients import PASSWORD, form_data, fresh_rate_limits  # noqa: F401 (autouse)
+
+pytestmark = pytest.mark.django_db
+
+IDENTITIES = "/admin/personas/owneridentity/"
+AUDIT = "/admin/personas/auditevent/"
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def saving(page: Any) -> dict[str, Any]:
+    return {**form_data(page, "owneridentity_form"), "_save": "Save"}
+
+
+@pytest.fixture
+def owner() -> Any:
+    return make_owner("ada")
+
+
+@pytest.fixture
+def persona(owner: Any) -> Persona:
+    return make_persona(make_agent(owner), verb_subset=REVIEWER_VERBS)
+
+
+# Owner identities ------------------------------------------------------------------------------
+
+
+def test_anonymous_visitors_are_sent_to_the_login_page(owner: Any) -> None:
+    """S9-AUTH-1"""
+    for url in (IDENTITIES, f"{IDENTITIES}{owner.identity.pk}/change/", AUDIT):
+        assert Client().get(url)["Location"].startswith("/admin/login/")
+
+
+def test_the_owner_edits_their_identity_and_their_personas_follow(
+    owner: Any, persona: Persona
+) -> None:
+    """S9-SCN-5: the provider is the owner's identity chain; changing it re-settles personas."""
+    client = signed_in(owner)
+    url = f"{IDENTITIES}{owner.identity.pk}/change/"
+    data = saving(client.get(url))
+    data["organization"] = "Analytical Engines Ltd"
+    with run_on_commit():
+        assert client.post(url, data).status_code == 302
+    owner.identity.refresh_from_db()
+    assert owner.identity.organization == "Analytical Engines Ltd"
+    persona.refresh_from_db()
+    assert persona.generation == 2
+    current = persona.generations.get(number=2)
+    assert current.composition["provider"]["organization"] == "Analytical Engines Ltd"
+
+
+def test_identity_errors_land_on_their_field(owner: Any) -> None:
+    client = signed_in(owner)
+    url = f"{IDENTITIES}{owner.identity.pk}/change/"
+    data = saving(client.get(url))
+    data["display_name"] = ""
+    response = client.post(url, data)
+    assert response.status_code == 200
+    assert "display_name" in response.context["adminform"].form.errors
+    owner.identity.refresh_from_db()
+    assert owner.identity.display_name == "Ada"
+
+
+def test_another_owner_neither_sees_nor_changes_the_identity(owner: Any) -> None:
+    """S9-AUTH-2"""
+    mallory = signed_in(make_owner("mallory"))
+    assert "Ada Labs" not in mallory.get(IDENTITIES).content.decode()
+    url = f"{IDENTITIES}{owner.identity.pk}/change/"
+    assert mallory.get(url)["Location"] == "/admin/"
+    data = saving(signed_in(owner).get(url))
+    data["organization"] = "Stolen"
+    mallory.post(url, data)
+    owner.identity.refresh_from_db()
+    assert owner.identity.organization == "Ada Labs"
+
+
+def test_an_owner_without_an_identity_adds_their_own_once() -> None:
+    user = get_user_model().objects.create_user("newcomer", password=PASSWORD, is_staff=True)
+    client = signed_in(user)
+    page = client.get(f"{IDENTITIES}add/")
+    assert page.status_code == 200
+    data = saving(page)
+    data.update(display_name="Newcomer", organization="New Org")
+    assert client.post(f"{IDENTITIES}add/", data).status_code == 302
+    assert OwnerIdentity.objects.get(user=user).organization == "New Org"
+    assert client.get(f"{IDENTITIES}add/").status_code == 403
+
+
+def test_identities_are_never_deleted(owner: Any) -> None:
+    response = signed_in(owner).post(f"{IDENTITIES}{owner.identity.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    assert OwnerIdentity.objects.filter(user=owner).exists()
+
+
+# The audit trail -------------------------------------------------------------------------------
+
+
+def test_each_owner_sees_the_audit_of_their_own_personas_only(owner: Any, persona: Persona) -> None:
+    """S9-DISC-1: toggles are audited (who, when, from, to) and visible to their owner."""
+    services.persona_set_discoverable(persona=persona, actor=owner, discoverable=True, via="test")
+    html = signed_in(owner).get(AUDIT).content.decode()
+    assert "not listed → listed (via test)" in html
+    assert "not listed → listed" not in signed_in(make_owner("mallory")).get(AUDIT).content.decode()
+
+
+def test_moderators_see_every_audit_event(owner: Any, persona: Persona) -> None:
+    moderator = make_owner("moderator")
+    moderator.is_superuser = True
+    moderator.save()
+    services.persona_set_discoverable(persona=persona, actor=owner, discoverable=True, via="test")
+    assert "not listed → listed" in signed_in(moderator).get(AUDIT).content.decode()
+
+
+def test_the_audit_trail_is_read_only(owner: Any, persona: Persona) -> None:
+    event = services.persona_set_discoverable(
+        persona=persona, actor=owner, discoverable=True, via="test"
+    ).audit_events.get()
+    client = signed_in(owner)
+    detail = client.get(f"{AUDIT}{event.pk}/change/")
+    assert detail.status_code == 200
+    assert 'id="auditevent_form"' in detail.content.decode()
+    assert set(form_data(detail, None)) == {"csrfmiddlewaretoken"}
+    assert client.get(f"{AUDIT}add/").status_code == 403
+    assert client.post(f"{AUDIT}{event.pk}/change/", {"kind": "x"}).status_code == 403
+    assert client.post(f"{AUDIT}{event.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert AuditEvent.objects.get(pk=event.pk).data["to"] is True
