@@ -10,6 +10,7 @@ from django.test import TestCase
 from personas import services
 from personas.catalogue import REQUIRED_TOOL_NAMES
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+from stamps.factory import PersonaIdentity, workspace_binding_for
 from stamps.profiles import required_tools
 
 _counter = itertools.count(1)
@@ -105,3 +106,29 @@ def update_persona(persona: Persona, **changes: Any) -> Persona:
         services.persona_update(persona=persona, actor=persona.agent.owner, **changes)
     persona.refresh_from_db()
     return persona
+
+
+def stamp_kwargs(
+    persona_class: str = PersonaClass.CODER_DEPUTY, **overrides: Any
+) -> dict[str, Any]:
+    """Keyword arguments for stamps.factory.build_stamp: a persona of the class that stands."""
+    path = overrides.pop("address", CLASS_ADDRESSES[PersonaClass(persona_class)])
+    kwargs: dict[str, Any] = {
+        "persona": PersonaIdentity(
+            id="6f1c1b8e-3f5e-4a0e-9a57-2b7c6d8e9f01",
+            name="Stamped",
+            generation=1,
+            owner="user:1",
+            owning_lead=None,
+        ),
+        "base_composition_hash": "a" * 64,
+        "address": path,
+        "persona_class": persona_class,
+        "graph_namespace": path,
+        "human_surface_bindings": ["teams:general"],
+        "workspace": workspace_binding_for(address=path, persona_class=persona_class),
+        "verb_subset": standing_verbs(persona_class, *REVIEWER_VERBS),
+        "queues": ["reviews"],
+    }
+    kwargs.update(overrides)
+    return kwargs

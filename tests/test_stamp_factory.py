@@ -1,0 +1,347 @@
+"""The factory: one validated v3 stamp per persona generation, and every rejection it makes."""
+
+import copy
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from personas.catalogue import VERBS
+from personas.models import PersonaClass
+from stamps import profiles
+from stamps.factory import build_stamp
+from stamps.registry import HandlerRegistry
+from stamps.validation import (
+    Code,
+    StampRejected,
+    schema_problems,
+    semantic_problems,
+    validate_stamp,
+)
+from tests.factories import REVIEWER_VERBS, stamp_kwargs, standing_verbs
+
+Document = dict[str, Any]
+
+
+def tool(document: Document, name: str) -> dict[str, Any]:
+    return next(t for t in document["tools"] if t["name"] == name)
+
+
+@pytest.fixture
+def deputy() -> Document:
+    return build_stamp(**stamp_kwargs(PersonaClass.CODER_DEPUTY))
+
+
+@pytest.mark.parametrize("persona_class", list(PersonaClass))
+def test_one_schema_v3_stamp_for_any_class(persona_class: str) -> None:
+    """V1-FAC-1, V1-FAC-8, V1-ACC-2, V1-SCH-3: the class profile plus the persona path resolve
+    into one v3 stamp whose tools are the verb subset and include every required class tool."""
+    kwargs = stamp_kwargs(persona_class)
+    document = build_stamp(**kwargs)
+    assert document["schema_version"] == 3
+    assert schema_problems(document) == []
+    names = [t["name"] for t in document["tools"]]
+    assert sorted(names) == sorted(kwargs["verb_subset"])
+    assert set(profiles.required_tools(persona_class)) <= set(names)
+    catalogue_order = [verb.name for verb in VERBS if verb.name in names]
+    assert names == catalogue_order
+    assert document["persona"] == {
+        "id": kwargs["persona"].id,
+        "name": "Stamped",
+        "class": persona_class,
+        "generation": 1,
+    }
+    assert document["hierarchy"]["path"] == kwargs["address"]
+    assert document["bindings"]["graph_namespace"] == kwargs["graph_namespace"]
+    assert document["authority"]["human"] == {"owner": "user:1", "channel": "virgo-channel"}
+
+
+def test_the_factory_has_no_address_default() -> None:
+    """V1-FAC-2: the address is a required argument; without one nothing is built."""
+    parameter = inspect.signature(build_stamp).parameters["address"]
+    assert parameter.default is inspect.Parameter.empty
+    kwargs = stamp_kwargs()
+    del kwargs["address"]
+    with pytest.raises(TypeError, match="address"):
+        build_stamp(**kwargs)
+    for missing in (None, ""):
+        with pytest.raises(StampRejected, match="no default address"):
+            build_stamp(**{**kwargs, "address": missing})
+
+
+def test_access_is_allow_for_ordinary_work_and_confirm_at_boundaries() -> None:
+    """V1-POL-1, V1-POL-2, V1-GB-1, V1-GB-3: exposed tools are allow or confirm; the webhook
+    verbs (permission change, deployment) are confirm; nothing denied is listed."""
+    kwargs = stamp_kwargs(
+        PersonaClass.PROJECT_LEAD,
+        verb_subset=standing_verbs(
+            PersonaClass.PROJECT_LEAD, "register_webhook", "trigger_webhook"
+        ),
+    )
+    document = build_stamp(**kwargs)
+    assert {t["access"] for t in document["tools"]} == {"allow", "confirm"}
+    assert tool(document, "trigger_webhook")["access"] == "confirm"
+    assert tool(document, "trigger_webhook")["boundary"] == "external-publication-or-deployment"
+    assert tool(document, "register_webhook")["boundary"] == "credential-or-permission-change"
+    assert tool(document, "workspace_write")["access"] == "allow"
+    assert tool(document, "workspace_write")["boundary"] is None
+
+
+def test_scopes_come_from_the_persona_binding(deputy: Document) -> None:
+    """V1-STD-2, V1-WS-1, V1-ACC-5: reads cover the bound workspace, writes only its mutable
+    paths; queue tools carry the persona's queues; every tool is bound to its address."""
+    read, write = tool(deputy, "workspace_read"), tool(deputy, "workspace_write")
+    assert read["scope"]["paths"] == ["**"]
+    assert write["scope"]["paths"] == [
+        "DECISIONS.md",
+        "FINDINGS.md",
+        "QUEUE.md",
+        "memory/**",
+        "worktrees/core/**",
+    ]
+    assert tool(deputy, "claim")["scope"]["queues"] == ["reviews"]
+    assert tool(deputy, "query_graph_context")["scope"]["queues"] == []
+    assert tool(deputy, "create_run")["scope"]["condition"] == "assigned-task"
+    for entry in deputy["tools"]:
+        assert (entry["scope"]["workspace"], entry["scope"]["project"]) == ("work", "core")
+
+
+def test_human_surface_tools_carry_bindings_and_the_footnotes(deputy: Document) -> None:
+    """V1-HS-2, V1-MAT-2: human-surface tools are scoped to the bound surfaces (bindings, never
+    credentials); the secretary's resolve carries its relay condition."""
+    secretary = build_stamp(**stamp_kwargs(PersonaClass.SECRETARY))
+    assert tool(secretary, "send_human_message")["scope"]["surfaces"] == ["teams:general"]
+    assert tool(secretary, "send_human_message")["scope"]["condition"] == "bound-surfaces"
+    resolve = tool(secretary, "resolve_decision")
+    assert resolve["scope"]["condition"] == "relay-of-bound-human-decision"
+    assert tool(secretary, "workspace_read")["scope"]["surfaces"] == []
+    assert secretary["hierarchy"]["level"] == "root"
+
+
+# The validator's rejections: each case changes a valid deputy stamp and names what it expects.
+
+
+def _dup_name(d: Document) -> None:
+    d["tools"].append(copy.deepcopy(tool(d, "claim")))
+
+
+def _dup_action(d: Document) -> None:
+    tool(d, "complete")["handler_action"] = "todos.claim"
+
+
+def _bad_access(d: Document) -> None:
+    tool(d, "claim")["access"] = "deny"
+
+
+def _boundary_allow(d: Document) -> None:
+    d["tools"].append(
+        {
+            "name": "trigger_webhook",
+            "handler_action": "deploy.trigger_webhook",
+            "access": "allow",
+            "boundary": "external-publication-or-deployment",
+            "scope": {**tool(d, "claim")["scope"], "queues": []},
+        }
+    )
+
+
+def _foreign_queue(d: Document) -> None:
+    tool(d, "claim")["scope"]["queues"] = ["deploys"]
+
+
+def _foreign_workspace(d: Document) -> None:
+    tool(d, "workspace_read")["scope"]["workspace"] = "other"
+
+
+def _foreign_project(d: Document) -> None:
+    tool(d, "list_runs")["scope"]["project"] = "web"
+
+
+def _foreign_path(d: Document) -> None:
+    tool(d, "workspace_write")["scope"]["paths"].append("src/**")
+
+
+def _foreign_surface(d: Document) -> None:
+    tool(d, "get_human_surface_status")["scope"]["surfaces"] = ["slack:ops"]
+
+
+def _non_canonical_address(d: Document) -> None:
+    d["hierarchy"]["path"] = "Work/Core/reviewer"
+
+
+def _lossy_name(d: Document) -> None:
+    tool(d, "claim")["name"] = "claim todo"
+
+
+def _missing_tool(d: Document) -> None:
+    d["tools"] = [t for t in d["tools"] if t["name"] != "workspace_write"]
+
+
+def _class_tool(d: Document) -> None:
+    d["tools"].append(
+        {
+            "name": "resolve_decision",
+            "handler_action": "decisions.resolve",
+            "access": "allow",
+            "boundary": None,
+            "scope": {**tool(d, "raise_decision")["scope"]},
+        }
+    )
+
+
+def _dropped_condition(d: Document) -> None:
+    tool(d, "create_run")["scope"]["condition"] = None
+
+
+REJECTIONS: list[tuple[str, Callable[[Document], None], Code, str]] = [
+    ("duplicate name", _dup_name, Code.DUPLICATE_NAME, "duplicate tool name 'claim'"),
+    (
+        "duplicate action",
+        _dup_action,
+        Code.DUPLICATE_ACTION,
+        "duplicate handler action 'todos.claim'",
+    ),
+    (
+        "class may not have it",
+        _class_tool,
+        Code.NOT_IN_CLASS,
+        "tool resolve_decision is not available to class coder-deputy: 'decisions: resolve' is '-'",
+    ),
+    (
+        "missing tool",
+        _missing_tool,
+        Code.MISSING_TOOL,
+        "not standing: missing tool workspace_write",
+    ),
+    (
+        "access",
+        _bad_access,
+        Code.BAD_ACCESS,
+        "tool claim: access 'deny' is neither allow nor confirm",
+    ),
+    (
+        "boundary allow",
+        _boundary_allow,
+        Code.BOUNDARY_ALLOW,
+        "tool trigger_webhook crosses the external-publication-or-deployment boundary: its "
+        "access must be confirm, not allow",
+    ),
+    (
+        "queue scope",
+        _foreign_queue,
+        Code.SCOPE,
+        "tool claim: queue 'deploys' is outside the persona's queues",
+    ),
+    (
+        "workspace scope",
+        _foreign_workspace,
+        Code.SCOPE,
+        "tool workspace_read: workspace 'other' is outside the persona's binding",
+    ),
+    (
+        "project scope",
+        _foreign_project,
+        Code.SCOPE,
+        "tool list_runs: project 'web' is outside the persona's binding",
+    ),
+    (
+        "path scope",
+        _foreign_path,
+        Code.SCOPE,
+        "tool workspace_write: path 'src/**' is outside its mutable paths",
+    ),
+    (
+        "surface scope",
+        _foreign_surface,
+        Code.SCOPE,
+        "tool get_human_surface_status: surface 'slack:ops' is outside its bound surfaces",
+    ),
+    (
+        "address",
+        _non_canonical_address,
+        Code.ADDRESS,
+        "address is not canonical: address 'Work/Core/reviewer' has a non-canonical segment",
+    ),
+    (
+        "projection loss",
+        _lossy_name,
+        Code.PROJECTION_LOSS,
+        "tool 'claim todo' cannot be projected without loss",
+    ),
+    (
+        "condition",
+        _dropped_condition,
+        Code.CONDITION,
+        "tool create_run: condition None is not the class matrix's 'assigned-task'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "message"),
+    [case[1:] for case in REJECTIONS],
+    ids=[case[0] for case in REJECTIONS],
+)
+def test_the_semantic_validator_names_each_problem(
+    deputy: Document, change: Callable[[Document], None], code: Code, message: str
+) -> None:
+    """V1-FAC-4, V1-INV-2, V1-GB-6, V1-ACC-5: each rejection has its own message naming the item."""
+    assert semantic_problems(deputy) == []
+    change(deputy)
+    problems = semantic_problems(deputy)
+    matching = [p for p in problems if p.code is code]
+    assert matching, problems
+    assert any(message in p.message for p in matching), [p.message for p in matching]
+    with pytest.raises(StampRejected):
+        validate_stamp(deputy)
+
+
+def test_duplicates_also_fail_projection(deputy: Document) -> None:
+    """V1-BOOT-1: two tools on one handler action cannot reach the handler table intact."""
+    _dup_action(deputy)
+    messages = [p.message for p in semantic_problems(deputy) if p.code is Code.PROJECTION_LOSS]
+    assert any("handler action todos.claim cannot be projected without loss" in m for m in messages)
+
+
+def test_the_schema_runs_before_the_semantic_validator(deputy: Document) -> None:
+    """V1-FAC-4: a stamp that breaks the JSON Schema is rejected by it, naming the JSON path."""
+    _bad_access(deputy)
+    with pytest.raises(StampRejected) as raised:
+        validate_stamp(deputy)
+    assert all(p.code is Code.SCHEMA for p in raised.value.problems)
+    index = next(i for i, t in enumerate(deputy["tools"]) if t["name"] == "claim")
+    assert f"at tools/{index}/access: 'deny' is not one of" in str(raised.value)
+
+
+def test_the_factory_rejects_a_tool_the_class_may_not_have() -> None:
+    """V1-POL-2: a verb whose matrix cell is '-' for the class is refused before emit."""
+    kwargs = stamp_kwargs(verb_subset=[*standing_verbs(PersonaClass.CODER_DEPUTY), "create_for"])
+    with pytest.raises(StampRejected) as raised:
+        build_stamp(**kwargs)
+    assert [p.message for p in raised.value.problems] == [
+        "tool create_for is not available to class coder-deputy: 'tasks: assign' is '-' "
+        "(not exposed)"
+    ]
+
+
+def test_the_factory_rejects_a_missing_required_tool() -> None:
+    """V1-INV-2: a stamp cannot silently omit a required tool."""
+    verbs = [v for v in standing_verbs(PersonaClass.CODER_DEPUTY) if v != "query_graph_context"]
+    with pytest.raises(StampRejected) as raised:
+        build_stamp(**stamp_kwargs(verb_subset=verbs))
+    assert [p.message for p in raised.value.problems] == [
+        "not standing: missing tool query_graph_context"
+    ]
+
+
+def test_the_factory_rejects_an_unregistered_handler() -> None:
+    """V1-FAC-7: every handler action must be registered in the one handler registry."""
+    registry = HandlerRegistry(
+        verb.handler_action for verb in VERBS if verb.handler_action != "todos.claim"
+    )
+    with pytest.raises(StampRejected) as raised:
+        build_stamp(**stamp_kwargs(verb_subset=[*REVIEWER_VERBS]), registry=registry)
+    assert "tool claim: handler action 'todos.claim' has no registered handler" in [
+        p.message for p in raised.value.problems
+    ]
