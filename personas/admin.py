@@ -30,6 +30,7 @@ from personas import selectors, services
 from personas.forms import AgentForm, OwnerIdentityForm, PersonaForm, ServiceForm, SkillForm
 from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, Skill
 from personas.ratelimits import mutation_retry_after
+from stamps.admin import GenerationInline, StampAdminMixin
 
 
 def _is_staff(request: HttpRequest) -> bool:
@@ -227,13 +228,13 @@ def describe_audit(event: AuditEvent) -> str:
 
 
 @admin.register(Persona)
-class PersonaAdmin(OwnedAdmin):
+class PersonaAdmin(StampAdminMixin, OwnedAdmin):
     """Personas of one's own agents. The add form has two steps: choose the agent, then
-    author the persona with checkboxes of exactly that agent's granted verbs and queues."""
+    author the persona with checkboxes of exactly that agent's granted verbs and queues.
+    The stamps app contributes the generations inline and the stamp pages."""
 
     form = PersonaForm
-    # Other apps add their inlines (e.g. the generations of the stamps app) to this list.
-    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline]
+    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline, GenerationInline]
     list_display = (
         "name",
         "agent",

@@ -444,3 +444,17 @@ def test_the_changelist_costs_the_same_queries_for_few_and_many_personas(
     for number in range(30):
         make_persona(other if number % 2 else agent, name=f"p{number}", verb_subset=REVIEWER_VERBS)
     count_changelist_queries(owner, django_assert_max_num_queries, 8)
+
+
+# The stamps app's pieces on the persona page ---------------------------------------------------
+
+
+def test_the_owner_sees_the_generations_and_their_stamps(owner: Any, persona: Persona) -> None:
+    """V1-STAMP-1: the stamp is owner-private; its owner reads it from the persona's page."""
+    client = signed_in(owner)
+    html = client.get(change_url(persona)).content.decode()
+    assert "generations and capability stamps" in html.lower()
+    stamp_page = f"/admin/personas/persona/{persona.pk}/generations/1/stamp/"
+    assert client.get(stamp_page).status_code == 200
+    assert signed_in(make_owner("mallory")).get(stamp_page).status_code == 404
+    assert Client().get(stamp_page)["Location"].startswith("/admin/login/")
