@@ -1,6 +1,11 @@
 """Helpers of the runtime tests: standing personas with real stamps, and calls through handle()."""
 
 import itertools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
@@ -50,3 +55,83 @@ def call(
     correlation_id: str | None = None,
 ) -> dict[str, Any]:
     return handle(persona, tool, arguments or {}, correlation_id or correlation())
+
+
+# A Virgo of its own for subprocess tests: its own VIRGO_HOME, SQLite file and eager Celery, so a
+# real `manage.py mcp serve` or `launch` process sees the personas the test made.
+
+REPO = Path(__file__).resolve().parent.parent
+MANAGE = [sys.executable, str(REPO / "manage.py")]
+# Bounds how long a broken run hangs; not a performance assertion.
+PROCESS_TIMEOUT = 120
+
+_MAKE_PERSONAS = """
+from personas import services
+from personas.models import RegisteredAddress
+from django.contrib.auth import get_user_model
+from stamps.profiles import required_tools
+
+owner = get_user_model().objects.create_user("standalone-owner", password="x" * 20)
+verbs = list(required_tools("coder-deputy"))
+agent = services.agent_create(
+    owner=owner, name="standalone", granted_verbs=verbs, granted_queues=["reviews"]
+)
+RegisteredAddress.objects.get_or_create(path="work/core/deputy")
+for name in ("Deputy", "Broken"):
+    persona = services.persona_create(
+        agent=agent, actor=owner, name=name, system_prompt="Work the queue.",
+        verb_subset=verbs, queues=["reviews"], persona_class="coder-deputy",
+        address="work/core/deputy",
+    )
+    persona.refresh_from_db()
+    assert persona.standing is True, persona.generations.first().not_standing_reasons
+    print("PERSONA", name, persona.uuid)
+"""
+
+
+@dataclass(frozen=True)
+class Standalone:
+    home: Path
+    env: dict[str, str]
+    personas: dict[str, str]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*MANAGE, *args],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT,
+        )
+
+    def stamp_bytes(self, name: str) -> bytes:
+        path = self.home / "personas" / self.personas[name] / "generations/1/CAPABILITY-STAMP.json"
+        return path.read_bytes()
+
+
+def start_standalone(home: Path) -> Standalone:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL") and not key.startswith("CELERY_")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="virgo.settings",
+        VIRGO_EMBEDDED="1",
+        VIRGO_HOME=str(home),
+        DATABASE_URL=f"sqlite:///{home / 'virgo.sqlite3'}",
+        SECRET_KEY="standalone-" + os.urandom(8).hex(),
+        LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
+    standalone = Standalone(home, env, {})
+    migrated = standalone.run("migrate", "--noinput")
+    assert migrated.returncode == 0, migrated.stderr
+    made = standalone.run("shell", "-c", _MAKE_PERSONAS)
+    assert made.returncode == 0, made.stderr
+    for line in made.stdout.splitlines():
+        if line.startswith("PERSONA "):
+            _, name, uuid = line.split()
+            standalone.personas[name] = uuid
+    return standalone

@@ -1,0 +1,41 @@
+"""`virgo launch --persona <uuid> [--print-allowlist | -- <agent command...>]`."""
+
+import argparse
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.launcher import agent_invocation, allowlist, persona_by_uuid
+from runtime.stamp import StampUnavailable, load_active_stamp
+
+
+class Command(BaseCommand):
+    help = "Start an agent CLI with exactly the persona's stamped tools and its MCP server."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--persona", required=True, help="The persona's uuid.")
+        parser.add_argument(
+            "--print-allowlist",
+            action="store_true",
+            help="Print mcp__virgo__<tool>,... for the stamp's tools and exit.",
+        )
+        parser.add_argument("agent_command", nargs=argparse.REMAINDER)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        persona = persona_by_uuid(options["persona"])
+        try:
+            stamp = load_active_stamp(persona)
+        except StampUnavailable as exc:
+            raise CommandError(f"refusing to launch persona {persona.uuid}: {exc.reason}") from None
+        if options["print_allowlist"]:
+            self.stdout.write(allowlist(stamp))
+            return
+        command = list(options["agent_command"])
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            raise CommandError("give the agent command after --, e.g. launch --persona X -- claude")
+        argv, env = agent_invocation(persona, stamp, command)
+        self.stdout.flush()
+        os.execvpe(argv[0], argv, env)

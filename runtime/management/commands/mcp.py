@@ -1,0 +1,49 @@
+"""`virgo mcp serve --persona <uuid>`: a persona's tools over MCP (stdio, or --http on loopback)."""
+
+import os
+import secrets
+import sys
+from typing import Any
+
+import anyio
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.launcher import persona_by_uuid
+from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
+from runtime.stamp import StampUnavailable
+
+
+class Command(BaseCommand):
+    help = "Serve one persona's stamped tools over MCP: stdio by default, --http on loopback."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        serve = sub.add_parser("serve", help="Serve the persona's tools.")
+        serve.add_argument("--persona", required=True, help="The persona's uuid.")
+        serve.add_argument(
+            "--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp."
+        )
+        serve.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS)
+        serve.add_argument("--port", type=int, default=8765)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        persona = persona_by_uuid(options["persona"])
+        try:
+            server = build_server(persona)
+        except StampUnavailable as exc:
+            raise CommandError(f"refusing to serve persona {persona.uuid}: {exc.reason}") from None
+        if not options["http"]:
+            anyio.run(serve_stdio, server)
+            return
+        import uvicorn
+
+        token = os.environ.get("VIRGO_MCP_TOKEN") or secrets.token_urlsafe(32)
+        host, port = options["host"], options["port"]
+        # stdout stays clean for whoever parses it; the URL and token are for the operator.
+        print(
+            f"MCP (streamable HTTP) for persona {persona.name}: http://{host}:{port}/mcp",
+            file=sys.stderr,
+        )
+        if "VIRGO_MCP_TOKEN" not in os.environ:
+            print(f"Bearer token: {token}", file=sys.stderr)
+        uvicorn.run(http_app(server, host=host, port=port, token=token), host=host, port=port)

@@ -1,0 +1,235 @@
+"""The MCP consumer of the stamp: `virgo mcp serve --persona <uuid>`.
+
+Built on the low-level server of the `mcp` SDK (pinned below 2: 2.x changed the server API). It
+lists exactly `tools[].name` of the persona's active stamp, in stamp order, and sends every call
+through runtime.handler.handle, which authorizes it again from the same file. The annotations
+(read-only, destructive, open-world) are derived from each stamp tool and are hints for the client
+only: nothing here or in the handler ever reads them back.
+
+A call naming a tool the stamp does not list is a JSON-RPC protocol error (invalid params), not a
+tool result: the SDK's `call_tool` decorator would turn any exception into an error *result*, so
+the CallToolRequest handler is registered directly.
+
+The stamp is read again for every request, so a new generation is served as soon as it stands and
+a stamp that stops verifying stops the service, call by call.
+"""
+
+import json
+import secrets
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+
+from personas.catalogue import VERBS_BY_NAME, Boundary, Mode
+from personas.models import Persona
+from runtime.handler import handle
+from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
+from runtime.workspace import LIST_MAX_LIMIT, READ_MAX_LENGTH, WRITE_MAX_BYTES, WRITE_MODES
+from stamps.profiles import HUMAN_SURFACE_BUNDLES
+
+SERVER_NAME = "virgo"
+CORRELATION_ARGUMENT = "correlation_id"
+
+_CORRELATION_SCHEMA = {
+    "type": "string",
+    "pattern": "^[A-Za-z0-9._:@/+=-]{1,200}$",
+    "description": (
+        "Optional. Identifies this operation. When a call is held for confirmation, call again "
+        "with the same correlation_id after the authority answered: it then runs exactly once."
+    ),
+}
+_PATH = {"type": "string", "description": "Path relative to your workspace root."}
+_WORKSPACE_INPUTS: dict[str, dict[str, Any]] = {
+    "workspace.list": {
+        "properties": {
+            "path": {**_PATH, "description": "Directory relative to the root; empty for the root."},
+            "cursor": {"type": "integer", "minimum": 0},
+            "limit": {"type": "integer", "minimum": 1, "maximum": LIST_MAX_LIMIT},
+        },
+    },
+    "workspace.stat": {"properties": {"path": _PATH}, "required": ["path"]},
+    "workspace.hash": {"properties": {"path": _PATH}, "required": ["path"]},
+    "workspace.read": {
+        "properties": {
+            "path": _PATH,
+            "offset": {"type": "integer", "minimum": 0, "description": "Byte offset."},
+            "length": {"type": "integer", "minimum": 1, "maximum": READ_MAX_LENGTH},
+        },
+        "required": ["path"],
+    },
+    "workspace.write": {
+        "properties": {
+            "path": _PATH,
+            "content": {"type": "string", "maxLength": WRITE_MAX_BYTES},
+            "mode": {"enum": list(WRITE_MODES)},
+            "expected_sha256": {
+                "type": "string",
+                "description": "Write only if the file's current sha256 is this ('' = absent).",
+            },
+        },
+        "required": ["path"],
+    },
+}
+
+
+def input_schema(tool: StampTool) -> dict[str, Any]:
+    spec = _WORKSPACE_INPUTS.get(tool.action, {"properties": {}})
+    return {
+        "type": "object",
+        "properties": {**spec["properties"], CORRELATION_ARGUMENT: _CORRELATION_SCHEMA},
+        **({"required": spec["required"]} if "required" in spec else {}),
+    }
+
+
+def annotations(tool: StampTool) -> types.ToolAnnotations:
+    """Hints derived from the stamp's record of the tool (and the catalogue verb it names)."""
+    verb = VERBS_BY_NAME[tool.name]
+    read_only = verb.mode is Mode.READ
+    # workspace_write deletes in its `delete` mode; any confirm tool or boundary tool may destroy.
+    destructive = not read_only and (
+        tool.access == "confirm" or tool.boundary is not None or tool.action == "workspace.write"
+    )
+    # Human surfaces (through virgo-channel to the hub) and deployments reach outside Virgo.
+    open_world = verb.bundle in HUMAN_SURFACE_BUNDLES or tool.boundary == (
+        Boundary.EXTERNAL_PUBLICATION.value
+    )
+    return types.ToolAnnotations(
+        title=verb.description,
+        readOnlyHint=read_only,
+        destructiveHint=destructive,
+        openWorldHint=open_world,
+    )
+
+
+def tool_definitions(stamp: ActiveStamp) -> list[types.Tool]:
+    """Exactly tools[].name of the stamp, in its order (V1-CONS-1)."""
+    tools = []
+    for name in stamp.mcp_tools:
+        tool = stamp.tools[name]
+        note = " Asks for confirmation first." if tool.access == "confirm" else ""
+        tools.append(
+            types.Tool(
+                name=name,
+                description=f"{VERBS_BY_NAME[name].description}.{note}",
+                inputSchema=input_schema(tool),
+                annotations=annotations(tool),
+            )
+        )
+    return tools
+
+
+def _current(persona_pk: int) -> tuple[Persona, ActiveStamp]:
+    persona = Persona.objects.select_related("agent__owner").get(pk=persona_pk)
+    return persona, load_active_stamp(persona)
+
+
+def _unavailable(exc: StampUnavailable) -> McpError:
+    return McpError(types.ErrorData(code=types.INTERNAL_ERROR, message=exc.reason))
+
+
+def build_server(persona: Persona) -> Server:
+    """The MCP server of one persona. Raises StampUnavailable if its stamp cannot be served."""
+    load_active_stamp(persona)
+    server: Server = Server(SERVER_NAME, instructions=f"Tools of persona {persona.name}.")
+    persona_pk = persona.pk
+
+    def list_tools() -> list[types.Tool]:
+        try:
+            _, stamp = _current(persona_pk)
+        except StampUnavailable as exc:
+            raise _unavailable(exc) from None
+        return tool_definitions(stamp)
+
+    def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            current, stamp = _current(persona_pk)
+        except StampUnavailable as exc:
+            raise _unavailable(exc) from None
+        if name not in stamp.mcp_tools:
+            raise McpError(
+                types.ErrorData(
+                    code=types.INVALID_PARAMS,
+                    message=f"Unknown tool: {name} is not listed for this persona",
+                )
+            )
+        correlation_id = arguments.pop(CORRELATION_ARGUMENT, None) or f"mcp-{uuid.uuid4()}"
+        return handle(current, name, arguments, correlation_id)
+
+    async def on_list_tools(request: types.ListToolsRequest) -> types.ServerResult:
+        tools = await sync_to_async(list_tools, thread_sensitive=True)()
+        return types.ServerResult(types.ListToolsResult(tools=tools))
+
+    async def on_call_tool(request: types.CallToolRequest) -> types.ServerResult:
+        arguments = dict(request.params.arguments or {})
+        result = await sync_to_async(call_tool, thread_sensitive=True)(
+            request.params.name, arguments
+        )
+        return types.ServerResult(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(result, indent=2))],
+                structuredContent=result,
+                isError=not result.get("ok", False),
+            )
+        )
+
+    server.request_handlers[types.ListToolsRequest] = on_list_tools
+    server.request_handlers[types.CallToolRequest] = on_call_tool
+    return server
+
+
+async def serve_stdio(server: Server) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+def http_app(server: Server, *, host: str, port: int, token: str) -> Any:
+    """Streamable HTTP at /mcp for loopback clients holding the bearer token.
+
+    Loopback alone would let any local process act as the persona, so every request must carry
+    `Authorization: Bearer <token>`; Host and Origin are checked against the loopback address
+    (DNS rebinding protection of the SDK).
+    """
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        security_settings=TransportSecuritySettings(
+            allowed_hosts=[authority, f"localhost:{port}"],
+            allowed_origins=[f"http://{authority}", f"http://localhost:{port}"],
+        ),
+    )
+    return Starlette(
+        routes=[Route("/mcp", endpoint=_BearerGate(manager, token))],
+        lifespan=lambda app: manager.run(),
+    )
+
+
+class _BearerGate:
+    """An ASGI app (an instance, so Starlette routes raw ASGI to it) that checks the token."""
+
+    def __init__(self, manager: Any, token: str) -> None:
+        self.manager = manager
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.responses import JSONResponse
+
+        headers = dict(scope.get("headers") or [])
+        if not secrets.compare_digest(headers.get(b"authorization", b""), self.expected):
+            response = JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+            await response(scope, receive, send)
+            return
+        await self.manager.handle_request(scope, receive, send)
