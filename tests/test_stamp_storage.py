@@ -1,0 +1,183 @@
+"""Stored stamps and their files: owner-private, written once, immutable in the ORM and the DB."""
+
+import stat
+from pathlib import Path
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+
+from personas import services
+from personas.models import Generation, Persona
+from personas.publication import publish_generation
+from stamps.models import CapabilityStamp, StampImmutable
+from stamps.services import build_generation_stamp
+from stamps.storage import stamp_path
+from tests.factories import (
+    REVIEWER_VERBS,
+    address,
+    make_agent,
+    make_owner,
+    make_persona,
+    run_on_commit,
+    standing_verbs,
+    update_persona,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def persona() -> Persona:
+    return make_persona(make_agent(make_owner()))
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_each_generation_has_one_owner_private_file(persona: Persona, virgo_home: Path) -> None:
+    """V1-STAMP-1: <VIRGO_HOME>/personas/<uuid>/generations/<n>/CAPABILITY-STAMP.json, 0600 in
+    0700 directories, holding exactly the stored canonical bytes."""
+    stored = CapabilityStamp.objects.get()
+    path = virgo_home / "personas" / str(persona.uuid) / "generations" / "1"
+    assert stored.path == path / "CAPABILITY-STAMP.json" == stamp_path(persona.uuid, 1)
+    assert stored.path.read_bytes() == stored.data
+    assert mode(stored.path) == 0o600
+    for directory in (path, path.parent, path.parent.parent, virgo_home / "personas"):
+        assert mode(directory) == 0o700, directory
+    assert [p.name for p in path.iterdir()] == ["CAPABILITY-STAMP.json"]
+
+
+def test_building_a_generation_again_returns_the_stored_stamp_untouched(
+    persona: Persona,
+) -> None:
+    """V1-STAMP-2: idempotent per (persona, generation); the file is never rewritten."""
+    stored = CapabilityStamp.objects.get()
+    before = stored.path.stat()
+    generation = persona.generations.get()
+    again = build_generation_stamp(generation=generation)
+    publish_generation(persona.pk)
+    assert again.stamp is not None and again.stamp.pk == stored.pk
+    assert CapabilityStamp.objects.count() == 1
+    after = stored.path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_new_generation_gets_a_new_file_and_leaves_the_old_one(persona: Persona) -> None:
+    """V1-STAMP-1, V1-STAMP-2: a change stamps generation 2; generation 1's file stays as it was."""
+    first = CapabilityStamp.objects.get()
+    before = first.path.read_bytes(), first.path.stat().st_mtime_ns
+    persona = update_persona(persona, queues=["reviews", "triage"])
+    second = CapabilityStamp.objects.get(generation_number=2)
+    assert second.path != first.path
+    assert second.stamp_hash != first.stamp_hash
+    assert (first.path.read_bytes(), first.path.stat().st_mtime_ns) == before
+
+
+def test_a_lost_file_is_restored_byte_for_byte(persona: Persona) -> None:
+    """V1-STAMP-2: the stored stamp is the source; a lost file comes back identical."""
+    stored = CapabilityStamp.objects.get()
+    stored.path.unlink()
+    build_generation_stamp(generation=persona.generations.get())
+    assert stored.path.read_bytes() == stored.data
+    assert mode(stored.path) == 0o600
+
+
+def test_a_foreign_file_in_the_way_is_never_overwritten(persona: Persona) -> None:
+    """V1-STAMP-2: a different file already at the next generation's path stays; the generation
+    does not stand and says why."""
+    planted = stamp_path(persona.uuid, 2)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b'{"planted": true}')
+    persona = update_persona(persona, queues=["triage"])
+    generation = persona.generations.get(number=2)
+    assert generation.standing is False
+    assert persona.standing is False
+    assert (
+        "already holds a different stamp; a stamp file is never rewritten"
+        in (generation.not_standing_reasons[0])
+    )
+    assert planted.read_bytes() == b'{"planted": true}'
+    assert not CapabilityStamp.objects.filter(generation_number=2).exists()
+
+
+def test_the_orm_refuses_every_change(persona: Persona) -> None:
+    """V1-STAMP-2: save of a stored stamp, delete, queryset update/delete and bulk update fail."""
+    stored = CapabilityStamp.objects.get()
+    stored.stamp_hash = "0" * 64
+    with pytest.raises(StampImmutable):
+        stored.save()
+    with pytest.raises(StampImmutable):
+        stored.delete()
+    with pytest.raises(StampImmutable):
+        CapabilityStamp.objects.filter(pk=stored.pk).update(stamp_hash="0" * 64)
+    with pytest.raises(StampImmutable):
+        CapabilityStamp.objects.all().delete()
+    with pytest.raises(StampImmutable):
+        CapabilityStamp.objects.bulk_update([stored], ["stamp_hash"])
+    fresh = CapabilityStamp.objects.get()
+    assert fresh.stamp_hash == persona.generations.get().stamp_hash
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE stamps_capabilitystamp SET stamp_hash = 'x'",
+        "UPDATE stamps_capabilitystamp SET body = body",
+        "DELETE FROM stamps_capabilitystamp",
+    ],
+)
+def test_the_database_refuses_every_change(persona: Persona, statement: str) -> None:
+    """V1-STAMP-2: a trigger refuses UPDATE, and DELETE while the generation exists, whatever
+    client sends it."""
+    stored = CapabilityStamp.objects.get()
+    with (
+        pytest.raises(DatabaseError, match="immutable"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement)
+    assert CapabilityStamp.objects.get().data == stored.data
+
+
+def test_deleting_the_persona_removes_the_stamp_row_after_its_generation(
+    persona: Persona,
+) -> None:
+    """V1-STAMP-2: a stamp leaves only with its generation; its file stays in VIRGO_HOME."""
+    path = CapabilityStamp.objects.get().path
+    services.persona_delete(persona=persona, actor=persona.agent.owner)
+    assert not Generation.objects.exists()
+    assert not CapabilityStamp.objects.exists()
+    assert path.exists()
+
+
+def test_a_rejected_stamp_writes_nothing(virgo_home: Path) -> None:
+    """V1-FAC-4: a stamp that fails validation is neither stored nor written."""
+    agent = make_agent(make_owner())
+    persona = make_persona(
+        agent, verb_subset=[*standing_verbs("coder-deputy", *REVIEWER_VERBS), "create_for"]
+    )
+    assert persona.standing is False
+    assert not CapabilityStamp.objects.exists()
+    assert list(virgo_home.rglob("*.json")) == []
+
+
+def test_a_pending_generation_has_no_file(virgo_home: Path) -> None:
+    """V1-STAMP-1: until the task runs the stamp is owed, and nothing is on disk yet."""
+    agent = make_agent(make_owner())
+    with run_on_commit() as callbacks:
+        persona = services.persona_create(
+            agent=agent,
+            actor=agent.owner,
+            name="Pending",
+            system_prompt="You review.",
+            persona_class="coder-deputy",
+            address=address("work/core/reviewer"),
+            verb_subset=standing_verbs("coder-deputy"),
+        )
+        persona.refresh_from_db()
+        assert persona.standing is None
+        assert not stamp_path(persona.uuid, 1).exists()
+    assert callbacks
+    persona.refresh_from_db()
+    assert persona.standing is True
