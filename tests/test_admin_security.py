@@ -35,7 +35,7 @@ def csp_directives(header: str) -> dict[str, str]:
 
 
 def assert_secure_html(response: HttpResponseBase) -> None:
-    """S9-HDR-1..4 on an HTML management page."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4 on an HTML management page."""
     assert response["Content-Type"].startswith("text/html")
     assert response["X-Frame-Options"] == "DENY"
     assert response["X-Content-Type-Options"] == "nosniff"
@@ -70,7 +70,7 @@ def change_url(persona: Persona) -> str:
 
 
 def test_headers_on_200_and_302(owner: Any, persona: Persona) -> None:
-    """S9-HDR-1..4"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4"""
     client = signed_in(owner)
     for url in ("/admin/", CHANGELIST, change_url(persona), "/admin/personas/agent/"):
         response = client.get(url)
@@ -82,14 +82,14 @@ def test_headers_on_200_and_302(owner: Any, persona: Persona) -> None:
 
 
 def test_headers_on_404(owner: Any) -> None:
-    """S9-HDR-1..4"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4"""
     response = signed_in(owner).get("/admin/personas/no-such-model/")
     assert response.status_code == 404
     assert_secure_html(response)
 
 
 def test_headers_on_405(owner: Any, persona: Persona) -> None:
-    """S9-HDR-1..4: the discoverability toggle accepts only POST."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: the discoverability toggle accepts only POST."""
     response = signed_in(owner).get(toggle_url(persona))
     assert response.status_code == 405
     assert response["Allow"] == "POST"
@@ -97,7 +97,8 @@ def test_headers_on_405(owner: Any, persona: Persona) -> None:
 
 
 def test_a_70_kib_admin_post_gets_413_and_changes_nothing(owner: Any, persona: Persona) -> None:
-    """S9-BODY-1, S9-HDR-1..4: an oversized persona form is refused before it is read."""
+    """S9-BODY-1, S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
+    an oversized persona form is refused before it is read."""
     client = signed_in(owner)
     data = {**form_data(client.get(change_url(persona)), "persona_form"), "_save": "Save"}
     data["system_prompt"] = "x" * (70 * 1024)
@@ -113,7 +114,8 @@ def test_a_70_kib_admin_post_gets_413_and_changes_nothing(owner: Any, persona: P
 
 @override_settings(VIRGO_MUTATION_RATE_LIMIT="2/m")
 def test_admin_changes_are_rate_limited_with_retry_after(owner: Any, persona: Persona) -> None:
-    """S9-RL-3, S9-HDR-1..4: the admin's writes spend the owner's mutation budget."""
+    """S9-RL-3, S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
+    the admin's writes spend the owner's mutation budget."""
     client = signed_in(owner)
     assert client.post(toggle_url(persona), {"discoverable": "on"}).status_code == 302
     assert client.post(toggle_url(persona), {"discoverable": "off"}).status_code == 302
@@ -141,7 +143,7 @@ def test_the_api_and_the_admin_share_one_budget(owner: Any, persona: Persona) ->
 def test_a_failing_admin_save_answers_500_with_the_headers(
     owner: Any, persona: Persona, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """S9-HDR-1..4: an unexpected failure still carries every header."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4: an unexpected failure still carries every header."""
     client = signed_in(owner, raise_request_exception=False)
     data = {**form_data(client.get(change_url(persona)), "persona_form"), "_save": "Save"}
     data["name"] = "Renamed"

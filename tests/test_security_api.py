@@ -48,7 +48,8 @@ def persona_url(persona: Persona) -> str:
 
 
 def assert_secure_json(response: HttpResponseBase) -> None:
-    """S9-HDR-1..4 on a JSON response, and the error (if any) is JSON too."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
+    on a JSON response, and the error (if any) is JSON too."""
     assert response["Content-Type"] == "application/json"
     json.loads(response.content)
     for header, value in SECURITY_HEADERS.items():
@@ -189,7 +190,8 @@ def test_a_70_kib_persona_patch_gets_413_and_changes_nothing(owner: Any, persona
 
 
 def test_headers_on_200_and_201(owner: Any, persona: Persona) -> None:
-    """S9-HDR-1..4: JSON responses carry CSP default-src 'none' and the three others."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
+    JSON responses carry CSP default-src 'none' and the three others."""
     client = token_client(owner)
     assert_secure_json(client.get("/api/personas/"))
     assert_secure_json(client.get(persona_url(persona)))
@@ -203,7 +205,7 @@ def test_headers_on_200_and_201(owner: Any, persona: Persona) -> None:
 
 
 def test_headers_on_400_401_403_and_404(owner: Any, persona: Persona) -> None:
-    """S9-HDR-1..4"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4"""
     bad = token_client(owner).patch(persona_url(persona), {"skills": []}, format="json")
     assert bad.status_code == 400
     assert_secure_json(bad)
@@ -219,7 +221,7 @@ def test_headers_on_400_401_403_and_404(owner: Any, persona: Persona) -> None:
 
 
 def test_headers_on_405(owner: Any, persona: Persona) -> None:
-    """S9-HDR-1..4"""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4"""
     response = token_client(owner).post(persona_url(persona), {}, format="json")
     assert response.status_code == 405
     assert_secure_json(response)
@@ -228,7 +230,8 @@ def test_headers_on_405(owner: Any, persona: Persona) -> None:
 def test_a_failing_view_answers_500_in_json_with_the_headers(
     owner: Any, persona: Persona, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """S9-HDR-1..4: even an unexpected failure gets the headers, and its body is JSON."""
+    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
+    even an unexpected failure gets the headers, and its body is JSON."""
 
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database caught fire")
