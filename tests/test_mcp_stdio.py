@@ -1,15 +1,21 @@
-"""`manage.py mcp serve` as a real stdio subprocess, started from the launcher's MCP config."""
+"""`manage.py mcp serve` as a real process: stdio from the launcher's config, and HTTP."""
 
 import json
+import secrets
+import socket
+import subprocess
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
-from tests.runtime_support import Standalone, start_standalone
+from tests.live import free_port, wait_until
+from tests.runtime_support import MANAGE, PROCESS_TIMEOUT, REPO, Standalone, start_standalone
 
 pytestmark = pytest.mark.live
 
@@ -61,3 +67,42 @@ def test_the_stdio_server_lists_the_stamp_and_runs_calls(standalone: Standalone)
     assert error is not None and "trigger_webhook" in error.error.message
     workspace = standalone.home / "workspaces/work/core" / uuid / "memory/hello.md"
     assert workspace.read_text() == "from stdio"
+
+
+def test_the_http_server_serves_loopback_clients_with_the_token(standalone: Standalone) -> None:
+    """V1-CONS-1: streamable HTTP lists the same tools; without the bearer token: 401."""
+    uuid = standalone.personas["Deputy"]
+    names = [tool["name"] for tool in json.loads(standalone.stamp_bytes("Deputy"))["tools"]]
+    port = free_port()
+    token = secrets.token_urlsafe(16)
+    url = f"http://127.0.0.1:{port}/mcp"
+    process = subprocess.Popen(
+        [*MANAGE, "mcp", "serve", "--persona", uuid, "--http", "--port", str(port)],
+        env={**standalone.env, "VIRGO_MCP_TOKEN": token},
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: _listening(port), what="the MCP HTTP server to listen")
+        assert httpx.post(url, json={}).status_code == 401
+
+        async def scenario() -> list[str]:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with (
+                httpx.AsyncClient(headers=headers) as client,
+                streamable_http_client(url, http_client=client) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return [tool.name for tool in (await session.list_tools()).tools]
+
+        assert anyio.run(scenario) == names
+    finally:
+        process.terminate()
+        process.wait(timeout=PROCESS_TIMEOUT)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
