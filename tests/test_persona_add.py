@@ -1,0 +1,126 @@
+"""`persona add`: the only place that suggests the first persona of an installation."""
+
+import io
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from personas import services
+from personas.models import Persona, RegisteredAddress
+from stamps.profiles import required_tools
+from stamps.storage import stamp_path
+from tests.factories import make_agent, make_owner, make_persona
+
+pytestmark = pytest.mark.django_db
+# The commands commit for real in the transactional tests, so their stamps are built on commit
+# (eager Celery) before they report, exactly as on a terminal.
+PROMPT = "You keep my calendar and relay my decisions, nothing more."
+
+
+def add(*args: str) -> str:
+    out = io.StringIO()
+    call_command("persona", "add", *args, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_persona_is_suggested_as_root_secretary() -> None:
+    """V1-FAC-3: with no persona yet and no address given, `persona add` suggests the
+    secretary at root/secretary with a suggested name, registers that address, and the
+    persona stands with every required secretary tool."""
+    make_owner("alice")
+    output = add(
+        "--owner", "alice", "--agent", "main", "--create-agent", "--prompt", PROMPT,
+        "--queues", "inbox",
+    )  # fmt: skip
+    assert (
+        "No persona exists yet: suggesting the first persona 'Secretary' as a secretary at "
+        "root/secretary." in output
+    )
+    persona = Persona.objects.get()
+    assert (persona.name, persona.persona_class, persona.address.path) == (
+        "Secretary",
+        "secretary",
+        "root/secretary",
+    )
+    assert RegisteredAddress.objects.get().registered_by.username == "alice"
+    assert sorted(persona.verb_subset) == sorted(required_tools("secretary"))
+    assert persona.standing is True
+    assert f"It stands: stamp {persona.generations.get().stamp_hash}" in output
+    assert stamp_path(persona.uuid, 1).exists()
+    assert persona.system_prompt == PROMPT
+
+
+def test_no_suggestion_once_a_persona_exists() -> None:
+    """V1-FAC-3: the suggestion is for an empty installation only."""
+    owner = make_owner("alice")
+    make_persona(make_agent(owner, name="main"))
+    with pytest.raises(CommandError, match="--address is required"):
+        add("--owner", "alice", "--agent", "main", "--prompt", PROMPT)
+    assert Persona.objects.count() == 1
+    assert not RegisteredAddress.objects.filter(path="root/secretary").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_explicit_address_is_used_as_given() -> None:
+    """V1-FAC-2, V1-FAC-3: a given address wins even on an empty installation, and must be
+    registered (or registered on request)."""
+    make_owner("alice")
+    args = ["--owner", "alice", "--agent", "main", "--create-agent", "--prompt", PROMPT]
+    lead = ["--name", "Lead", "--class", "project-lead", "--address", "work/core/lead"]
+    with pytest.raises(CommandError, match="'work/core/lead' is not registered"):
+        add(*args, *lead)
+    output = add(*args, *lead, "--register-address", "--queues", "deploys")
+    assert "suggesting" not in output
+    persona = Persona.objects.get()
+    assert (persona.address.path, persona.queues, persona.standing) == (
+        "work/core/lead",
+        ["deploys"],
+        True,
+    )
+    assert not RegisteredAddress.objects.filter(path="root/secretary").exists()
+
+
+def test_a_malformed_address_is_refused() -> None:
+    """V1-FAC-2: even with --register-address, only canonical addresses are registered."""
+    make_owner("alice")
+    with pytest.raises(CommandError, match="must have 2 segments"):
+        add(
+            "--owner", "alice", "--agent", "main", "--create-agent", "--prompt", PROMPT,
+            "--name", "X", "--class", "secretary", "--address", "secretary", "--register-address",
+        )  # fmt: skip
+    assert not RegisteredAddress.objects.exists()
+
+
+def test_nothing_else_defaults_an_address() -> None:
+    """V1-FAC-3: the service that creates personas has no default address either."""
+    agent = make_agent(make_owner())
+    with pytest.raises(ValidationError) as raised:
+        services.persona_create(
+            agent=agent,
+            actor=agent.owner,
+            name="Nowhere",
+            system_prompt=PROMPT,
+            persona_class="secretary",
+        )
+    assert raised.value.message_dict == {"address": ["this field is required"]}
+
+
+def test_the_prompt_is_never_generated() -> None:
+    """S9-REC-3: the owner authors the system prompt; the command will not invent one."""
+    make_owner("alice")
+    with pytest.raises(CommandError, match="--prompt"):
+        add("--owner", "alice", "--agent", "main", "--create-agent")
+    assert not Persona.objects.exists()
+
+
+def test_the_agents_grant_still_bounds_the_persona() -> None:
+    """S9-SCN-2: an existing agent's grant is not widened by the command."""
+    owner = make_owner("alice")
+    make_agent(owner, name="narrow", granted_verbs=["list_todos"])
+    with pytest.raises(CommandError, match="verb_subset: not in agent 'narrow''s vended grant"):
+        add("--owner", "alice", "--agent", "narrow", "--prompt", PROMPT)
+    assert not Persona.objects.exists()
+    assert not RegisteredAddress.objects.exists()
