@@ -7,6 +7,7 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Persona runtime"
 
     def ready(self) -> None:
+        from runtime import checks  # noqa: F401  (registers the system check)
         from runtime.tools import bind_all
 
         bind_all()
