@@ -1,0 +1,128 @@
+"""The installed `virgo` command, run as a real process on a fresh installation of its own."""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import rfc8785
+
+REPO = Path(__file__).resolve().parent.parent
+VIRGO = Path(sys.executable).with_name("virgo")
+# Bounds how long a broken run hangs; not a performance assertion.
+DEADLINE_SECONDS = 120
+
+
+@dataclass
+class Installation:
+    home: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(VIRGO), *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"virgo {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+        return result
+
+    def stamp_file(self) -> Path:
+        [path] = (self.home / "personas").glob("*/generations/1/CAPABILITY-STAMP.json")
+        return path
+
+
+@pytest.fixture(scope="module")
+def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
+    """An empty installation: its own SQLite file and VIRGO_HOME, settings left to `virgo`."""
+    assert VIRGO.exists(), f"{VIRGO} is missing: `make install` installs the virgo command"
+    home = tmp_path_factory.mktemp("installation")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")
+        and not key.startswith("CELERY_")
+    }
+    env.update(
+        VIRGO_EMBEDDED="1",
+        VIRGO_HOME=str(home),
+        DATABASE_URL=f"sqlite:///{home / 'virgo.sqlite3'}",
+        SECRET_KEY="cli-test-" + secrets.token_hex(16),
+        DJANGO_SUPERUSER_PASSWORD=secrets.token_urlsafe(16),
+        PYTHONUNBUFFERED="1",
+    )
+    installed = Installation(home, env)
+    installed.run("migrate", "--noinput", "-v", "0")
+    installed.run("createsuperuser", "--noinput", "--username", "root", "--email", "r@x.example")
+    return installed
+
+
+def test_virgo_persona_add_suggests_and_stamps_the_first_persona(
+    installation: Installation,
+) -> None:
+    """V1-FAC-3, V1-STAMP-1: `virgo persona add` on an empty installation suggests the root
+    secretary, and its stamp is built and verifiable; `virgo check` passes."""
+    result = installation.run(
+        "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
+        "--queues", "inbox", "--prompt", "You answer for me. You never decide for me.",
+    )  # fmt: skip
+    assert "suggesting the first persona 'Secretary' as a secretary at root/secretary" in (
+        result.stdout
+    )
+    assert "It stands: stamp " in result.stdout
+    path = installation.stamp_file()
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+    shown = installation.run("stamp", "show", "Secretary").stdout
+    document = json.loads(shown[shown.index("{") :])
+    assert rfc8785.dumps(document) == path.read_bytes()
+    assert document["hierarchy"]["path"] == "root/secretary"
+
+    verified = installation.run("stamp", "verify", str(path)).stdout
+    assert f"{path}: OK (v3" in verified
+    checked = installation.run("check")
+    assert "virgo.E" not in checked.stdout + checked.stderr
+
+
+def test_boot_refuses_a_stamp_missing_a_tool(installation: Installation) -> None:
+    """V1-BOOT-1, V1-INV-2: with a tool cut from the active stamp file, `virgo check` fails and
+    a Celery worker refuses to start, both naming the persona and the exact missing tool."""
+    if not list((installation.home / "personas").glob("*")):
+        installation.run(
+            "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
+            "--queues", "inbox", "--prompt", "You answer for me.",
+        )  # fmt: skip
+    path = installation.stamp_file()
+    original = path.read_bytes()
+    document = json.loads(original)
+    document["tools"] = [t for t in document["tools"] if t["name"] != "send_human_message"]
+    path.write_bytes(rfc8785.dumps(document))
+    try:
+        checked = installation.run("check", check=False)
+        assert checked.returncode == 1
+        assert "virgo.E007" in checked.stderr
+        assert "not standing: missing tool send_human_message" in checked.stderr
+        assert "persona 'Secretary'" in checked.stderr
+
+        worker = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "virgo", "worker", "--pool=solo"],
+            env=installation.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+        assert worker.returncode != 0
+        assert "Virgo refuses to start" in worker.stderr
+        assert "not standing: missing tool send_human_message" in worker.stderr
+    finally:
+        path.write_bytes(original)
+    assert installation.run("check").returncode == 0
