@@ -53,7 +53,9 @@ class GenerationInline(admin.TabularInline):
     verbose_name_plural = "generations and capability stamps"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Generation]:
-        return super().get_queryset(request).select_related("stamp").order_by("-number")
+        # Not super(): it empties the queryset unless the user may view generations in general,
+        # which nobody may. Whether this persona's rows show is decided per persona, below.
+        return Generation.objects.select_related("stamp").order_by("-number")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return isinstance(obj, Persona) and may_view_stamps(request.user, obj)
