@@ -1,0 +1,38 @@
+"""The demo of `make run`: both personas stand and their stamps are in the owner's admin."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from personas.models import Persona
+from stamps import profiles
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_personas_stand_with_their_class_tools() -> None:
+    """V1-ACC-2, V1-INV-1: the reviewer (coder deputy) and the deployer (project lead) carry
+    every required tool of their class plus their SPEC-0009 verbs, and stand; loading the demo
+    again keeps them as they are."""
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    assert "Reviewer at work/core/reviewer stands" in out.getvalue()
+    assert "Deployer at work/core/lead stands" in out.getvalue()
+    reviewer = Persona.objects.get(name="Reviewer")
+    deployer = Persona.objects.get(name="Deployer")
+    assert set(profiles.required_tools("coder-deputy")) <= set(reviewer.verb_subset)
+    assert set(profiles.required_tools("project-lead")) <= set(deployer.verb_subset)
+    assert {"list_todos", "claim", "complete"} <= set(reviewer.verb_subset)
+    assert {"register_webhook", "trigger_webhook"} <= set(deployer.verb_subset)
+    assert reviewer.owning_lead == deployer
+    assert reviewer.standing is deployer.standing is True
+
+    call_command("load_demo", stdout=io.StringIO())
+    assert sorted(Persona.objects.values_list("generation", "standing")) == [(1, True), (1, True)]
+
+    client = Client()
+    client.force_login(reviewer.agent.owner)
+    page = client.get(f"/admin/personas/persona/{reviewer.pk}/generations/1/stamp/")
+    assert page.status_code == 200
+    assert reviewer.generations.get().stamp_hash in page.content.decode()
