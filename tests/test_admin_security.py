@@ -20,6 +20,10 @@ from tests.owner_clients import (  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
 
+# Limits counted per hour: a window that rolled over in the middle of a test would reset the
+# count, so the windows are long enough that a test never straddles one in practice.
+HOURLY_2 = "2/h"
+
 CHANGELIST = "/admin/personas/persona/"
 
 
@@ -112,7 +116,7 @@ def test_a_70_kib_admin_post_gets_413_and_changes_nothing(owner: Any, persona: P
     assert persona.generation == 1
 
 
-@override_settings(VIRGO_MUTATION_RATE_LIMIT="2/m")
+@override_settings(VIRGO_MUTATION_RATE_LIMIT=HOURLY_2)
 def test_admin_changes_are_rate_limited_with_retry_after(owner: Any, persona: Persona) -> None:
     """S9-RL-3, S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4:
     the admin's writes spend the owner's mutation budget."""
@@ -121,7 +125,7 @@ def test_admin_changes_are_rate_limited_with_retry_after(owner: Any, persona: Pe
     assert client.post(toggle_url(persona), {"discoverable": "off"}).status_code == 302
     limited = client.post(toggle_url(persona), {"discoverable": "on"})
     assert limited.status_code == 429
-    assert 1 <= int(limited["Retry-After"]) <= 60
+    assert 1 <= int(limited["Retry-After"]) <= 3600
     assert_secure_html(limited)
     assert "too many changes" in limited.content.decode()
     persona.refresh_from_db()
@@ -129,7 +133,7 @@ def test_admin_changes_are_rate_limited_with_retry_after(owner: Any, persona: Pe
     assert client.get(CHANGELIST).status_code == 200
 
 
-@override_settings(VIRGO_MUTATION_RATE_LIMIT="2/m")
+@override_settings(VIRGO_MUTATION_RATE_LIMIT=HOURLY_2)
 def test_the_api_and_the_admin_share_one_budget(owner: Any, persona: Persona) -> None:
     """S9-RL-3: owner mutation endpoints inherit the web UI's session limit: one budget."""
     token_client(owner).patch(f"/api/personas/{persona.uuid}/", {"name": "A"}, format="json")
