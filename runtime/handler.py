@@ -156,6 +156,9 @@ def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
         return _resume(
             context, DecisionRecord.objects.get(correlation_id=call.correlation_id), call
         )
+    except StampUnavailable as exc:
+        # The stamp routes confirmations to nobody who may answer them: nothing can be asked.
+        return _refuse(context, "stamp_unavailable", exc.reason, verdict)
     with transaction.atomic():
         if entry is None:
             logger.warning(

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 import rfc8785
+from django.db.models import F
 
 from personas.models import Generation, Persona
 from runtime.policy import Binding
@@ -115,10 +116,15 @@ _validated: dict[str, tuple[str, ...]] = {}
 def load_active_stamp(persona: Persona) -> ActiveStamp:
     """The verified stamp of the persona's current generation, or StampUnavailable saying why."""
     label = f"persona {persona.uuid}"
-    generation = Generation.objects.filter(persona=persona, number=persona.generation).first()
+    # The persona's current generation as committed, whatever the caller's instance remembers.
+    generation = (
+        Generation.objects.filter(persona_id=persona.pk, number=F("persona__generation"))
+        .select_related("persona")
+        .first()
+    )
     if generation is None:
-        raise StampUnavailable(f"{label} has no generation {persona.generation}")
-    if generation.standing is not True or persona.standing is not True:
+        raise StampUnavailable(f"{label} has no current generation")
+    if generation.standing is not True or generation.persona.standing is not True:
         reasons = "; ".join(generation.not_standing_reasons) or "its stamp is not built yet"
         raise StampUnavailable(
             f"{label} is not standing (generation {generation.number}): {reasons}"

@@ -240,3 +240,17 @@ def test_the_owner_approves_in_the_admin_and_others_cannot() -> None:
         persona.agent.owner,
     )
     assert call(persona, "workspace_write", DELETE, cid)["ok"] is True
+
+
+def test_a_stamp_routing_to_someone_else_than_the_owner_asks_nobody() -> None:
+    """V1-CONF-1: the stamp's bound human authority must be the persona's owner; else refused."""
+    persona = standing_persona()
+    call(persona, "workspace_write", {"path": "memory/old.md", "content": "keep me"})
+    newcomer = make_owner()
+    type(persona.agent).objects.filter(pk=persona.agent_id).update(owner=newcomer)
+    persona.refresh_from_db()
+    result = call(persona, "workspace_write", DELETE)
+    assert (result["ok"], result["code"]) == (False, "stamp_unavailable")
+    assert "not the persona's owner" in result["reason"]
+    assert not DecisionRecord.objects.exists()
+    assert (root_of(persona) / "memory/old.md").exists()
