@@ -227,8 +227,15 @@ class Workspace:
     readable_paths: tuple[str, ...] = ("**",)
 
     def ensure(self) -> Path:
-        """Create the root (owner-only) if needed and return its resolved form."""
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Create the root if needed and return its resolved form.
+
+        Every directory created on the way is owner-only (mkdir's `parents` would give the
+        intermediate ones the umask's mode instead).
+        """
+        if not self.root.is_dir():
+            missing = [self.root, *(p for p in self.root.parents if not p.exists())]
+            for directory in reversed(missing):
+                directory.mkdir(mode=0o700, exist_ok=True)
         return self.root.resolve(strict=True)
 
     # Resolution -------------------------------------------------------------------------------

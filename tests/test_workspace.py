@@ -256,6 +256,9 @@ def test_delete_removes_the_file(space: Workspace) -> None:
         space.write("memory/old.md", "", mode="delete")
 
 
-def test_the_root_is_owner_only(space: Workspace) -> None:
+def test_the_root_and_the_directories_above_it_are_owner_only(space: Workspace, home: Path) -> None:
     space.ensure()
-    assert oct(os.stat(space.root).st_mode & 0o777) == "0o700"
+    for directory in (space.root, *space.root.parents):
+        if directory == home:
+            break
+        assert oct(os.stat(directory).st_mode & 0o777) == "0o700", directory
