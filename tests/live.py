@@ -23,6 +23,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from kombu import pools
 
 REPO = Path(__file__).resolve().parent.parent
 # Generous: these bound how long a broken run hangs, they are not performance assertions.
@@ -222,9 +223,8 @@ def celery_publishing_to(broker_url: str) -> Iterator[None]:
     saved = {"broker_url": app.conf.broker_url, "task_always_eager": app.conf.task_always_eager}
 
     def drop_connections() -> None:
-        # Celery caches its connection and producer pools on first use.
-        if app._pool is not None:
-            app._pool.force_close_all()
+        # Celery caches its connection and producer pools, kombu keeps them in global groups.
+        pools.reset()
         app._pool = None
         app.amqp._producer_pool = None
 
@@ -235,6 +235,30 @@ def celery_publishing_to(broker_url: str) -> Iterator[None]:
     finally:
         drop_connections()
         app.conf.update(saved)
+
+
+# Transactional tests -----------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every transactional test starts from the migrated database, seeded rows included.
+
+    A transactional test ends by flushing every table, the rows data migrations seed (the
+    verb->skill map) with them, so the next one would start without them; and a test restoring
+    them after a plain flush (which re-creates content types) would fail on duplicates. Serialized
+    rollback for all of them restores the seeded state before each, whatever ran before.
+    """
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        options = dict(marker.kwargs) if marker is not None else {}
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (
+            options.get("transaction")
+            or options.get("reset_sequences")
+            or {"transactional_db", "live_server"} & fixtures
+        ):
+            options.update(transaction=True, serialized_rollback=True)
+            item.add_marker(pytest.mark.django_db(**options), append=False)
 
 
 # Fixtures ----------------------------------------------------------------------------------------
