@@ -221,8 +221,7 @@ def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
 
 
 def _queue_settle(persona: Persona) -> None:
-    persona_id = persona.pk
-    transaction.on_commit(lambda: tasks.settle_persona.delay(persona_id))
+    tasks.queue_after_commit(tasks.settle_persona, persona.pk)
 
 
 # Agents ---------------------------------------------------------------------------------------
@@ -404,7 +403,7 @@ def owner_identity_update(*, user: AbstractBaseUser, **fields: Any) -> OwnerIden
     identity.full_clean()
     identity.save()
     for persona_id in Persona.objects.owned_by(user).values_list("pk", flat=True):
-        transaction.on_commit(lambda pk=persona_id: tasks.settle_persona.delay(pk))
+        tasks.queue_after_commit(tasks.settle_persona, persona_id)
     return identity
 
 
@@ -458,7 +457,7 @@ def _record_map_change(actor: User, slug: str, change: str) -> None:
         actor=actor if actor.is_authenticated else None,
         data={"skill": slug, "change": change},
     )
-    transaction.on_commit(tasks.fan_out_skill_map.delay)
+    tasks.queue_after_commit(tasks.fan_out_skill_map)
 
 
 def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:

@@ -1,9 +1,35 @@
 """Celery tasks: thin shells that take ids and call the services. All are idempotent."""
 
+import logging
+from typing import Any
+
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from personas.models import Persona
+
+logger = logging.getLogger(__name__)
+
+
+def queue_after_commit(task: Any, *args: Any) -> None:
+    """Queue `task` once the current transaction commits, without ever failing the change.
+
+    The queue is only the fast path: what the task would do is recorded as owed in the committed
+    rows themselves, and the reconciler pays it. So a broker that is down when the change
+    commits costs a warning and a delay, never the change, and never a 500.
+    """
+
+    def send() -> None:
+        try:
+            task.delay(*args)
+        except BrokerUnavailable as exc:
+            logger.warning(
+                "could not queue %s%r (%s); the reconciler will do it", task.name, args, exc
+            )
+
+    transaction.on_commit(send)
 
 
 @shared_task(bind=True, max_retries=5, default_retry_delay=2, acks_late=True)
@@ -41,3 +67,11 @@ def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ign
     for persona in changed:
         publish_generation(persona.pk)
     return len(changed)
+
+
+@shared_task(acks_late=True)
+def reconcile_owed() -> int:
+    """Celery beat's periodic sweep: build every stamp and card the fast path left owed."""
+    from personas.reconciliation import reconcile
+
+    return reconcile().done

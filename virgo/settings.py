@@ -243,3 +243,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5)
     )
+
+# The reconciler (personas.reconciliation) pays every stamp and card still owed: the on-commit
+# task is only the fast path. It leaves alone generations younger than the grace period, whose
+# task is most likely still on its way; a run that outlasts the interval expires the next one.
+VIRGO_RECONCILE_INTERVAL_SECONDS = env_int("VIRGO_RECONCILE_INTERVAL_SECONDS", 60)
+VIRGO_RECONCILE_GRACE_SECONDS = env_int("VIRGO_RECONCILE_GRACE_SECONDS", 30)
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-owed-stamps-and-cards": {
+        "task": "personas.tasks.reconcile_owed",
+        "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
+    }
+}

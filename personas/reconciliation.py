@@ -1,0 +1,86 @@
+"""The reconciler: the slow, sure path behind the Celery fast path.
+
+Nothing is lost between the database and the queue because the database alone says what is owed.
+A change commits, in the same transaction as the persona itself, a new Generation whose `standing`
+is None: that row is the durable marker of a stamp owed. A persona whose published card is older
+than its generation, or missing, is owed a card. The task queued on commit normally pays both
+within moments; when it could not be queued (the broker was down) or died on the way (a worker
+killed), the marker stays, and the reconciler (Celery beat, `manage.py reconcile`) finds it and
+calls the same idempotent publish_generation.
+
+Only a persona's current generation is owed a stamp: a generation superseded before its stamp
+was built will never be the one a runtime reads.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from cards.models import PublishedCard
+from personas.models import Generation, Persona
+from personas.publication import publish_generation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    owed: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return len(self.owed) - len(self.failed)
+
+
+def owed_personas(*, settled_before: datetime | None = None) -> QuerySet[Persona]:
+    """Personas whose current generation is owed its stamp or its card.
+
+    `settled_before` leaves alone generations younger than that moment: their on-commit task is
+    most likely still on its way, and racing it would only do the same work twice.
+    """
+    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    if settled_before is not None:
+        current = current.filter(created_at__lt=settled_before)
+    card_is_current = PublishedCard.objects.filter(
+        persona=OuterRef("pk"), generation__gte=OuterRef("generation")
+    )
+    return (
+        Persona.objects.filter(Exists(current))
+        .filter(Exists(current.filter(standing__isnull=True)) | ~Exists(card_is_current))
+        .order_by("pk")
+    )
+
+
+def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) -> ReconcileReport:
+    """Build every owed stamp and card, in batches of persona ids; one failure stops no other."""
+    if grace is None:
+        grace = timedelta(seconds=settings.VIRGO_RECONCILE_GRACE_SECONDS)
+    batch_size = batch_size or settings.VIRGO_RECOMPUTE_BATCH_SIZE
+    owed = owed_personas(settled_before=timezone.now() - grace)
+    report = ReconcileReport()
+    last_id = 0
+    while True:
+        batch = list(owed.filter(pk__gt=last_id).values_list("pk", flat=True)[:batch_size])
+        if not batch:
+            break
+        for persona_id in batch:
+            report.owed.append(persona_id)
+            try:
+                publish_generation(persona_id)
+            except Exception:
+                logger.exception("reconcile: publishing persona %s failed", persona_id)
+                report.failed.append(persona_id)
+        last_id = batch[-1]
+    if report.owed:
+        logger.info(
+            "reconcile: %d personas owed work, %d done, %d failed",
+            len(report.owed),
+            report.done,
+            len(report.failed),
+        )
+    return report
