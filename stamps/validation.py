@@ -93,6 +93,7 @@ def semantic_problems(
     Expects a document that passed the schema, but never trusts it: a missing part is reported,
     not raised.
     """
+    # Imported here: projections builds on this module's Problem and Code.
     from stamps.projections import projection_problems
 
     tools: list[dict[str, Any]] = [t for t in document.get("tools", []) if isinstance(t, dict)]
