@@ -56,8 +56,8 @@ class Agent(models.Model):
         blank=True,
         help_text="What the agent says about itself. Never published on a card.",
     )
-    granted_verbs = models.JSONField(default=list, help_text="The vended verb grant")
-    granted_queues = models.JSONField(default=list, help_text="The vended queue grant")
+    granted_verbs = models.JSONField(default=list, blank=True, help_text="The vended verb grant")
+    granted_queues = models.JSONField(default=list, blank=True, help_text="The vended queue grant")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
