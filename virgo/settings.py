@@ -170,7 +170,9 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+# Locally WhiteNoise finds files in the apps on each request: nothing to collect, no warning.
 WHITENOISE_USE_FINDERS = LOCAL
+WHITENOISE_AUTOREFRESH = LOCAL
 
 # Request bodies: the middleware answers 413 before Django would raise its own 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = VIRGO_MAX_BODY_BYTES
