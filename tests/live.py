@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
 
+import httpx
 import pytest
 import redis
 from django.conf import settings
@@ -213,6 +214,60 @@ class CeleryProcesses:
     def stop_all(self) -> None:
         for process in reversed(self.started):
             process.stop()
+
+
+class Gunicorn:
+    """`gunicorn -c virgo/gunicorn.conf.py`, the deployed web processes, on a free port.
+
+    Its access log names the worker process that served each request: `<pid> <status> <path>`.
+    """
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {**env, "VIRGO_BIND": f"127.0.0.1:{self.port}"}
+        self.log = directory / "gunicorn.log"
+        self.access_log = directory / "access.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("gunicorn")),
+                    "-c",
+                    "virgo/gunicorn.conf.py",
+                    f"--access-logfile={self.access_log}",
+                    "--access-logformat=%(p)s %(s)s %(U)s",
+                ],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._answers, what=f"gunicorn to answer /healthz; see {self.log}")
+
+    def _answers(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"gunicorn exited:\n{self.log.read_text()}")
+        try:
+            return httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def workers_that_served(self, path: str) -> set[str]:
+        served = set()
+        for line in self.access_log.read_text().splitlines():
+            pid, _, served_path = line.split(" ", 2)
+            if served_path == path:
+                served.add(pid)
+        return served
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=DEADLINE_SECONDS)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.live import REPO, free_port, wait_until
+from tests.live import REPO, Gunicorn
 
 
 def production_env(**extra: str) -> dict[str, str]:
@@ -59,43 +59,20 @@ def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_pa
 @pytest.fixture(scope="module")
 def gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """gunicorn with two workers on production settings, behind a (pretend) TLS proxy."""
-    tmp_path = tmp_path_factory.mktemp("gunicorn")
-    port = free_port()
+    home = tmp_path_factory.mktemp("gunicorn")
     env = production_env(
-        VIRGO_HOME=str(tmp_path),
-        ALLOWED_HOSTS="127.0.0.1",
-        SECURE_PROXY_SSL_HEADER="1",
-        VIRGO_BIND=f"127.0.0.1:{port}",
-        WEB_CONCURRENCY="2",
+        VIRGO_HOME=str(home), ALLOWED_HOSTS="127.0.0.1", SECURE_PROXY_SSL_HEADER="1"
     )
-    # The embedded database (in tmp_path) is enough here: no page below reads it.
+    env["WEB_CONCURRENCY"] = "2"
+    # The embedded database (in VIRGO_HOME) is enough here: no page below reads it.
     del env["REDIS_URL"]
     collected = manage("collectstatic", "--noinput", "-v", "0", env=env)
     assert collected.returncode == 0, collected.stderr
-    log = tmp_path / "gunicorn.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [Path(sys.executable).with_name("gunicorn"), "-c", "virgo/gunicorn.conf.py"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"gunicorn exited:\n{log.read_text()}")
-        try:
-            return httpx.get(base + "/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(answers, what="gunicorn to answer /healthz")
-    yield base, tmp_path
-    process.terminate()
-    process.wait(timeout=60)
-    assert log.read_text().count("Booting worker with pid") >= 2
+    server = Gunicorn(home, env)
+    server.start()
+    yield server.base_url, home
+    server.stop()
+    assert server.log.read_text().count("Booting worker with pid") == 2
 
 
 @pytest.mark.live
