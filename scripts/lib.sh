@@ -49,7 +49,10 @@ install_debian_packages() {
 	[ $# -eq 0 ] && return 0
 	command -v apt-get >/dev/null 2>&1 || die "missing $*, and this machine has no apt-get"
 	local sudo=()
-	[ "$(id -u)" = 0 ] || sudo=(sudo)
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null 2>&1 || die "installing $* needs root (or sudo)"
+		sudo=(sudo)
+	fi
 	echo "Installing Debian packages: $*"
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
