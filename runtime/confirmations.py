@@ -1,11 +1,11 @@
 """Confirmation requests: routed, recorded before anything runs, answered only by their authority.
 
 Routing follows the stamp's `authority`: a global-boundary confirmation goes to the persona's bound
-human authority (its owner, reached through virgo-channel; until that adapter exists, the pending
-record is answered in the admin); a confirmation that crosses no global boundary, asked only
+human authority (its owner, reached through virgo-channel at the owner's authority surface; the
+owner may also answer in the admin); a confirmation that crosses no global boundary, asked only
 because the stamp gives the tool `access: confirm`, is deputy scope and goes to the owning lead
-when the persona has one. A persona never answers its own request, and nobody but the routed
-authority answers at all.
+when the persona has one (through virgo-channel to the lead's mailbox on the hub). A persona never
+answers its own request, and nobody but the routed authority answers at all.
 """
 
 import hashlib
@@ -18,7 +18,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from channel.tasks import deliver_confirmation
 from personas.models import Persona
+from personas.tasks import queue_after_commit
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.policy import Operation, Verdict
 from runtime.stamp import ActiveStamp, StampUnavailable
@@ -90,6 +92,11 @@ def request_confirmation(
         authority_user=authority.user,
         authority_persona=authority.persona,
     )
+
+
+def notify_authority(record: DecisionRecord) -> None:
+    """Send the pending request to its authority through virgo-channel once it is committed."""
+    queue_after_commit(deliver_confirmation, record.pk)
 
 
 def may_decide(record: DecisionRecord, *, user: Any = None, persona: Persona | None = None) -> bool:

@@ -161,6 +161,7 @@ def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
         return _refuse(context, "stamp_unavailable", exc.reason, verdict)
     with transaction.atomic():
         if entry is None:
+            confirmations.notify_authority(record)
             logger.warning(
                 "held for confirmation tool=%s persona=%s correlation=%s authority=%s",
                 call.tool.name,
@@ -218,6 +219,9 @@ def _run_once(context: _Context, record: DecisionRecord, call: ToolCall) -> Resu
         if record.executed_at is not None:
             return record.result or {}
         result = _execute(context, call)
+        if result.get("retryable"):
+            # Not run for sure (an unknown outcome at the hub): the next call tries again.
+            return result
         record.result = result
         record.executed_at = timezone.now()
         record.save(update_fields=["result", "executed_at"])
@@ -237,7 +241,8 @@ def _execute(context: _Context, call: ToolCall) -> Result:
                     Verdict(Outcome.DENY, boundary, exc.code, exc.reason) if boundary else None
                 )
                 return _refuse(context, exc.code, exc.reason, verdict)
-        return _failure(call, exc.code, exc.reason)
+        # A tool may add what a caller needs beyond code and reason (status, retryable).
+        return {**_failure(call, exc.code, exc.reason), **getattr(exc, "details", {})}
     return {
         "ok": True,
         "tool": call.tool.name,

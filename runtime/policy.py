@@ -51,6 +51,7 @@ class Binding:
     project: str | None
     queues: tuple[str, ...] = ()
     mutable_paths: tuple[str, ...] = ()
+    surfaces: tuple[str, ...] = ()
 
 
 # The keys that name *where* an operation acts. Everything else describes *what* it does.
@@ -250,6 +251,10 @@ _PERMISSION_KEYS = frozenset(
 _DESTRUCTIVE_FLAGS = ("force", "purge", "hard")
 _DESTRUCTIVE_VERBS = frozenset({"delete", "purge", "drop", "destroy", "wipe", "reset"})
 _PUBLICATION_PREFIXES = ("deploy.", "publish.")
+# Run kinds that are deployments or publications, and the argument that records an artifact as
+# published outside (runtime.runs).
+_PUBLICATION_RUN_KINDS = frozenset({"deploy", "publish"})
+_PUBLICATION_TARGET = "publish_to"
 
 
 def _walk(value: Any) -> Iterator[tuple[str | None, Any]]:
@@ -298,6 +303,14 @@ def _foreign_queue(op: Operation, binding: Binding) -> str | None:
     queue = op.target.get("queue")
     if queue is not None and queue not in binding.queues:
         return f"queue {queue!r} is not bound to this persona ({', '.join(binding.queues)})"
+    return None
+
+
+def _foreign_surface(op: Operation, binding: Binding) -> str | None:
+    surface = op.target.get("binding")
+    if op.action.startswith("human.") and surface is not None and surface not in binding.surfaces:
+        bound = ", ".join(binding.surfaces) or "none"
+        return f"human surface {surface!r} is not bound to this persona ({bound})"
     return None
 
 
@@ -386,6 +399,11 @@ def _publication(op: Operation, binding: Binding) -> str | None:
         return f"{op.tool} publishes or deploys outside the persona"
     if op.action.startswith(_PUBLICATION_PREFIXES):
         return f"{op.action} publishes or deploys outside the persona"
+    kind = op.arguments.get("kind")
+    if op.action == "runs.create" and kind in _PUBLICATION_RUN_KINDS:
+        return f"a {kind} run deploys or publishes outside the persona"
+    if op.action == "runs.record_artifact" and op.arguments.get(_PUBLICATION_TARGET):
+        return "recording an artifact as published outside the persona publishes it"
     return None
 
 
@@ -427,6 +445,7 @@ EXAMPLE_BINDING = Binding(
     project="core",
     queues=("reviews",),
     mutable_paths=("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**"),
+    surfaces=("teams:chat/ops",),
 )
 
 E = Example
@@ -481,6 +500,16 @@ RULES: tuple[Rule, ...] = (
         _foreign_queue,
         match=(E("list_todos", {"queue": "deploys"}),),
         not_match=(E("list_todos", {"queue": "reviews"}),),
+    ),
+    Rule(
+        "foreign-surface", Outcome.DENY, Boundary.CROSS_SCOPE,
+        "A human surface that is not among the persona's bound surfaces.",
+        _foreign_surface,
+        match=(
+            E("send_human_message", {"binding": "teams:chat/finance", "text": "hi"}),
+            E("get_human_surface_status", {"binding": "teams:chat/finance"}),
+        ),
+        not_match=(E("send_human_message", {"binding": "teams:chat/ops", "text": "hi"}),),
     ),
     Rule(
         "secret-path", Outcome.DENY, Boundary.SECRET_CREDENTIAL_VALUES,
@@ -574,8 +603,18 @@ RULES: tuple[Rule, ...] = (
         "publication", Outcome.CONFIRM, Boundary.EXTERNAL_PUBLICATION,
         "Deployment or publication outside the persona.",
         _publication,
-        match=(E("trigger_webhook", {"webhook": "prod-deploy"}),),
-        not_match=(E("send_broker_message", {"body": "deploy went fine"}),),
+        match=(
+            E("trigger_webhook", {"webhook": "prod-deploy"}),
+            E("create_run", {"title": "v2 to prod", "kind": "deploy"}),
+            E("create_run", {"title": "v2 docs", "kind": "publish"}),
+            E("record_artifact", {"run": "r1", "name": "app.whl", "publish_to": "https://x.org/"}),
+        ),
+        not_match=(
+            E("send_broker_message", {"body": "deploy went fine"}),
+            E("create_run", {"title": "deploy scripts lint", "kind": "test"}),
+            E("record_artifact", {"run": "r1", "name": "app.whl", "publish_to": ""}),
+            E("record_artifact", {"run": "r1", "name": "app.whl"}),
+        ),
     ),
 )  # fmt: skip
 

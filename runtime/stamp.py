@@ -89,6 +89,7 @@ class ActiveStamp:
             project=tool.scope["project"],
             queues=tuple(tool.scope.get("queues", ())),
             mutable_paths=tuple(workspace["mutable_paths"]),
+            surfaces=tuple(tool.scope.get("surfaces", ())),
         )
 
     def workspace_for(self, tool: StampTool) -> Workspace:

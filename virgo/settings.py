@@ -30,6 +30,11 @@ def env_int(name: str, default: int) -> int:
     return default if value is None or value == "" else int(value)
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else float(value)
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -76,6 +81,7 @@ INSTALLED_APPS = [
     "stamps",
     "cards",
     "runtime",
+    "channel",
 ]
 
 MIDDLEWARE = [
@@ -251,10 +257,35 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # task is most likely still on its way; a run that outlasts the interval expires the next one.
 VIRGO_RECONCILE_INTERVAL_SECONDS = env_int("VIRGO_RECONCILE_INTERVAL_SECONDS", 60)
 VIRGO_RECONCILE_GRACE_SECONDS = env_int("VIRGO_RECONCILE_GRACE_SECONDS", 30)
+
+# virgo-channel: the hub that reaches human surfaces (channel/, docs/channel.md). Stamps carry
+# only binding names; the hub's credential and the callback secret live here, never in a stamp.
+VIRGO_CHANNEL_URL = env_str("VIRGO_CHANNEL_URL").rstrip("/")
+VIRGO_CHANNEL_TOKEN = env_str("VIRGO_CHANNEL_TOKEN")
+VIRGO_CHANNEL_SECRET = env_str("VIRGO_CHANNEL_SECRET")
+VIRGO_CHANNEL_TIMEOUT = env_float("VIRGO_CHANNEL_TIMEOUT", 5.0)
+VIRGO_CHANNEL_RETRIES = env_int("VIRGO_CHANNEL_RETRIES", 3)
+VIRGO_CHANNEL_BACKOFF = env_float("VIRGO_CHANNEL_BACKOFF", 0.25)
+VIRGO_CHANNEL_BACKOFF_MAX = env_float("VIRGO_CHANNEL_BACKOFF_MAX", 4.0)
+VIRGO_CHANNEL_MAX_FILE_BYTES = env_int("VIRGO_CHANNEL_MAX_FILE_BYTES", 4 * 1024 * 1024)
+VIRGO_CHANNEL_CALLBACK_TOLERANCE = env_int("VIRGO_CHANNEL_CALLBACK_TOLERANCE", 300)
+VIRGO_CHANNEL_CALLBACK_MAX_BYTES = env_int("VIRGO_CHANNEL_CALLBACK_MAX_BYTES", 16 * 1024)
+if VIRGO_CHANNEL_URL and not LOCAL and not VIRGO_CHANNEL_SECRET:
+    raise ImproperlyConfigured(
+        "VIRGO_CHANNEL_URL is set but VIRGO_CHANNEL_SECRET is not: the hub's decision callbacks "
+        "could not be authenticated. Set VIRGO_CHANNEL_SECRET."
+    )
+
 CELERY_BEAT_SCHEDULE = {
     "reconcile-owed-stamps-and-cards": {
         "task": "personas.tasks.reconcile_owed",
         "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
-    }
+    },
+    # Confirmation cards whose delivery to the hub ended unknown are sent again (same key).
+    "redeliver-confirmations": {
+        "task": "channel.tasks.redeliver_confirmations",
+        "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
+    },
 }

@@ -8,6 +8,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("", include("cards.urls")),
+    path("api/channel/", include("channel.urls")),
     path("api/", include("personas.urls")),
 ]
 

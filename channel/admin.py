@@ -1,0 +1,93 @@
+"""Owners see what their personas sent to the hub, and set where their confirmations go."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from channel import services
+from channel.models import AuthoritySurface, Delivery
+from personas.selectors import is_moderator
+
+
+def _staff(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_staff)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    """Read-only: every row is written by the runtime."""
+
+    list_display = ("correlation_id", "kind", "tool_name", "persona", "binding", "status", "reason")
+    list_filter = ("kind", "status")
+    list_select_related = ("persona",)
+    search_fields = ("correlation_id", "message_id")
+    show_full_result_count = False
+    readonly_fields = [field.name for field in Delivery._meta.fields]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
+        rows = super().get_queryset(request).select_related("persona")
+        if is_moderator(request.user):
+            return rows
+        return rows.filter(persona__agent__owner=request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request) and (
+            obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AuthoritySurface)
+class AuthoritySurfaceAdmin(admin.ModelAdmin):
+    """Each owner sets their own; the write goes through channel.services."""
+
+    list_display = ("user", "binding", "principal", "updated_at")
+    fields = ("binding", "principal")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuthoritySurface]:
+        rows = super().get_queryset(request).select_related("user")
+        if is_moderator(request.user):
+            return rows
+        return rows.filter(user=request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request) and (obj is None or obj.user_id == request.user.pk or
+                                    is_moderator(request.user))  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _staff(request) and not AuthoritySurface.objects.filter(user=request.user).exists()
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request) and (obj is None or obj.user_id == request.user.pk)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _staff(request) and (obj is None or obj.user_id == request.user.pk)
+
+    def save_model(
+        self, request: HttpRequest, obj: AuthoritySurface, form: Any, change: bool
+    ) -> None:
+        user = obj.user if change else request.user
+        try:
+            saved = services.authority_surface_set(
+                user=user, actor=request.user, binding=obj.binding, principal=obj.principal
+            )
+        except (PermissionDenied, ValidationError) as exc:
+            raise PermissionDenied(str(exc)) from None
+        obj.pk = saved.pk

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class ChannelConfig(AppConfig):
+    name = "channel"
+    default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "virgo-channel"
+
+    def ready(self) -> None:
+        from channel import checks  # noqa: F401  (registers the system check)
+        from channel.tools import bind_all
+
+        bind_all()
