@@ -111,10 +111,10 @@ def test_the_owner_adds_an_agent_owned_by_them(owner: Any) -> None:
 
 
 def test_service_errors_land_on_their_field_and_nothing_is_saved(owner: Any) -> None:
-    """The service's refusal of an empty queue grant is shown on granted_queues."""
+    """The service's refusal of a repeated queue is shown on granted_queues."""
     client = signed_in(owner)
     data = saving(client.get(ADD))
-    data.update(name="no-queues", granted_verbs=["claim"], granted_queues="")
+    data.update(name="twice", granted_verbs=["claim"], granted_queues="reviews\nreviews")
     response = client.post(ADD, data)
     assert response.status_code == 200
     assert "granted_queues" in response.context["adminform"].form.errors
