@@ -7,6 +7,7 @@ rather than any tool pretending to succeed.
 
 from typing import TYPE_CHECKING, Any
 
+from runtime import coordination, decisions, graph, runs, webhooks, work
 from stamps.registry import HANDLERS
 
 if TYPE_CHECKING:
@@ -54,7 +55,20 @@ IMPLEMENTATIONS = {
 }
 
 
+# Each tool module's own table, bound beside the workspace tools above.
+TABLES = (
+    IMPLEMENTATIONS,
+    coordination.IMPLEMENTATIONS,
+    decisions.IMPLEMENTATIONS,
+    work.IMPLEMENTATIONS,
+    runs.IMPLEMENTATIONS,
+    graph.IMPLEMENTATIONS,
+    webhooks.IMPLEMENTATIONS,
+)
+
+
 def bind_all() -> None:
     """Bind every implementation above; called once when the runtime app is ready."""
-    for action, implementation in IMPLEMENTATIONS.items():
-        HANDLERS.register(action, implementation)
+    for table in TABLES:
+        for action, implementation in table.items():
+            HANDLERS.register(action, implementation)

@@ -11,6 +11,7 @@ from runtime.handler import handle
 from runtime.models import DecisionRecord, RefusalRecord
 from runtime.stamp import load_active_stamp
 from runtime.workspace import READ_MAX_LENGTH
+from stamps.registry import HANDLERS
 from stamps.storage import stamp_path
 from tests.factories import update_persona
 from tests.runtime_support import call, standing_persona
@@ -87,9 +88,10 @@ def test_a_tool_outside_the_stamp_is_refused_naming_tool_and_persona(caplog) -> 
     assert any("not_granted" in r.getMessage() for r in caplog.records)
 
 
-def test_a_granted_tool_without_an_implementation_is_refused_never_faked() -> None:
+def test_a_granted_tool_without_an_implementation_is_refused_never_faked(monkeypatch) -> None:
     """V1-FAC-7: an unbound handler action never answers with a made-up success."""
     persona = standing_persona()
+    monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
     result = call(persona, "list_peers")
     assert (result["ok"], result["code"]) == (False, "not_implemented")
     assert RefusalRecord.objects.get(persona=persona).handler_action == "identity.list_peers"

@@ -27,6 +27,7 @@ def test_every_workspace_action_is_bound_to_its_real_implementation() -> None:
 def test_unbound_tools_are_named_per_persona(monkeypatch) -> None:
     """V1-FAC-7: a stamped tool without an implementation is reported, naming persona and tool."""
     persona = standing_persona()
+    monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
     [message] = [m for m in check_bound_handlers() if m.obj == persona]
     assert message.id == "runtime.W001"
     assert str(persona.uuid) in message.msg

@@ -1,0 +1,122 @@
+"""The deployer's webhook verbs: register a deployment/publication webhook, and trigger it.
+
+Both cross a confirm boundary by definition (the catalogue gives register_webhook the
+credential-or-permission-change boundary and trigger_webhook external publication), so the
+handler runs them only after the persona's bound human authority approved the exact call, once,
+under its correlation id. Nothing here asks again.
+
+A trigger POSTs JSON to the registered URL with a timeout, never following redirects, with the
+correlation id as `Idempotency-Key` and the registry-derived delivery envelope as the sender.
+Every attempt is recorded: `delivered` (2xx), `rejected` (any other status) or `unknown` (timeout
+or connection lost: the receiver may or may not have acted). The approved operation runs once;
+trying again is a new call with a new correlation id, and so a new confirmation.
+"""
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+
+from runtime.coordination import delivery_envelope
+from runtime.models import DecisionRecord, Webhook, WebhookDelivery
+from runtime.toolkit import Arguments, Invalid, Missing, http_url, iso
+
+if TYPE_CHECKING:
+    from runtime.handler import ToolCall
+
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+DEFAULT_TIMEOUT_SECONDS = 10.0
+PAYLOAD_MAX_BYTES = 64 * 1024
+
+
+def _timeout() -> float:
+    return float(getattr(settings, "VIRGO_WEBHOOK_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+
+
+def webhook_json(webhook: Webhook) -> dict[str, Any]:
+    return {
+        "webhook": webhook.name,
+        "id": str(webhook.uuid),
+        "url": webhook.url,
+        "registered_at": iso(webhook.created_at),
+    }
+
+
+def _name(args: Arguments) -> str:
+    name = args.text("webhook", required=True, max_length=64)
+    if not _NAME.match(name):
+        raise Invalid("webhook must be a lowercase slug")
+    return name
+
+
+def register_webhook(call: "ToolCall") -> dict[str, Any]:
+    args = Arguments(call, ("webhook", "url"))
+    name = _name(args)
+    url = http_url(args.text("url", required=True, max_length=1024), "url")
+    confirmation = DecisionRecord.objects.filter(correlation_id=call.correlation_id).first()
+    with transaction.atomic():
+        webhook, created = Webhook.objects.select_for_update().update_or_create(
+            persona_id=call.persona.pk,
+            name=name,
+            defaults={"url": url, "registered_under": confirmation},
+        )
+    return {**webhook_json(webhook), "replaced": not created}
+
+
+def trigger_webhook(call: "ToolCall") -> dict[str, Any]:
+    args = Arguments(call, ("webhook", "payload"))
+    name = _name(args)
+    payload = args.mapping("payload", max_bytes=PAYLOAD_MAX_BYTES)
+    webhook = Webhook.objects.filter(persona_id=call.persona.pk, name=name).first()
+    if webhook is None:
+        raise Missing(f"webhook {name!r} is not registered by this persona")
+    body = {
+        "webhook": name,
+        "event": "trigger",
+        "correlation_id": call.correlation_id,
+        "sender": delivery_envelope(call),
+        "payload": payload,
+    }
+    status_code, error = None, ""
+    try:
+        response = httpx.post(
+            webhook.url,
+            json=body,
+            timeout=_timeout(),
+            follow_redirects=False,
+            headers={"Idempotency-Key": call.correlation_id, "User-Agent": "virgo-webhooks"},
+        )
+    except httpx.TimeoutException as exc:
+        outcome, error = WebhookDelivery.Outcome.UNKNOWN, f"timed out: {exc}"
+    except httpx.TransportError as exc:
+        outcome, error = WebhookDelivery.Outcome.UNKNOWN, f"connection failed: {exc}"
+    else:
+        status_code = response.status_code
+        outcome = (
+            WebhookDelivery.Outcome.DELIVERED
+            if response.is_success
+            else WebhookDelivery.Outcome.REJECTED
+        )
+    delivery = WebhookDelivery.objects.create(
+        webhook=webhook,
+        correlation_id=call.correlation_id,
+        payload=payload,
+        outcome=outcome,
+        status_code=status_code,
+        error=error[:500],
+    )
+    return {
+        "webhook": name,
+        "outcome": delivery.outcome,
+        "status_code": status_code,
+        "error": delivery.error or None,
+        "at": iso(delivery.at),
+    }
+
+
+IMPLEMENTATIONS = {
+    "deploy.register_webhook": register_webhook,
+    "deploy.trigger_webhook": trigger_webhook,
+}
