@@ -46,3 +46,40 @@ def surface_persona(
     return standing_persona(
         persona_class=persona_class, human_surface_bindings=list(surfaces), **fields
     )
+
+
+DELETE = {"path": "memory/old.md", "mode": "delete"}
+
+
+def owner_with_surface(hub: Hub, name: str | None = None) -> Any:
+    """An owner whose confirmations go to a personal chat on the hub."""
+    from channel import services
+    from tests.factories import make_owner
+
+    owner = make_owner(name)
+    binding = f"teams:user/{owner.username}"
+    hub.add_surface(binding)
+    services.authority_surface_set(
+        user=owner, actor=owner, binding=binding, principal=human_principal(owner)["id"]
+    )
+    return owner
+
+
+def human_principal(owner: Any) -> dict[str, str]:
+    return {"kind": "human", "id": f"aad:{owner.username}@example.org"}
+
+
+def persona_principal(persona: Persona) -> dict[str, str]:
+    return {"kind": "persona", "id": str(persona.uuid)}
+
+
+def held_delete(persona: Persona, correlation_id: str) -> dict[str, Any]:
+    """A delete of a workspace file: held for confirmation, the request sent once committed."""
+    from tests.factories import run_on_commit
+    from tests.runtime_support import call
+
+    assert call(persona, "workspace_write", {"path": "memory/old.md", "content": "keep"})["ok"]
+    with run_on_commit():
+        result = call(persona, "workspace_write", DELETE, correlation_id)
+    assert result["code"] == "confirmation_required", result
+    return result

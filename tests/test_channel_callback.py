@@ -1,0 +1,143 @@
+"""The hub's decision callback: signed, bounded, CSRF-free, and answered only by the routed
+authority. One test runs the whole loop over real sockets: hub -> Virgo's live server."""
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from channel.hub import Hub
+from channel.signing import HEADER, sign, signature
+from runtime.models import DecisionRecord
+from tests.channel_support import (
+    DELETE,
+    SECRET,
+    held_delete,
+    human_principal,
+    owner_with_surface,
+    persona_principal,
+    running_hub,
+)
+from tests.factories import make_owner
+from tests.runtime_support import call, correlation, standing_persona
+
+URL = "/api/channel/decisions/"
+
+
+@pytest.fixture
+def hub(settings) -> Iterator[Hub]:
+    with running_hub(settings) as hub:
+        yield hub
+
+
+def post(body: bytes, signature_header: str | None) -> Any:
+    headers = {HEADER: signature_header} if signature_header is not None else {}
+    return Client(enforce_csrf_checks=True).post(
+        URL, body, content_type="application/json", headers=headers
+    )
+
+
+def held(hub: Hub) -> tuple[Any, Any, str]:
+    owner = owner_with_surface(hub)
+    persona = standing_persona(owner)
+    cid = correlation()
+    held_delete(persona, cid)
+    return owner, persona, cid
+
+
+def still_pending(cid: str) -> bool:
+    return DecisionRecord.objects.get(correlation_id=cid).decision == "pending"
+
+
+@pytest.mark.django_db
+def test_the_url_is_the_one_the_cards_name() -> None:
+    assert reverse("channel-decision") == URL
+
+
+@pytest.mark.django_db
+def test_unsigned_forged_tampered_and_stale_answers_are_refused(hub: Hub) -> None:
+    """V1-CONF-3: only the hub (holder of VIRGO_CHANNEL_SECRET) can carry an answer."""
+    owner, persona, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+    good = headers[HEADER]
+    forged = sign(secret="not-" + SECRET, body=body)
+    tampered = body.replace(b'"approve"', b'"deny"')
+    stale = signature(secret=SECRET, body=body, timestamp=int(time.time()) - 3600)
+    for sent, header in (
+        (body, None),
+        (body, ""),
+        (body, "t=abc,v1=00"),
+        (body, forged),
+        (tampered, good),
+        (body, stale),
+    ):
+        response = post(sent, header)
+        assert (response.status_code, response.json()["error"]) == (401, "bad_signature")
+    assert still_pending(cid)
+    assert call(persona, "workspace_write", DELETE, cid)["status"] == "pending"
+
+
+@pytest.mark.django_db
+def test_a_signed_answer_from_the_wrong_principal_is_refused(hub: Hub) -> None:
+    """V1-CONF-1, V1-CONF-3: another human, the requester itself, a made-up shape: refused."""
+    owner, persona, cid = held(hub)
+    for principal, status, code in (
+        (human_principal(make_owner()), 403, "wrong_principal"),
+        ({"kind": "human", "id": f"teams:user/{owner.username}"}, 403, "wrong_principal"),
+        (persona_principal(persona), 403, "own_request"),
+    ):
+        body, headers = hub.signed_answer(cid, "approve", principal, secret=SECRET)
+        response = post(body, headers[HEADER])
+        assert (response.status_code, response.json()["error"]) == (status, code)
+    for payload in (
+        {"correlation_id": cid, "decision": "approve", "principal": {"kind": "root", "id": "x"}},
+        {"correlation_id": cid, "decision": "maybe", "principal": human_principal(owner)},
+        ["not", "an", "object"],
+    ):
+        body = json.dumps(payload).encode()
+        assert post(body, sign(secret=SECRET, body=body)).status_code == 400
+    body = json.dumps(
+        {"correlation_id": "corr-none", "decision": "approve", "principal": human_principal(owner)}
+    ).encode()
+    assert post(body, sign(secret=SECRET, body=body)).status_code == 404
+    assert still_pending(cid)
+
+
+@pytest.mark.django_db
+def test_no_secret_configured_refuses_every_answer(hub: Hub, settings) -> None:
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+    settings.VIRGO_CHANNEL_SECRET = ""
+    assert post(body, headers[HEADER]).status_code == 401
+    assert still_pending(cid)
+
+
+@pytest.mark.django_db
+def test_bodies_are_bounded_and_only_post_is_accepted(hub: Hub, settings) -> None:
+    settings.VIRGO_CHANNEL_CALLBACK_MAX_BYTES = 256
+    body = json.dumps({"padding": "x" * 300}).encode()
+    response = post(body, sign(secret=SECRET, body=body))
+    assert (response.status_code, response.json()["error"]) == (413, "payload_too_large")
+    assert Client().get(URL).status_code == 405
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_whole_loop_over_real_sockets(hub: Hub, settings, live_server: Any) -> None:
+    """V1-CONF-1, V1-CONF-2, V1-HS-2: Virgo sends the card to the hub over HTTP; the hub posts
+    the signed approval to Virgo's live server; the held operation then runs once."""
+    settings.VIRGO_PUBLIC_BASE_URL = live_server.url
+    owner, persona, cid = held(hub)
+    assert hub.confirmations[cid]["request"]["callback"]["url"] == live_server.url + URL
+    response = hub.answer(cid, "approve", human_principal(owner), secret=SECRET)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"correlation_id": cid, "decision": "approved"}
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert first["ok"] is True and first["result"]["deleted"] is True
+    assert call(persona, "workspace_write", DELETE, cid) == first
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    assert record.decided_by_user == owner and record.executed_at is not None
