@@ -96,6 +96,20 @@ class Skill(models.Model):
         }
 
 
+class SkillMapRevision(models.Model):
+    """A counter bumped in the transaction of every change to the verb->skill map.
+
+    Each persona records the revision its skills were derived from; one that is behind is owed a
+    recompute. So a fan-out that was never queued (broker down) or stopped halfway resumes from
+    the database alone: the reconciler and the next fan-out pick up exactly the personas behind.
+    """
+
+    revision = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"skill map revision {self.revision}"
+
+
 class RegisteredAddress(models.Model):
     """A canonical registered address in the root/workspace/project/role hierarchy.
 
@@ -156,6 +170,7 @@ class Persona(models.Model):
     skills = models.JSONField(
         default=list, editable=False, help_text="Derived from the verb subset; never set by hand."
     )
+    skill_map_revision = models.PositiveIntegerField(default=0, editable=False, db_index=True)
     persona_class = models.CharField(max_length=32, choices=PersonaClass.choices)
     address = models.ForeignKey(RegisteredAddress, on_delete=models.PROTECT, related_name="+")
     graph_namespace = models.CharField(max_length=200, blank=True)

@@ -3,10 +3,11 @@
 Nothing is lost between the database and the queue because the database alone says what is owed.
 A change commits, in the same transaction as the persona itself, a new Generation whose `standing`
 is None: that row is the durable marker of a stamp owed. A persona whose published card is older
-than its generation, or missing, is owed a card. The task queued on commit normally pays both
-within moments; when it could not be queued (the broker was down) or died on the way (a worker
-killed), the marker stays, and the reconciler (Celery beat, `manage.py reconcile`) finds it and
-calls the same idempotent publish_generation.
+than its generation, or missing, is owed a card. A persona whose skills were derived from an older
+revision of the verb->skill map than the current one is owed a recompute. The task queued on
+commit normally pays all of these within moments; when it could not be queued (the broker was
+down) or died on the way (a worker killed), the marker stays, and the reconciler (Celery beat,
+`manage.py reconcile`) finds it and calls the same idempotent settle and publish functions.
 
 Only a persona's current generation is owed a stamp: a generation superseded before its stamp
 was built will never be the one a runtime reads.
@@ -17,12 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from cards.models import PublishedCard
 from personas.models import Generation, Persona
 from personas.publication import publish_generation
+from personas.services import settle_persona_batch, skill_map_revision
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +53,11 @@ def owed_personas(*, settled_before: datetime | None = None) -> QuerySet[Persona
     )
     return (
         Persona.objects.filter(Exists(current))
-        .filter(Exists(current.filter(standing__isnull=True)) | ~Exists(card_is_current))
+        .filter(
+            Exists(current.filter(standing__isnull=True))
+            | ~Exists(card_is_current)
+            | Q(skill_map_revision__lt=skill_map_revision())
+        )
         .order_by("pk")
     )
 
@@ -68,6 +74,7 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
         batch = list(owed.filter(pk__gt=last_id).values_list("pk", flat=True)[:batch_size])
         if not batch:
             break
+        settle_persona_batch(batch)
         for persona_id in batch:
             report.owed.append(persona_id)
             try:

@@ -7,12 +7,14 @@ with transaction.on_commit so a task never sees uncommitted state.
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import F
 
 from personas import tasks
 from personas.addresses import address_problem
@@ -26,10 +28,10 @@ from personas.models import (
     PersonaClass,
     RegisteredAddress,
     Skill,
+    SkillMapRevision,
 )
 
 User = AbstractBaseUser | AnonymousUser
-SkillMap = Sequence[Skill]
 
 PERSONA_FIELDS = (
     "name",
@@ -48,7 +50,13 @@ PERSONA_FIELDS = (
 # Derivation -----------------------------------------------------------------------------------
 
 
-def derive_skills(verb_subset: Iterable[str], skill_map: SkillMap) -> list[Skill]:
+@dataclass(frozen=True, slots=True)
+class SkillMap:
+    revision: int
+    skills: Sequence[Skill]
+
+
+def derive_skills(verb_subset: Iterable[str], skill_map: Iterable[Skill]) -> list[Skill]:
     """The skills whose required verbs are all in the subset (SPEC-0009 derived skills).
 
     A skill that requires no verbs would be advertised without any capability behind it, so
@@ -60,8 +68,15 @@ def derive_skills(verb_subset: Iterable[str], skill_map: SkillMap) -> list[Skill
     ]
 
 
-def current_skill_map() -> list[Skill]:
-    return list(Skill.objects.order_by("slug"))
+def skill_map_revision() -> int:
+    return SkillMapRevision.objects.values_list("revision", flat=True).first() or 0
+
+
+def current_skill_map() -> SkillMap:
+    # The revision is read before the skills: a map change committing in between leaves the
+    # persona one revision behind (so it is recomputed again), never current with stale skills.
+    revision = skill_map_revision()
+    return SkillMap(revision, list(Skill.objects.order_by("slug")))
 
 
 def composition_of(persona: Persona) -> dict[str, Any]:
@@ -203,7 +218,9 @@ def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
     Runs inside the caller's transaction with the persona row locked. Returns whether a new
     generation was opened (its stamp is then owed and its card must be rendered).
     """
-    persona.skills = [skill.card_entry() for skill in derive_skills(persona.verb_subset, skill_map)]
+    persona.skill_map_revision = skill_map.revision
+    derived = derive_skills(persona.verb_subset, skill_map.skills)
+    persona.skills = [skill.card_entry() for skill in derived]
     composition = composition_of(persona)
     current = persona.generations.filter(number=persona.generation).first()
     if current is not None and current.composition == composition:
@@ -437,6 +454,8 @@ def skill_save(
     skill.name, skill.description = name, description
     skill.required_verbs = sorted(required)
     skill.tags = _require_string_list("tags", tags or [])
+    if not skill.tags:
+        raise ValidationError({"tags": ["a skill needs at least one tag (A2A cards require tags)"]})
     skill.full_clean()
     skill.save()
     _record_map_change(actor, slug, "saved")
@@ -457,6 +476,8 @@ def _record_map_change(actor: User, slug: str, change: str) -> None:
         actor=actor if actor.is_authenticated else None,
         data={"skill": slug, "change": change},
     )
+    SkillMapRevision.objects.get_or_create(pk=1)
+    SkillMapRevision.objects.filter(pk=1).update(revision=F("revision") + 1)
     tasks.queue_after_commit(tasks.fan_out_skill_map)
 
 
@@ -475,7 +496,18 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
             .order_by("pk")
         )
         for persona in personas:
+            behind = persona.skill_map_revision != skill_map.revision
             if _settle_generation(persona, skill_map):
-                persona.save(update_fields=["skills", "generation", "standing", "updated_at"])
+                persona.save(
+                    update_fields=[
+                        "skills",
+                        "skill_map_revision",
+                        "generation",
+                        "standing",
+                        "updated_at",
+                    ]
+                )
                 changed.append(persona)
+            elif behind:
+                persona.save(update_fields=["skill_map_revision"])
     return changed

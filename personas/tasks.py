@@ -44,13 +44,16 @@ def settle_persona(self, persona_id: int) -> None:  # type: ignore[no-untyped-de
 
 @shared_task(acks_late=True)
 def fan_out_skill_map() -> int:
-    """Split every persona into id ranges and recompute each range as its own task.
+    """Split the personas behind the current skill map into id ranges, a task per range.
 
-    Ranges are fixed by id, so a batch that fails is retried on its own and the rest go on;
-    re-running the whole fan-out is harmless (settling an up-to-date persona is a no-op).
+    Only personas still behind are listed, so a fan-out that stopped halfway resumes where it
+    stopped; a batch that fails is retried on its own while the rest go on.
     """
+    from personas.services import skill_map_revision
+
     size = settings.VIRGO_RECOMPUTE_BATCH_SIZE
-    ids = list(Persona.objects.order_by("pk").values_list("pk", flat=True))
+    behind = Persona.objects.filter(skill_map_revision__lt=skill_map_revision())
+    ids = list(behind.order_by("pk").values_list("pk", flat=True))
     batches = [ids[i : i + size] for i in range(0, len(ids), size)]
     for batch in batches:
         settle_persona_range.delay(batch[0], batch[-1])
