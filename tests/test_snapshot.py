@@ -205,19 +205,19 @@ def test_bad_archives_are_refused_and_nothing_is_written(tmp_path: Path) -> None
 
 
 def test_the_export_and_import_commands(tmp_path: Path) -> None:
-    """V1-PR-4: `persona_export <uuid> <archive>` / `persona_import <archive> --agent <id>`."""
+    """V1-PR-4: `virgo persona export <uuid> <file>` / `persona import <file> --agent <id>`."""
     persona = standing_persona()
     archive = tmp_path / "p.tar.gz"
     out = io.StringIO()
-    call_command("persona_export", str(persona.uuid), str(archive), stdout=out)
+    call_command("persona", "export", str(persona.uuid), str(archive), stdout=out)
     assert str(archive) in out.getvalue()
     with pytest.raises(CommandError, match="never overwritten"):
-        call_command("persona_export", str(persona.uuid), str(archive))
+        call_command("persona", "export", str(persona.uuid), str(archive))
     agent = persona.agent
     delete_persona(persona)
     out = io.StringIO()
     with run_on_commit():
-        call_command("persona_import", str(archive), "--agent", str(agent.pk), stdout=out)
+        call_command("persona", "import", str(archive), "--agent", str(agent.pk), stdout=out)
     assert f"({persona.uuid})" in out.getvalue()
     with pytest.raises(CommandError, match="already exists"):
-        call_command("persona_import", str(archive), "--agent", str(agent.pk))
+        call_command("persona", "import", str(archive), "--agent", str(agent.pk))

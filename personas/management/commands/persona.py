@@ -1,6 +1,6 @@
-"""`virgo persona add`: create a persona from the command line.
+"""`virgo persona add|export|import`: personas from the command line.
 
-This is the one place that suggests the first persona of an installation: when no persona exists
+`add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
 registers that reserved-root address. Everywhere else, including the stamp factory, an address
 must be given and registered.
@@ -17,6 +17,8 @@ from django.db import transaction
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
 from personas.models import Agent, Persona, PersonaClass, RegisteredAddress
+from runtime.launcher import persona_by_uuid
+from runtime.snapshot import SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path
 
@@ -71,7 +73,55 @@ class Command(BaseCommand):
         add.add_argument("--lead", help="UUID of the owning project-lead persona")
         add.add_argument("--discoverable", action="store_true")
 
+        export = actions.add_parser(
+            "export", help="write a snapshot of a persona, its generations, stamps and experience"
+        )
+        export.add_argument("persona", help="the persona's uuid")
+        export.add_argument("archive", type=Path, help="the archive to create (.tar.gz)")
+
+        restore = actions.add_parser(
+            "import", help="restore a snapshot onto an agent, on behalf of that agent's owner"
+        )
+        restore.add_argument("archive", type=Path, help="a snapshot made by `persona export`")
+        restore.add_argument("--agent", required=True, type=int, help="the target agent's id")
+
     def handle(self, *args: Any, **options: Any) -> None:
+        {"add": self._add, "export": self._export, "import": self._import}[options["action"]](
+            options
+        )
+
+    def _export(self, options: dict[str, Any]) -> None:
+        persona = persona_by_uuid(options["persona"])
+        try:
+            archive = export_persona(persona, options["archive"])
+        except FileExistsError:
+            raise CommandError(
+                f"{options['archive']} exists; snapshots are never overwritten"
+            ) from None
+        except SnapshotError as exc:
+            raise CommandError(" ".join(exc.messages)) from None
+        self.stdout.write(f"Exported persona {persona.name} ({persona.uuid}) to {archive}")
+
+    def _import(self, options: dict[str, Any]) -> None:
+        agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
+        if agent is None:
+            raise CommandError(f"no agent with id {options['agent']}")
+        try:
+            outcome = import_persona(options["archive"], agent=agent, actor=agent.owner)
+        except ValidationError as exc:
+            raise CommandError(self._explain(exc)) from None
+        except PermissionDenied as exc:
+            raise CommandError(str(exc)) from None
+        persona = outcome.persona
+        self.stdout.write(
+            f"Imported persona {persona.name} ({persona.uuid}): {outcome.generations} "
+            f"generations, {outcome.stamps} stamps, {outcome.experience_entries} learned choices, "
+            f"{outcome.overlay_entries} class-overlay entries."
+        )
+        for skipped in outcome.skipped:
+            self.stdout.write(f"Skipped: {skipped}")
+
+    def _add(self, options: dict[str, Any]) -> None:
         owner = self._owner(options["owner"])
         fields, suggested = self._fields(options)
         register = options["register_address"] or suggested
