@@ -27,8 +27,15 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from personas import selectors, services
-from personas.forms import AgentForm, OwnerIdentityForm, PersonaForm, ServiceForm, SkillForm
-from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, Skill
+from personas.forms import (
+    AgentForm,
+    OwnerIdentityForm,
+    PersonaForm,
+    RegisteredAddressForm,
+    ServiceForm,
+    SkillForm,
+)
+from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, RegisteredAddress, Skill
 from personas.ratelimits import mutation_retry_after
 from stamps.admin import GenerationInline, StampAdminMixin
 
@@ -495,6 +502,40 @@ class SkillAdmin(ServiceAdmin):
     @admin.display(description="tags")
     def tag_list(self, obj: Skill) -> str:
         return ", ".join(obj.tags)
+
+
+# The address registry ---------------------------------------------------------------------------
+
+
+@admin.register(RegisteredAddress)
+class RegisteredAddressAdmin(admin.ModelAdmin):
+    """Every owner reads the registry to pick addresses; moderators register them."""
+
+    form = RegisteredAddressForm
+    list_display = ("path", "registered_at", "registered_by")
+    list_select_related = ("registered_by",)
+    search_fields = ("path",)
+    fields = ("path",)
+    show_full_result_count = False
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request) and selectors.is_moderator(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A registered address is an identity personas and stamps refer to: never renamed.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        _adopt(obj, services.address_register(actor=request.user, path=obj.path))
 
 
 # Owner identities and the audit trail -----------------------------------------------------------

@@ -13,12 +13,17 @@ session writes. Every write counts against the caller's owner mutation budget
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import transaction
+from django_ratelimit.core import get_usage
 from rest_framework import serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.generics import get_object_or_404
 from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -276,3 +281,31 @@ class PersonaViewSet(OwnerViewSet):
     def destroy(self, request: Request, uuid: str) -> Response:
         services.persona_delete(persona=self._persona(uuid), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenView(ObtainAuthToken):
+    """`POST /api/auth/token/` with username and password: the caller's API token.
+
+    Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT); a limited request
+    gets 429 with Retry-After before the credentials are checked.
+    """
+
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser, FormParser]
+
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        usage = get_usage(
+            request,
+            group="virgo.token",
+            key="ip",
+            rate=settings.VIRGO_TOKEN_RATE_LIMIT,
+            increment=True,
+        )
+        if usage is not None and usage["should_limit"]:
+            retry_after = max(usage["time_left"], 1)
+            return Response(
+                {"detail": "Too many token requests.", "code": "rate_limited"},
+                status=429,
+                headers={"Retry-After": str(retry_after)},
+            )
+        return super().post(request, *args, **kwargs)

@@ -16,8 +16,9 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import models, transaction
 
 from personas import services
+from personas.addresses import address_problem
 from personas.catalogue import VERBS
-from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, Skill
+from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress, Skill
 
 # The authored parts of a persona an owner edits in the admin (discoverability is separate).
 PERSONA_AUTHORED = (
@@ -239,3 +240,16 @@ class OwnerIdentityForm(ServiceForm):
         return services.owner_identity_update(
             user=user, **{name: self.cleaned_data[name] for name in self.Meta.fields}
         )
+
+
+class RegisteredAddressForm(forms.ModelForm):
+    class Meta:
+        model = RegisteredAddress
+        fields = ("path",)
+
+    def clean_path(self) -> str:
+        path = self.cleaned_data["path"]
+        problem = address_problem(path)
+        if problem:
+            raise ValidationError(problem)
+        return path

@@ -204,6 +204,19 @@ def resolve_address(path: object) -> RegisteredAddress:
         raise ValidationError({"address": [f"address {path!r} is not registered"]}) from None
 
 
+@transaction.atomic
+def address_register(*, actor: User, path: str) -> RegisteredAddress:
+    """Register a canonical address. The registry is installation-wide: moderators keep it."""
+    if not (actor.is_authenticated and getattr(actor, "is_superuser", False)):
+        raise PermissionDenied("only moderators may register addresses")
+    problem = address_problem(path)
+    if problem:
+        raise ValidationError({"path": [problem]})
+    if RegisteredAddress.objects.filter(path=path).exists():
+        raise ValidationError({"path": [f"address {path!r} is already registered"]})
+    return RegisteredAddress.objects.create(path=path, registered_by=actor)
+
+
 def _require_owner(actor: User, agent: Agent) -> None:
     if not actor.is_authenticated or agent.owner_id != actor.pk:
         raise PermissionDenied("only the agent's owner may change it or its personas")

@@ -1,11 +1,12 @@
 """The owners' API, included under /api/ by virgo.urls."""
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from personas.api import AgentViewSet, PersonaViewSet
+from personas.api import AgentViewSet, PersonaViewSet, TokenView
 
 router = SimpleRouter()
 router.register("agents", AgentViewSet, basename="api-agent")
 router.register("personas", PersonaViewSet, basename="api-persona")
 
-urlpatterns = router.urls
+urlpatterns = [path("auth/token/", TokenView.as_view(), name="api-token"), *router.urls]
