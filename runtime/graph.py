@@ -112,7 +112,7 @@ def _decision(d: Decision) -> dict[str, Any]:
 
 
 def _run(r: Run) -> dict[str, Any]:
-    return {"title": r.title, "kind": r.kind, "state": r.state}
+    return {"title": r.title, "run_kind": r.kind, "state": r.state}
 
 
 def _archive(a: ConversationArchive) -> dict[str, Any]:
@@ -289,7 +289,9 @@ def query_graph_context(call: "ToolCall") -> dict[str, Any]:
             if time.monotonic() >= deadline:
                 result.truncated.add("time_budget")
                 break
-            room = max_nodes - len(result.nodes) + 1
+            # Each neighbour query reads at most one row more than the walk can take, so a hub
+            # node never loads more than the bound and a cut-off is still seen.
+            room = max_nodes + 1
             for relation, neighbour, data in walker.neighbours(node[0], current, room):
                 if neighbour[0] not in kinds:
                     continue
