@@ -76,6 +76,11 @@ class Command(BaseCommand):
             persona.refresh_from_db()
             state = {True: "stands", False: "does NOT stand", None: "stamp owed"}[persona.standing]
             self.stdout.write(f"Persona:    {persona.name} at {persona.address} {state}")
+        reviewer = personas[DEMO_PERSONAS[0]["name"]].uuid
+        self.stdout.write(f"MCP server: .venv/bin/virgo mcp serve --persona {reviewer}")
+        self.stdout.write(
+            f"Allowlist:  .venv/bin/virgo launch --persona {reviewer} --print-allowlist"
+        )
 
     def _owner(self, password: str) -> Any:
         user, _ = get_user_model().objects.get_or_create(
