@@ -91,7 +91,7 @@ def make_team(owner: AbstractUser | None = None, *, queues: list[str] | None = N
 class HookServer:
     """A real HTTP receiver on loopback that records what it was sent and answers `status`."""
 
-    def __init__(self, status: int = 204) -> None:
+    def __init__(self, status: int = 204, *, delay: float = 0, drop: bool = False) -> None:
         import json
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,6 +100,8 @@ class HookServer:
         self.received = received
         self.status = status
         server = self
+        release = threading.Event()
+        self.release = release
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -111,6 +113,12 @@ class HookServer:
                         "json": json.loads(self.rfile.read(length) or b"{}"),
                     }
                 )
+                if drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if delay:
+                    release.wait(delay)
                 self.send_response(server.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -131,5 +139,6 @@ class HookServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
