@@ -90,4 +90,4 @@ class AuthoritySurfaceAdmin(admin.ModelAdmin):
             )
         except (PermissionDenied, ValidationError) as exc:
             raise PermissionDenied(str(exc)) from None
-        obj.pk = saved.pk
+        obj.pk, obj.user = saved.pk, saved.user
