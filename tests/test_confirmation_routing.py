@@ -10,6 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from channel import routing, services
+from channel.deliveries import OutcomeUnknown
 from channel.hub import Hub
 from channel.models import Delivery
 from personas.models import PersonaClass
@@ -17,6 +18,7 @@ from runtime import confirmations, registry
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.policy import Outcome, Verdict, normalise
 from runtime.stamp import load_active_stamp
+from stamps.registry import HANDLERS
 from tests.channel_support import (
     DELETE,
     SECRET,
@@ -230,3 +232,34 @@ def test_a_learned_choice_answers_without_asking_anyone(hub: Hub) -> None:
     assert result["ok"] is True
     assert hub.count("confirmation") == asked
     assert not Delivery.objects.filter(correlation_id=again).exists()
+
+
+def test_an_unknown_outcome_under_an_approved_decision_is_not_recorded_as_run(
+    hub: Hub, monkeypatch
+) -> None:
+    """V1-HS-1, V1-CONF-2: a retryable failure leaves the approval open; the next call runs it,
+    once. (The held operation's implementation reports `unknown` on its first run, the way a
+    hub-bound tool does when the hub does not answer.)"""
+    owner = owner_with_surface(hub)
+    persona = standing_persona(owner)
+    cid = correlation()
+    held_delete(persona, cid)
+    answer(hub, cid, "approve", human_principal(owner))
+    real = HANDLERS.implementation("workspace.write")
+    runs: list[str] = []
+
+    def flaky(tool_call):
+        runs.append(tool_call.correlation_id)
+        if len(runs) == 1:
+            raise OutcomeUnknown("timeout", attempts=3)
+        return real(tool_call)
+
+    monkeypatch.setitem(HANDLERS._handlers, "workspace.write", flaky)
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert (first["ok"], first["status"], first["retryable"]) == (False, "unknown", True)
+    assert DecisionRecord.objects.get(correlation_id=cid).executed_at is None
+    assert (root_of(persona) / "memory/old.md").exists()
+    second = call(persona, "workspace_write", DELETE, cid)
+    assert second["ok"] is True and second["result"]["deleted"] is True
+    assert call(persona, "workspace_write", DELETE, cid) == second
+    assert runs == [cid, cid]
