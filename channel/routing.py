@@ -2,16 +2,18 @@
 
 A global-boundary confirmation goes to the requester's bound human authority: its owner, at the
 owner's authority surface on the hub (AuthoritySurface), answerable only by the principal the hub
-attests there. A deputy-scope confirmation goes to the owning lead persona, at its mailbox on
-the hub (`virgo:persona/<uuid>`), answerable only by that persona. The card carries the
-correlation id, the normalised operation and approve/deny actions; the answer comes back through
-the signed callback (channel.callbacks).
+attests there. A deputy-scope confirmation goes to the owning lead persona: a coordination message
+in its inbox says what is asked, and the card waits at its mailbox on the hub
+(`virgo:persona/<uuid>`), answerable only by that persona. The card carries the correlation id,
+the normalised operation and approve/deny actions; the answer comes back through the signed
+callback (channel.callbacks).
 
 Delivery follows the same discipline as the tools: a Delivery row per correlation id, written
 before the request leaves, the correlation id as Idempotency-Key, an unknown outcome sent again
 (by `redeliver_pending`) with the very same request.
 """
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +26,8 @@ from django.utils import timezone
 from channel.client import ChannelClient, ChannelNotConfigured, Outcome
 from channel.deliveries import request_digest
 from channel.models import AuthoritySurface, Delivery
-from runtime.models import AuthorityKind, DecisionRecord
+from personas.models import Persona
+from runtime.models import AuthorityKind, CoordinationMessage, DecisionRecord
 
 ROUTE = "/confirmations"
 PERSONA_MAILBOX = "virgo:persona/"
@@ -94,6 +97,8 @@ def deliver_confirmation(record_id: int) -> Delivery | None:
     )
     if record is None or record.decision != DecisionRecord.Decision.PENDING:
         return None
+    if record.authority_kind == AuthorityKind.LEAD:
+        notify_lead_inbox(record)
     delivery = _claim(record)
     if delivery.is_terminal or delivery.reason == "no_authority_surface":
         return delivery
@@ -122,6 +127,53 @@ def deliver_confirmation(record_id: int) -> Delivery | None:
         )
     status = Delivery.Status.UNKNOWN if reply.outcome is Outcome.UNKNOWN else Delivery.Status.FAILED
     return _record(delivery, status, reply.reason, attempts=attempts)
+
+
+def notify_lead_inbox(record: DecisionRecord) -> CoordinationMessage:
+    """Tell the owning lead, in its inbox, what its deputy asks; once per request.
+
+    The message comes from the requesting deputy (it is the deputy's request), with an envelope
+    taken from the registry and the decision record, never from anything the deputy wrote.
+    """
+    lead = record.authority_persona
+    assert lead is not None
+    existing = CoordinationMessage.objects.filter(
+        recipient=lead, envelope__confirmation__correlation_id=record.correlation_id
+    ).first()
+    if existing is not None:
+        return existing
+    requester = Persona.objects.select_related("agent", "address").get(pk=record.requester_id)
+    address = requester.address
+    operation = json.dumps(_card_value(record.operation), indent=2, sort_keys=True)
+    return CoordinationMessage.objects.create(
+        owner_id=requester.agent.owner_id,
+        sender=requester,
+        recipient=lead,
+        subject=f"Confirmation requested: {record.tool_name}"[:200],
+        body=(
+            f"{requester.name} asks you to confirm {record.tool_name} ({record.reason}).\n"
+            f"Correlation id: {record.correlation_id}\n"
+            f"Approve or deny on the card at {PERSONA_MAILBOX}{lead.uuid} (virgo-channel).\n\n"
+            f"Operation:\n{operation}"
+        ),
+        envelope={
+            "sender": {
+                "peer_id": str(requester.uuid),
+                "agent_id": requester.agent_id,
+                "address": address.path,
+                "class": requester.persona_class,
+                "workspace": address.workspace,
+                "project": address.project,
+            },
+            "instance": {"generation": requester.generation, "stamp_hash": record.stamp_hash},
+            "sent_at": timezone.now().isoformat(),
+            "confirmation": {
+                "correlation_id": record.correlation_id,
+                "authority": {"kind": "persona", "id": str(lead.uuid)},
+                "mailbox": f"{PERSONA_MAILBOX}{lead.uuid}",
+            },
+        },
+    )
 
 
 def _claim(record: DecisionRecord) -> Delivery:

@@ -4,8 +4,8 @@ Routing follows the stamp's `authority`: a global-boundary confirmation goes to 
 human authority (its owner, reached through virgo-channel at the owner's authority surface; the
 owner may also answer in the admin); a confirmation that crosses no global boundary, asked only
 because the stamp gives the tool `access: confirm`, is deputy scope and goes to the owning lead
-when the persona has one (through virgo-channel to the lead's mailbox on the hub). A persona never
-answers its own request, and nobody but the routed authority answers at all.
+when the persona has one (a message in the lead's inbox, the card at its mailbox on the hub). A
+persona never answers its own request, and nobody but the routed authority answers at all.
 """
 
 import hashlib

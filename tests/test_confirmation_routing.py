@@ -146,12 +146,9 @@ def test_a_signed_deny_means_the_operation_never_runs(hub: Hub) -> None:
 
 
 def test_a_deputy_scope_confirmation_goes_to_the_owning_lead(hub: Hub) -> None:
-    """V1-CONF-1, V1-CONF-3: to the lead's mailbox on the hub; only the lead's answer decides;
-    the deputy answering its own request and the owner are refused.
-
-    The coordination inbox of the other tools was not in place when this was built, so the
-    lead is reached through its `virgo:persona/<uuid>` mailbox on the hub.
-    """
+    """V1-CONF-1, V1-CONF-3: a coordination message in the lead's inbox and the card at the
+    lead's mailbox on the hub; only the lead's answer decides; the deputy answering its own
+    request and the owner are refused."""
     owner = owner_with_surface(hub)
     lead = standing_persona(owner, persona_class=PersonaClass.PROJECT_LEAD)
     deputy = standing_persona(owner, agent=lead.agent, owning_lead=lead)
@@ -162,6 +159,13 @@ def test_a_deputy_scope_confirmation_goes_to_the_owning_lead(hub: Hub) -> None:
     assert request["binding"] == f"virgo:persona/{lead.uuid}"
     assert request["authority"] == {"kind": "lead", "principal": persona_principal(lead)}
     assert request["boundary"] is None
+    inbox = call(lead, "list_coordination_messages")["result"]["messages"]
+    (notice,) = inbox
+    assert notice["envelope"]["sender"]["peer_id"] == str(deputy.uuid)
+    assert notice["envelope"]["confirmation"]["correlation_id"] == cid
+    assert cid in notice["body"] and f"virgo:persona/{lead.uuid}" in notice["body"]
+    routing.deliver_confirmation(record.pk)
+    assert len(call(lead, "list_coordination_messages")["result"]["messages"]) == 1
     own = answer(hub, cid, "approve", persona_principal(deputy))
     assert (own.status_code, own.json()["error"]) == (403, "own_request")
     human = answer(hub, cid, "approve", human_principal(owner))
