@@ -24,6 +24,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from personas.addresses import address_problem
 from personas.models import Persona, PersonaClass
 from runtime.confirmations import human_authority
 from runtime.models import Decision, HumanInstruction, LaneApproval, LaneBinding
@@ -294,6 +295,8 @@ def bind_lane(
         raise ValidationError({"approver": ["must be an active user"]})
     workspace = coordinator.address.workspace
     project = project or ""
+    if project and address_problem(f"{workspace}/{project}/lane"):
+        raise ValidationError({"project": ["must be a project slug of the workspace"]})
     LaneBinding.objects.filter(
         coordinator=coordinator, workspace=workspace, project=project, active=True
     ).update(active=False)

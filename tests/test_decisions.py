@@ -207,6 +207,11 @@ def test_only_the_owner_binds_lanes_and_only_for_coordinators() -> None:
         bind_lane(actor=make_owner(), coordinator=team.coordinator, approver=team.owner)
     with pytest.raises(ValidationError):
         bind_lane(actor=team.owner, coordinator=team.lead, approver=team.owner)
+    for project in ("Core", "core/web", "root"):
+        with pytest.raises(ValidationError):
+            bind_lane(
+                actor=team.owner, coordinator=team.coordinator, approver=team.owner, project=project
+            )
 
 
 def test_raise_validates_its_arguments_and_a_linked_task_must_be_visible() -> None:
