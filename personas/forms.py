@@ -19,20 +19,7 @@ from personas import services
 from personas.addresses import address_problem
 from personas.catalogue import VERBS
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress, Skill
-
-# The authored parts of a persona an owner edits in the admin (discoverability is separate).
-PERSONA_AUTHORED = (
-    "name",
-    "description",
-    "system_prompt",
-    "verb_subset",
-    "queues",
-    "persona_class",
-    "address",
-    "graph_namespace",
-    "human_surface_bindings",
-    "owning_lead",
-)
+from personas.services import PERSONA_FIELDS
 
 
 class _Rehearsal(Exception):
@@ -158,7 +145,7 @@ class PersonaForm(ServiceForm):
 
     class Meta:
         model = Persona
-        fields = (*PERSONA_AUTHORED, "discoverable")
+        fields = (*PERSONA_FIELDS, "discoverable")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -180,14 +167,14 @@ class PersonaForm(ServiceForm):
         agent = self.instance.agent
         listed = bool(self.cleaned_data.get("discoverable"))
         if self.instance.pk is None:
-            fields = {n: self.cleaned_data[n] for n in PERSONA_AUTHORED if n in self.cleaned_data}
+            fields = {n: self.cleaned_data[n] for n in PERSONA_FIELDS if n in self.cleaned_data}
             persona = services.persona_create(agent=agent, actor=self.actor, **fields)
             toggle = listed
         else:
             # The services re-read the persona by id: the instance may already hold the
             # form's values in memory, so changed_data (not the instance) says what changed.
             persona = self.instance
-            changes = self.changed_values(PERSONA_AUTHORED)
+            changes = self.changed_values(PERSONA_FIELDS)
             if changes:
                 persona = services.persona_update(persona=persona, actor=self.actor, **changes)
             toggle = "discoverable" in self.changed_data

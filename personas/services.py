@@ -33,6 +33,8 @@ from personas.models import (
 
 User = AbstractBaseUser | AnonymousUser
 
+# What an owner authors of a persona, each editable through persona_update (discoverability is
+# its own, audited operation).
 PERSONA_FIELDS = (
     "name",
     "description",
