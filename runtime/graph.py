@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 DEFAULT_DEPTH, MAX_DEPTH = 2, 4
 DEFAULT_NODES, MAX_NODES = 50, 200
-DEFAULT_TIME_BUDGET_MS = 2000
 KINDS = ("persona", "agent", "task", "decision", "run", "archive")
 SUMMARY_MAX = 500
 
@@ -40,7 +39,7 @@ Neighbour = tuple[str, Node, Any]
 
 
 def time_budget_ms() -> int:
-    return int(getattr(settings, "VIRGO_GRAPH_TIME_BUDGET_MS", DEFAULT_TIME_BUDGET_MS))
+    return settings.VIRGO_GRAPH_TIME_BUDGET_MS
 
 
 @dataclass

@@ -27,12 +27,11 @@ if TYPE_CHECKING:
     from runtime.handler import ToolCall
 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
-DEFAULT_TIMEOUT_SECONDS = 10.0
 PAYLOAD_MAX_BYTES = 64 * 1024
 
 
 def _timeout() -> float:
-    return float(getattr(settings, "VIRGO_WEBHOOK_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+    return settings.VIRGO_WEBHOOK_TIMEOUT_SECONDS
 
 
 def webhook_json(webhook: Webhook) -> dict[str, Any]:
