@@ -30,6 +30,7 @@ from playwright.sync_api import (
     ConsoleMessage,
     Page,
     Request,
+    expect,
     sync_playwright,
 )
 
@@ -183,6 +184,8 @@ def browsers_fixture(live_server: Any) -> Iterator[Browsers]:
     """Chromium against the live server; every context and the browser closed afterwards."""
     if not os.access(CHROMIUM, os.X_OK):
         unavailable(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
+    # The web-first assertions wait as long as every other browser action may.
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
