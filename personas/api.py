@@ -15,14 +15,24 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import transaction
+from django_ratelimit import UNSAFE
 from django_ratelimit.core import get_usage
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.generics import get_object_or_404
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,6 +42,7 @@ from rest_framework.throttling import BaseThrottle
 from personas import selectors, services
 from personas.models import Agent, Persona
 from personas.ratelimits import mutation_retry_after
+from virgo.openapi import refusal
 
 READ_ONLY_REASONS: dict[str, str] = {
     "id": "read-only: assigned by the server",
@@ -65,6 +76,17 @@ class StrictInput(serializers.Serializer):
             if refused:
                 raise serializers.ValidationError(refused)
         return super().to_internal_value(data)
+
+
+class StrictInputSchema(OpenApiSerializerExtension):
+    """The OpenAPI schema of a StrictInput says what it does: no keys beyond its fields."""
+
+    target_class = StrictInput
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
 
 
 def _names() -> serializers.ListField:
@@ -101,8 +123,10 @@ class PersonaInput(StrictInput):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        user = self.context["request"].user
-        self.fields["owning_lead"].queryset = selectors.personas_visible_to(user)
+        # Without a request (the schema generator describing the shape) nothing is reachable.
+        if "request" in self.context:
+            user = self.context["request"].user
+            self.fields["owning_lead"].queryset = selectors.personas_visible_to(user)
 
 
 class PersonaCreateInput(PersonaInput):
@@ -112,8 +136,9 @@ class PersonaCreateInput(PersonaInput):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        user = self.context["request"].user
-        self.fields["agent"].queryset = selectors.agents_visible_to(user)
+        if "request" in self.context:
+            user = self.context["request"].user
+            self.fields["agent"].queryset = selectors.agents_visible_to(user)
 
 
 # Output ---------------------------------------------------------------------------------------
@@ -140,10 +165,10 @@ class PersonaOutput(serializers.Serializer):
     queues = serializers.ListField(child=serializers.CharField())
     skills = serializers.ListField(child=serializers.DictField())
     persona_class = serializers.CharField()
-    address = serializers.SlugRelatedField(slug_field="path", read_only=True)
+    address = serializers.CharField(source="address.path")
     graph_namespace = serializers.CharField()
     human_surface_bindings = serializers.ListField(child=serializers.CharField())
-    owning_lead = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    owning_lead = serializers.UUIDField(source="owning_lead.uuid", allow_null=True)
     discoverable = serializers.BooleanField()
     generation = serializers.IntegerField()
     standing = serializers.BooleanField(allow_null=True)
@@ -157,6 +182,9 @@ class PersonaOutput(serializers.Serializer):
 
 class OwnerMutationThrottle(BaseThrottle):
     """The shared owner mutation budget; DRF turns a refusal into 429 with Retry-After."""
+
+    # What the budget counts (personas.ratelimits); the API schema documents 429 for these.
+    counted_methods = UNSAFE
 
     def __init__(self) -> None:
         self.retry_after: int | None = None
@@ -181,13 +209,51 @@ class OwnerViewSet(viewsets.ViewSet):
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [OwnerMutationThrottle]
+    pagination_class = ById
 
     def paginated(self, queryset: Any, output: type[serializers.Serializer]) -> Response:
-        paginator = ById()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(queryset, self.request, view=self)
         return paginator.get_paginated_response(output(page, many=True).data)
 
 
+def _owner_schema(
+    *,
+    inputs: type[serializers.Serializer],
+    create_inputs: type[serializers.Serializer],
+    output: type[serializers.Serializer],
+    key: OpenApiParameter,
+    tag: str,
+) -> Any:
+    """The OpenAPI description of one owner resource: list, create, read, replace, patch, delete."""
+    detail = {"parameters": [key], "tags": [tag]}
+    location = OpenApiParameter(
+        "Location",
+        OpenApiTypes.URI,
+        OpenApiParameter.HEADER,
+        response=[201],
+        required=True,
+        description="The new object's URL.",
+    )
+    return extend_schema_view(
+        list=extend_schema(responses=output, tags=[tag]),
+        create=extend_schema(
+            request=create_inputs, responses={201: output}, parameters=[location], tags=[tag]
+        ),
+        retrieve=extend_schema(responses=output, **detail),
+        update=extend_schema(request=inputs, responses=output, **detail),
+        partial_update=extend_schema(request=inputs, responses=output, **detail),
+        destroy=extend_schema(responses={204: None}, **detail),
+    )
+
+
+@_owner_schema(
+    inputs=AgentInput,
+    create_inputs=AgentInput,
+    output=AgentOutput,
+    key=OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH),
+    tag="agents",
+)
 class AgentViewSet(OwnerViewSet):
     def _agent(self, pk: str) -> Agent:
         return get_object_or_404(selectors.agents_visible_to(self.request.user), pk=pk)
@@ -223,6 +289,13 @@ class AgentViewSet(OwnerViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@_owner_schema(
+    inputs=PersonaInput,
+    create_inputs=PersonaCreateInput,
+    output=PersonaOutput,
+    key=OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH),
+    tag="personas",
+)
 class PersonaViewSet(OwnerViewSet):
     lookup_field = "uuid"
 
@@ -292,7 +365,16 @@ class TokenView(ObtainAuthToken):
 
     renderer_classes = [JSONRenderer]
     parser_classes = [JSONParser, FormParser]
+    permission_classes = [AllowAny]
 
+    @extend_schema(
+        request=AuthTokenSerializer,
+        responses={
+            200: inline_serializer("Token", {"token": serializers.CharField()}),
+            429: refusal("Too many token requests from this address."),
+        },
+        tags=["auth"],
+    )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         usage = get_usage(
             request,

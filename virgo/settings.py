@@ -77,6 +77,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "csp",
     "personas",
     "stamps",
@@ -167,6 +169,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VIRGO_HOME / "static"
+# The project's own files (the API docs page's script and style), beside the apps' ones.
+STATICFILES_DIRS = [BASE_DIR / "virgo" / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves `collectstatic` output with hashed names (cacheable forever); the
@@ -218,6 +222,29 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "virgo.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_SCHEMA_CLASS": "virgo.openapi.VirgoAutoSchema",
+}
+
+# The OpenAPI 3 schema (/api/schema/) and its browsable docs (/api/docs/) are for signed-in
+# owners, like every endpoint but the public card; Swagger UI is served from this site
+# (drf-spectacular-sidecar), so the pages hold to CSP default-src 'self'.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Virgo API",
+    "DESCRIPTION": "Personas as scoped A2A Agent Cards: the owners' API, the directory, the "
+    "well-known cards and the health probes.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_AUTHENTICATION": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "virgo.openapi.add_plain_django_endpoints",
+    ],
 }
 
 # Celery: eager in-process unless a broker is configured.

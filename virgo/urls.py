@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
 
+from virgo.docs import api_docs
 from virgo.health import healthz, readyz
 
 urlpatterns = [
@@ -8,6 +10,8 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("", include("cards.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", api_docs, name="api-docs"),
     path("api/channel/", include("channel.urls")),
     path("api/", include("personas.urls")),
 ]
