@@ -10,19 +10,20 @@ the hub credential comes from settings.
 
 import base64
 import dataclasses
-import datetime
 import hashlib
 import mimetypes
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from django.conf import settings
 
 from channel import deliveries
 from channel.client import HubReply, Outcome, hub_code
 from channel.deliveries import HubRejected, OutcomeUnknown, Terminal
+from runtime.params import Choice, Records, Text, date, url
+from runtime.toolkit import Arguments, takes
 from runtime.workspace import InvalidArgument, OutOfScope, TooLarge
 from stamps.profiles import WHOLE_WORKSPACE
 from stamps.registry import HANDLERS
@@ -33,103 +34,34 @@ if TYPE_CHECKING:
 MAX_TEXT = 16_000
 MAX_TITLE = 200
 MAX_ITEMS = 20
-_MESSAGE_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
-_REACTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_IDENTITY_KEYS = ("workspace", "project", "persona")
-
-Validator = Callable[[str, Any], Any]
+_REACTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
-# Arguments ----------------------------------------------------------------------------------
+# What the tools take ------------------------------------------------------------------------
 
 
-def _text(limit: int) -> Validator:
-    def check(name: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidArgument(f"{name} must be a non-empty string")
-        if len(value) > limit:
-            raise InvalidArgument(f"{name} is longer than {limit} characters")
-        return value
-
-    return check
+def _text(name: str, description: str, max_length: int, *, required: bool = False) -> Text:
+    """A text argument of a human surface: when given, never empty."""
+    return Text(name, description, required=required, blank=False, max_length=max_length)
 
 
-def _message_id(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not _MESSAGE_ID.match(value):
-        raise InvalidArgument(f"{name} must be a hub message id (1-200 of A-Z a-z 0-9 . _ : @ -)")
-    return value
-
-
-def _reaction_id(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not _REACTION_ID.match(value):
-        raise InvalidArgument(f"{name} must be a reaction id from list_reaction_ids")
-    return value
-
-
-def _choice(*options: str) -> Validator:
-    def check(name: str, value: Any) -> str:
-        if value not in options:
-            raise InvalidArgument(f"{name} must be one of {', '.join(options)}")
-        return value
-
-    return check
-
-
-def _date(name: str, value: Any) -> str:
-    try:
-        return datetime.date.fromisoformat(value).isoformat()
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{name} must be a date, YYYY-MM-DD") from None
-
-
-def _pairs(first: str, second: str, second_check: Validator) -> Validator:
-    def check(name: str, value: Any) -> list[dict[str, str]]:
-        if not isinstance(value, list) or len(value) > MAX_ITEMS:
-            raise InvalidArgument(f"{name} must be a list of at most {MAX_ITEMS} items")
-        items = []
-        for item in value:
-            if not isinstance(item, dict) or set(item) != {first, second}:
-                raise InvalidArgument(f"each item of {name} is an object {{{first}, {second}}}")
-            items.append(
-                {
-                    first: _text(MAX_TITLE)(f"{name}.{first}", item[first]),
-                    second: second_check(f"{name}.{second}", item[second]),
-                }
-            )
-        return items
-
-    return check
-
-
-def _web_url(name: str, value: Any) -> str:
-    url = _text(2000)(name, value)
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise InvalidArgument(f"{name} must be an http(s) URL")
-    return url
-
-
-def _file_name(name: str, value: Any) -> str:
-    text = _text(MAX_TITLE)(name, value)
-    if "/" in text or "\\" in text or text in (".", ".."):
-        raise InvalidArgument(f"{name} is a file name, not a path")
-    return text
-
-
-def _arguments(
-    call: "ToolCall", required: dict[str, Validator], optional: dict[str, Validator] | None = None
-) -> dict[str, Any]:
-    """The tool's own arguments, checked; anything unknown is refused, nothing is guessed."""
-    optional = optional or {}
-    given = {k: v for k, v in call.op.arguments.items() if k not in _IDENTITY_KEYS}
-    unknown = sorted(set(given) - set(required) - set(optional))
-    if unknown:
-        raise InvalidArgument(f"unknown arguments for {call.tool.name}: {', '.join(unknown)}")
-    missing = sorted(set(required) - set(given))
-    if missing:
-        raise InvalidArgument(f"{call.tool.name} needs {', '.join(missing)}")
-    checks = {**required, **optional}
-    return {name: checks[name](name, value) for name, value in given.items()}
+_BINDING = _text(
+    "binding",
+    "The human surface to use: one of those your stamp binds (get_human_surface_status).",
+    MAX_TITLE,
+    required=True,
+)
+_MESSAGE = Text(
+    "message",
+    "The hub's id of the message.",
+    required=True,
+    max_length=200,
+    pattern="[A-Za-z0-9._:@-]+",
+)
+_FORMAT = Choice(
+    "format", "How the text is written.", options=("plain", "markdown"), default="plain"
+)
+_MESSAGE_TEXT = _text("text", "The message.", MAX_TEXT, required=True)
 
 
 def _bound(call: "ToolCall", binding: Any) -> str:
@@ -190,36 +122,28 @@ def _read(call: "ToolCall", route: str, params: dict[str, Any]) -> HubReply:
 # The tools ----------------------------------------------------------------------------------
 
 
-def send_human_message(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "text": _text(MAX_TEXT)},
-        {"format": _choice("plain", "markdown")},
-    )
+@takes(_BINDING, _MESSAGE_TEXT, _FORMAT)
+def send_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     body = {
         "binding": binding,
         "sender": _sender(call),
         "text": args["text"],
-        "format": args.get("format", "plain"),
+        "format": args["format"],
     }
     return deliveries.deliver(
         call=call, route="/messages", body=body, binding=binding, interpret=_created
     )
 
 
-def reply_human_message(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "message": _message_id, "text": _text(MAX_TEXT)},
-        {"format": _choice("plain", "markdown")},
-    )
+@takes(_BINDING, _MESSAGE, _MESSAGE_TEXT, _FORMAT)
+def reply_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     body = {
         "binding": binding,
         "sender": _sender(call),
         "text": args["text"],
-        "format": args.get("format", "plain"),
+        "format": args["format"],
     }
     route = f"/messages/{quote(args['message'], safe='')}/replies"
     return deliveries.deliver(
@@ -227,8 +151,8 @@ def reply_human_message(call: "ToolCall") -> dict[str, Any]:
     )
 
 
-def ack_human_message(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(call, {"binding": _text(MAX_TITLE), "message": _message_id})
+@takes(_BINDING, _MESSAGE)
+def ack_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     route = f"/messages/{quote(args['message'], safe='')}/ack"
     body = {"binding": binding, "sender": _sender(call)}
@@ -241,9 +165,8 @@ def ack_human_message(call: "ToolCall") -> dict[str, Any]:
     )
 
 
-def _typing(call: "ToolCall", state: str) -> dict[str, Any]:
-    args = _arguments(call, {"binding": _text(MAX_TITLE)})
-    binding = _bound(call, args["binding"])
+def _typing(call: "ToolCall", binding: str, state: str) -> dict[str, Any]:
+    binding = _bound(call, binding)
     body = {"binding": binding, "sender": _sender(call), "state": state}
     return deliveries.deliver(
         call=call,
@@ -254,16 +177,18 @@ def _typing(call: "ToolCall", state: str) -> dict[str, Any]:
     )
 
 
-def start_typing(call: "ToolCall") -> dict[str, Any]:
-    return _typing(call, "start")
+@takes(_BINDING)
+def start_typing(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return _typing(call, args["binding"], "start")
 
 
-def stop_typing(call: "ToolCall") -> dict[str, Any]:
-    return _typing(call, "stop")
+@takes(_BINDING)
+def stop_typing(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return _typing(call, args["binding"], "stop")
 
 
-def list_reaction_ids(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(call, {"binding": _text(MAX_TITLE)})
+@takes(_BINDING)
+def list_reaction_ids(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     reply = _read(call, "/reactions", {"binding": binding})
     reactions = [
@@ -271,16 +196,23 @@ def list_reaction_ids(call: "ToolCall") -> dict[str, Any]:
         for item in reply.body.get("reactions", [])
         if isinstance(item, dict)
         and isinstance(item.get("id"), str)
-        and _REACTION_ID.match(item["id"])
+        and _REACTION_ID.fullmatch(item["id"])
     ]
     return {"binding": binding, "reactions": reactions}
 
 
-def apply_human_reaction(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "message": _message_id, "reaction": _reaction_id},
-    )
+@takes(
+    _BINDING,
+    _MESSAGE,
+    Text(
+        "reaction",
+        "A reaction id from list_reaction_ids.",
+        required=True,
+        max_length=64,
+        pattern=_REACTION_ID.pattern,
+    ),
+)
+def apply_human_reaction(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     route = f"/messages/{quote(args['message'], safe='')}/reactions"
     body = {"binding": binding, "sender": _sender(call), "reaction": args["reaction"]}
@@ -293,51 +225,79 @@ def apply_human_reaction(call: "ToolCall") -> dict[str, Any]:
     )
 
 
-def send_human_card(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "title": _text(MAX_TITLE)},
-        {
-            "text": _text(MAX_TEXT),
-            "facts": _pairs("name", "value", _text(1000)),
-            "links": _pairs("label", "url", _web_url),
-        },
-    )
+@takes(
+    _BINDING,
+    _text("title", "The card's title.", MAX_TITLE, required=True),
+    _text("text", "The card's text.", MAX_TEXT),
+    Records(
+        "facts",
+        "Name/value lines shown on the card.",
+        fields=(
+            _text("name", "What the fact is.", MAX_TITLE, required=True),
+            _text("value", "Its value.", 1000, required=True),
+        ),
+        max_items=MAX_ITEMS,
+    ),
+    Records(
+        "links",
+        "Links shown on the card.",
+        fields=(
+            _text("label", "The link's text.", MAX_TITLE, required=True),
+            url(
+                "url",
+                "Where it leads: http(s), without credentials.",
+                required=True,
+                max_length=2000,
+            ),
+        ),
+        max_items=MAX_ITEMS,
+    ),
+)
+def send_human_card(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
-    card = {key: args[key] for key in ("title", "text", "facts", "links") if key in args}
+    card = {key: value for key, value in args.given_values().items() if key != "binding"}
     body = {"binding": binding, "sender": _sender(call), "card": card}
     return deliveries.deliver(
         call=call, route="/cards", body=body, binding=binding, interpret=_created
     )
 
 
-def send_human_todo(call: "ToolCall") -> dict[str, Any]:
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "title": _text(MAX_TITLE)},
-        {"detail": _text(MAX_TEXT), "due": _date},
-    )
+@takes(
+    _BINDING,
+    _text("title", "The todo in a line.", MAX_TITLE, required=True),
+    _text("detail", "What is to be done, in full.", MAX_TEXT),
+    date("due", "When it is due, YYYY-MM-DD."),
+)
+def send_human_todo(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
-    todo = {key: args[key] for key in ("title", "detail", "due") if key in args}
+    todo = {key: value for key, value in args.given_values().items() if key != "binding"}
     body = {"binding": binding, "sender": _sender(call), "todo": todo}
     return deliveries.deliver(
         call=call, route="/todos", body=body, binding=binding, interpret=_created
     )
 
 
-def send_human_file(call: "ToolCall") -> dict[str, Any]:
+@takes(
+    _BINDING,
+    _text("path", "The file to send: a path relative to your workspace root.", 1024, required=True),
+    Text(
+        "name",
+        "The file name the human sees (no '/'); the path's last segment if left out.",
+        blank=False,
+        max_length=MAX_TITLE,
+        pattern=r"(?!\.\.?$)[^/\\]+",
+    ),
+    _text("caption", "A caption shown with the file.", 2000),
+    _text("content_type", "Its media type; guessed from the name if left out.", 100),
+)
+def send_human_file(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """Send a file of the persona's own workspace; secret and authority files never leave."""
-    args = _arguments(
-        call,
-        {"binding": _text(MAX_TITLE), "path": _text(1024)},
-        {"name": _file_name, "caption": _text(2000), "content_type": _text(100)},
-    )
     binding = _bound(call, args["binding"])
     path = args["path"]
     data = _read_file(call, path, limit=settings.VIRGO_CHANNEL_MAX_FILE_BYTES)
-    name = args.get("name") or path.rsplit("/", 1)[-1]
+    name = args["name"] or path.rsplit("/", 1)[-1]
     content_type = (
-        args.get("content_type") or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        args["content_type"] or mimetypes.guess_type(name)[0] or "application/octet-stream"
     )
     described = {
         "name": name,
@@ -348,7 +308,7 @@ def send_human_file(call: "ToolCall") -> dict[str, Any]:
     body = {
         "binding": binding,
         "sender": _sender(call),
-        "caption": args.get("caption", ""),
+        "caption": args["caption"],
         "file": {**described, "content_base64": base64.b64encode(data).decode()},
     }
     recorded = {**body, "file": {**described, "path": path}}
@@ -390,16 +350,16 @@ def _read_file(call: "ToolCall", path: str, *, limit: int) -> bytes:
     return bytes(data)
 
 
-def get_human_surface_status(call: "ToolCall") -> dict[str, Any]:
+@takes(_text("binding", "One of your bound surfaces; all of them if left out.", MAX_TITLE))
+def get_human_surface_status(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """The hub's state and each bound surface's, as the hub reports them right now.
 
     An unreachable or unconfigured hub is a status, and reported as one (`reachable: false`),
     with every surface `unknown`; nothing is claimed that the hub did not say.
     """
-    args = _arguments(call, {}, {"binding": _text(MAX_TITLE)})
     surfaces = (
         [_bound(call, args["binding"])]
-        if "binding" in args
+        if args.given("binding")
         else list(call.tool.scope.get("surfaces", ()))
     )
     unknown = [{"binding": binding, "state": "unknown"} for binding in surfaces]

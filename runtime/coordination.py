@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from personas.models import Generation, Persona
 from runtime.models import CoordinationMessage, Decision, Presence, Run, Task, WakeMarker
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Text
 from runtime.toolkit import (
-    TEXT_MAX,
-    TITLE_MAX,
+    PAGE,
     Arguments,
     Invalid,
     Missing,
@@ -32,6 +32,7 @@ from runtime.toolkit import (
     owner_personas,
     peer_reference,
     scope_of,
+    takes,
 )
 
 if TYPE_CHECKING:
@@ -75,18 +76,23 @@ def message_json(message: CoordinationMessage) -> dict[str, Any]:
     }
 
 
-def send_broker_message(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("recipient", "body", "subject", "label", "in_reply_to"))
+@takes(
+    Text("recipient", "The peer persona: its id or its registered address.", required=True),
+    Text("body", "The message.", required=True, max_length=TEXT_MAX),
+    Text("subject", "A subject line.", max_length=TITLE_MAX),
+    Text(
+        "label",
+        "Your own attribution, shown beside the envelope; never who the sender is.",
+        max_length=LABEL_MAX,
+    ),
+    Id("in_reply_to", "The id of the message of your inbox this answers."),
+)
+def send_broker_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
-    recipient = find_persona(
-        scope.owner_id, args.text("recipient", required=True), what="recipient"
-    )
+    recipient = find_persona(scope.owner_id, args["recipient"], what="recipient")
     if recipient.pk == call.persona.pk:
         raise Invalid("a persona does not send broker messages to itself")
-    body = args.text("body", required=True, max_length=TEXT_MAX)
-    subject = args.text("subject", max_length=TITLE_MAX)
-    label = args.text("label", max_length=LABEL_MAX)
-    reply_to = args.uuid("in_reply_to", required=False)
+    reply_to = args["in_reply_to"]
     original = None
     if reply_to is not None:
         original = CoordinationMessage.objects.filter(
@@ -98,9 +104,9 @@ def send_broker_message(call: "ToolCall") -> dict[str, Any]:
         owner_id=scope.owner_id,
         sender_id=call.persona.pk,
         recipient=recipient,
-        subject=subject,
-        body=body,
-        label=label,
+        subject=args["subject"],
+        body=args["body"],
+        label=args["label"],
         in_reply_to=original,
         envelope=delivery_envelope(call),
     )
@@ -112,9 +118,15 @@ def send_broker_message(call: "ToolCall") -> dict[str, Any]:
     }
 
 
-def list_coordination_messages(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("state", "cursor", "limit"))
-    state = args.choice("state", ("unacked", "acked", "all"), default="unacked")
+@takes(
+    Choice(
+        "state", "Which messages of your inbox.", options=("unacked", "acked", "all"),
+        default="unacked",
+    ),
+    *PAGE,
+)  # fmt: skip
+def list_coordination_messages(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    state = args["state"]
     page = args.page()
     inbox = CoordinationMessage.objects.filter(recipient_id=call.persona.pk).select_related(
         "in_reply_to"
@@ -125,9 +137,9 @@ def list_coordination_messages(call: "ToolCall") -> dict[str, Any]:
     return {"messages": [message_json(m) for m in rows], "next_cursor": next_cursor}
 
 
-def ack_coordination_message(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("message",))
-    message_id = args.uuid("message")
+@takes(Id("message", "The id of a message of your inbox.", required=True))
+def ack_coordination_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    message_id = args["message"]
     with transaction.atomic():
         message = (
             CoordinationMessage.objects.select_for_update()
@@ -143,13 +155,13 @@ def ack_coordination_message(call: "ToolCall") -> dict[str, Any]:
     return {"message": str(message.uuid), "acked_at": iso(message.acked_at), "already": already}
 
 
-def reconcile_wake(call: "ToolCall") -> dict[str, Any]:
+@takes()
+def reconcile_wake(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """What arrived or changed for this persona since its last wake; then the marker moves on.
 
     The window is (last marker, now]; anything written after `now` is for the next wake. What
     does not fit in the summary stays in the inbox and in the list tools.
     """
-    Arguments(call, ())
     scope = scope_of(call)
     me = call.persona.pk
     queues = own_queues(call)
@@ -233,29 +245,38 @@ def presence_json(presence: Presence | None) -> dict[str, Any]:
     }
 
 
-def set_summary(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("summary",))
-    summary = args.text("summary", required=True, max_length=SUMMARY_MAX)
+@takes(
+    Text("summary", "What you are and do, for your peers.", required=True, max_length=SUMMARY_MAX)
+)
+def set_summary(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     presence, _ = Presence.objects.update_or_create(
         persona_id=call.persona.pk,
-        defaults={"summary": summary, "summary_at": timezone.now()},
+        defaults={"summary": args["summary"], "summary_at": timezone.now()},
     )
     return {"presence": presence_json(presence)}
 
 
-def set_activity(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("activity", "state"))
-    activity = args.text("activity", max_length=ACTIVITY_MAX)
-    state = args.choice("state", Presence.State.values, default=Presence.State.ACTIVE)
+@takes(
+    Text("activity", "What you are doing now.", max_length=ACTIVITY_MAX),
+    Choice(
+        "state", "Your presence state.", options=tuple(Presence.State.values),
+        default=Presence.State.ACTIVE.value,
+    ),
+)  # fmt: skip
+def set_activity(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     presence, _ = Presence.objects.update_or_create(
         persona_id=call.persona.pk,
-        defaults={"activity": activity, "state": state, "activity_at": timezone.now()},
+        defaults={
+            "activity": args["activity"],
+            "state": args["state"],
+            "activity_at": timezone.now(),
+        },
     )
     return {"presence": presence_json(presence)}
 
 
-def list_peers(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("cursor", "limit"))
+@takes(*PAGE)
+def list_peers(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     page = args.page()
     scope = scope_of(call)
     peers = (
@@ -279,16 +300,19 @@ def list_peers(call: "ToolCall") -> dict[str, Any]:
     }
 
 
-def lookup_sender(call: "ToolCall") -> dict[str, Any]:
+@takes(
+    Id("message", "A message of your inbox: whose is it? Give this or peer, not both."),
+    Text("peer", "A peer persona's id or registered address. Give this or message, not both."),
+)
+def lookup_sender(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """Who a sender is, redacted: the registry's public facts, never the owner or credentials.
 
     Given a message of the persona's inbox, it also verifies the message's envelope against the
     registry: whether the sender still runs as the instance (generation and stamp) that sent it.
     """
-    args = Arguments(call, ("message", "peer"))
     scope = scope_of(call)
-    message_id = args.uuid("message", required=False)
-    reference = args.text("peer")
+    message_id = args["message"]
+    reference = args["peer"]
     if (message_id is None) == (not reference):
         raise Invalid("lookup_sender takes either a message id or a peer (id or address)")
     envelope = None

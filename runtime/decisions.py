@@ -28,9 +28,9 @@ from personas.addresses import address_problem
 from personas.models import Persona, PersonaClass
 from runtime.confirmations import human_authority
 from runtime.models import Decision, HumanInstruction, LaneApproval, LaneBinding
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Strings, Text
 from runtime.toolkit import (
-    TEXT_MAX,
-    TITLE_MAX,
+    PAGE,
     Arguments,
     Invalid,
     Missing,
@@ -40,6 +40,7 @@ from runtime.toolkit import (
     iso,
     peer_reference,
     scope_of,
+    takes,
 )
 from runtime.work import visible_task
 from stamps.profiles import Condition
@@ -83,9 +84,15 @@ def _decisions() -> Any:
     )
 
 
-def list_decisions(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("state", "cursor", "limit"))
-    state = args.choice("state", ("open", "resolved", "all"), default="open")
+@takes(
+    Choice(
+        "state", "Which decisions of your scope.", options=("open", "resolved", "all"),
+        default="open",
+    ),
+    *PAGE,
+)  # fmt: skip
+def list_decisions(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    state = args["state"]
     page = args.page()
     decisions = _decisions().filter(scope_of(call).records())
     if state != "all":
@@ -94,24 +101,30 @@ def list_decisions(call: "ToolCall") -> dict[str, Any]:
     return {"decisions": [decision_json(d) for d in rows], "next_cursor": next_cursor}
 
 
-def raise_decision(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("title", "question", "options", "task"))
+@takes(
+    Text("title", "What is to be decided, in a line.", required=True, max_length=TITLE_MAX),
+    Text("question", "The question in full, with what the decider needs.", max_length=TEXT_MAX),
+    Strings(
+        "options",
+        "The answers to choose from; a resolution must then be one of them.",
+        max_items=OPTIONS_MAX,
+        max_length=TITLE_MAX,
+        unique=True,
+    ),
+    Id("task", "The id of a task of yours this decision is about."),
+)
+def raise_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
-    title = args.text("title", required=True, max_length=TITLE_MAX)
-    question = args.text("question", max_length=TEXT_MAX)
-    options = args.strings("options", max_items=OPTIONS_MAX, max_length=TITLE_MAX)
-    if len(set(options)) != len(options):
-        raise Invalid("options must be distinct")
-    task_id = args.uuid("task", required=False)
+    task_id = args["task"]
     task = visible_task(call, task_id) if task_id else None
     decision = Decision.objects.create(
         owner_id=scope.owner_id,
         raised_by_id=call.persona.pk,
         workspace=scope.workspace,
         project=scope.project or "",
-        title=title,
-        question=question,
-        options=options,
+        title=args["title"],
+        question=args["question"],
+        options=args["options"],
         task=task,
     )
     return {"decision": decision_json(_decisions().get(pk=decision.pk))}
@@ -142,12 +155,21 @@ def _relayed(resolution: str, authorized: str, what: str) -> str:
     return authorized
 
 
-def resolve_decision(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("decision", "resolution", "instruction", "approval"))
-    decision_id = args.uuid("decision")
-    resolution = args.text("resolution", max_length=TEXT_MAX)
-    instruction_id = args.uuid("instruction", required=False)
-    approval_id = args.uuid("approval", required=False)
+@takes(
+    Id("decision", "The id of an open decision of your scope.", required=True),
+    Text(
+        "resolution",
+        "The resolution. Relayed resolutions are the authorizer's own: leave it out or repeat it.",
+        max_length=TEXT_MAX,
+    ),
+    Id("instruction", "Secretary: the recorded instruction of your bound human you relay."),
+    Id("approval", "Team coordinator: the lane approval of your bound lane approver."),
+)
+def resolve_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    decision_id = args["decision"]
+    resolution = args["resolution"]
+    instruction_id = args["instruction"]
+    approval_id = args["approval"]
     condition = call.tool.scope.get("condition")
     with transaction.atomic():
         decision = _decision_in_scope(call, decision_id, lock=True)

@@ -24,7 +24,8 @@ from django.db.models import Q
 
 from personas.models import Agent, Persona
 from runtime.models import ConversationArchive, Decision, Run, Task
-from runtime.toolkit import Arguments, Invalid, Missing, Refused, is_uuid, iso, owner_id_of
+from runtime.params import Integer, Strings, Text
+from runtime.toolkit import Arguments, Invalid, Missing, Refused, is_uuid, iso, owner_id_of, takes
 
 if TYPE_CHECKING:
     from runtime.handler import ToolCall
@@ -244,8 +245,7 @@ class _Result:
     truncated: set[str] = field(default_factory=set)
 
 
-def _parse_start(call: "ToolCall", args: Arguments) -> Node:
-    start = args.text("start", max_length=100)
+def _parse_start(call: "ToolCall", start: str) -> Node:
     if not start:
         return ("persona", str(call.persona.uuid))
     kind, _, ident = start.partition(":")
@@ -254,25 +254,50 @@ def _parse_start(call: "ToolCall", args: Arguments) -> Node:
     return (kind, ident if kind == "agent" else ident.lower())
 
 
-def _clamped(args: Arguments, name: str, default: int, bound: int, clamps: dict) -> int:
-    requested = args.integer(name, default=default, low=0 if name == "depth" else 1)
-    assert requested is not None
+def _clamped(args: Arguments, name: str, bound: int, clamps: dict) -> int:
+    """The argument, cut to its bound (and said so); without a default of its own, the bound."""
+    requested = args[name]
+    if requested is None:
+        return bound
     if requested > bound:
         clamps[name] = {"requested": requested, "used": bound}
         return bound
     return requested
 
 
-def query_graph_context(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("start", "depth", "max_nodes", "kinds", "time_budget_ms"))
+@takes(
+    Text(
+        "start",
+        f"The node to start from, '<kind>:<id>' with kind one of {', '.join(KINDS)}; "
+        "yourself if left out.",
+        max_length=100,
+    ),
+    Integer(
+        "depth", f"How many hops to walk; above {MAX_DEPTH} is cut to it.", default=DEFAULT_DEPTH
+    ),
+    Integer(
+        "max_nodes",
+        f"How many nodes at most; above {MAX_NODES} is cut to it.",
+        default=DEFAULT_NODES,
+        minimum=1,
+    ),
+    Strings(
+        "kinds", "Walk only to nodes of these kinds; all if left out.", max_items=len(KINDS),
+        options=KINDS,
+    ),
+    Integer(
+        "time_budget_ms",
+        "Milliseconds the walk may take; the installation's budget (the default) is the most.",
+        minimum=1,
+    ),
+)  # fmt: skip
+def query_graph_context(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     clamps: dict[str, Any] = {}
-    depth = _clamped(args, "depth", DEFAULT_DEPTH, MAX_DEPTH, clamps)
-    max_nodes = _clamped(args, "max_nodes", DEFAULT_NODES, MAX_NODES, clamps)
-    budget_ms = _clamped(args, "time_budget_ms", time_budget_ms(), time_budget_ms(), clamps)
-    kinds = args.strings("kinds", max_items=len(KINDS), max_length=20) or list(KINDS)
-    if any(kind not in KINDS for kind in kinds):
-        raise Invalid("kinds must be among " + ", ".join(KINDS))
-    start = _parse_start(call, args)
+    depth = _clamped(args, "depth", MAX_DEPTH, clamps)
+    max_nodes = _clamped(args, "max_nodes", MAX_NODES, clamps)
+    budget_ms = _clamped(args, "time_budget_ms", time_budget_ms(), clamps)
+    kinds = args["kinds"] or list(KINDS)
+    start = _parse_start(call, args["start"])
     view = view_of(call)
     walker = _Walker(view)
     row = walker.load(start)

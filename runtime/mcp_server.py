@@ -27,9 +27,11 @@ from mcp.shared.exceptions import McpError
 from personas.catalogue import VERBS_BY_NAME, Boundary, Mode
 from personas.models import Persona
 from runtime.handler import handle
+from runtime.params import object_schema
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
-from runtime.workspace import LIST_MAX_LIMIT, READ_MAX_LENGTH, WRITE_MAX_BYTES, WRITE_MODES
+from runtime.toolkit import Tool
 from stamps.profiles import HUMAN_SURFACE_BUNDLES
+from stamps.registry import HANDLERS
 
 SERVER_NAME = "virgo"
 CORRELATION_ARGUMENT = "correlation_id"
@@ -42,47 +44,22 @@ _CORRELATION_SCHEMA = {
         "with the same correlation_id after the authority answered: it then runs exactly once."
     ),
 }
-_PATH = {"type": "string", "description": "Path relative to your workspace root."}
-_WORKSPACE_INPUTS: dict[str, dict[str, Any]] = {
-    "workspace.list": {
-        "properties": {
-            "path": {**_PATH, "description": "Directory relative to the root; empty for the root."},
-            "cursor": {"type": "integer", "minimum": 0},
-            "limit": {"type": "integer", "minimum": 1, "maximum": LIST_MAX_LIMIT},
-        },
-    },
-    "workspace.stat": {"properties": {"path": _PATH}, "required": ["path"]},
-    "workspace.hash": {"properties": {"path": _PATH}, "required": ["path"]},
-    "workspace.read": {
-        "properties": {
-            "path": _PATH,
-            "offset": {"type": "integer", "minimum": 0, "description": "Byte offset."},
-            "length": {"type": "integer", "minimum": 1, "maximum": READ_MAX_LENGTH},
-        },
-        "required": ["path"],
-    },
-    "workspace.write": {
-        "properties": {
-            "path": _PATH,
-            "content": {"type": "string", "maxLength": WRITE_MAX_BYTES},
-            "mode": {"enum": list(WRITE_MODES)},
-            "expected_sha256": {
-                "type": "string",
-                "description": "Write only if the file's current sha256 is this ('' = absent).",
-            },
-        },
-        "required": ["path"],
-    },
-}
 
 
 def input_schema(tool: StampTool) -> dict[str, Any]:
-    spec = _WORKSPACE_INPUTS.get(tool.action, {"properties": {}})
-    return {
-        "type": "object",
-        "properties": {**spec["properties"], CORRELATION_ARGUMENT: _CORRELATION_SCHEMA},
-        **({"required": spec["required"]} if "required" in spec else {}),
-    }
+    """The tool's arguments as its implementation declares them, plus `correlation_id`.
+
+    Read from the handler registry's binding of the tool's action (V1-CONS-1: the listing comes
+    from the stamp, each schema from the implementation it dispatches to), so what is listed is
+    exactly what the parser accepts. An action bound to no declaring implementation takes nothing
+    the handler would run.
+    """
+    implementation = HANDLERS.implementation(tool.action)
+    schema = (
+        implementation.input_schema() if isinstance(implementation, Tool) else object_schema(())
+    )
+    schema["properties"][CORRELATION_ARGUMENT] = _CORRELATION_SCHEMA
+    return schema
 
 
 def annotations(tool: StampTool) -> types.ToolAnnotations:

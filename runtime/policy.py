@@ -17,10 +17,9 @@ from enum import StrEnum
 from typing import Any
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
+from runtime.params import ArgumentError, parse
 from runtime.workspace import (
-    LIST_DEFAULT_LIMIT,
-    READ_DEFAULT_LENGTH,
-    WRITE_MODES,
+    TOOL_ARGUMENTS,
     InvalidArgument,
     PathEscape,
     Workspace,
@@ -107,23 +106,6 @@ class Operation:
 
 # Normalisation --------------------------------------------------------------------------------
 
-_WORKSPACE_ARGUMENTS: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
-    "workspace.list": {"path": (str, ""), "cursor": (int, 0), "limit": (int, LIST_DEFAULT_LIMIT)},
-    "workspace.stat": {"path": (str, None)},
-    "workspace.hash": {"path": (str, None)},
-    "workspace.read": {
-        "path": (str, None),
-        "offset": (int, 0),
-        "length": (int, READ_DEFAULT_LENGTH),
-    },
-    "workspace.write": {
-        "path": (str, None),
-        "content": (str, ""),
-        "mode": (str, "replace"),
-        "expected_sha256": ((str, type(None)), None),
-    },
-}
-
 
 def normalise(
     *,
@@ -149,8 +131,8 @@ def normalise(
         "project": _identity(values, "project", binding.project, nullable=True),
         "persona": _identity(values, "persona", binding.persona),
     }
-    if action in _WORKSPACE_ARGUMENTS:
-        values = _workspace_arguments(action, values)
+    if action in TOOL_ARGUMENTS:
+        values = _workspace_arguments(tool, action, values)
     escapes = False
     resolved_path: str | None = None
     if "path" in values:
@@ -191,25 +173,18 @@ def _identity(values: dict[str, Any], key: str, own: str | None, *, nullable: bo
     return value
 
 
-def _workspace_arguments(action: str, values: dict[str, Any]) -> dict[str, Any]:
-    spec = _WORKSPACE_ARGUMENTS[action]
-    unknown = sorted(set(values) - set(spec))
-    if unknown:
-        raise InvalidOperation(f"unknown arguments for {action}: {', '.join(unknown)}")
-    normalised: dict[str, Any] = {}
-    for key, (kind, default) in spec.items():
-        if key not in values:
-            if default is None and key == "path":
-                raise InvalidOperation(f"{action} needs a path")
-            normalised[key] = default
-            continue
-        value = values[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise InvalidOperation(f"{key} has the wrong type")
-        normalised[key] = value
-    if action == "workspace.write" and normalised["mode"] not in WRITE_MODES:
-        raise InvalidOperation(f"mode must be one of {', '.join(WRITE_MODES)}")
-    return normalised
+def _workspace_arguments(tool: str, action: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Every argument of a workspace tool, checked by its declaration, defaults filled in.
+
+    Parsed here rather than in the tool because what a workspace call does (a delete, a path)
+    decides its classification.
+    """
+    params = TOOL_ARGUMENTS[action]
+    try:
+        given = parse(params, values, tool=tool)
+    except ArgumentError as exc:
+        raise InvalidOperation(str(exc)) from None
+    return {param.name: given.get(param.name, param.absent()) for param in params}
 
 
 def _shape(action: str, values: dict[str, Any]) -> dict[str, Any]:

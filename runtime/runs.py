@@ -18,19 +18,19 @@ from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from runtime.models import Artifact, Run, RunEvent, Task
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Integer, Object, Text, url
 from runtime.toolkit import (
-    TEXT_MAX,
-    TITLE_MAX,
+    PAGE,
     Arguments,
     Invalid,
     Missing,
     NotAuthorized,
     Refused,
     StateConflict,
-    http_url,
     iso,
     peer_reference,
     scope_of,
+    takes,
 )
 from runtime.work import visible_task
 from stamps.profiles import Condition
@@ -115,11 +115,23 @@ def _event(run: Run, call: "ToolCall", kind: str, message: str, data: dict[str, 
     )
 
 
-def list_runs(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("state", "kind", "task", "cursor", "limit"))
-    state = args.choice("state", ("all", "active", *Run.State.values), default="all")
-    kind = args.choice("kind", ("all", *Run.Kind.values), default="all")
-    task_id = args.uuid("task", required=False)
+_RUN = "The id of a run of your scope."
+_WRITABLE_RUN = "The id of a run of your scope (a coder deputy: of a task assigned to it)."
+
+
+@takes(
+    Choice(
+        "state",
+        "all, active (not finished), or one state.",
+        options=("all", "active", *Run.State.values),
+        default="all",
+    ),
+    Choice("kind", "all, or one kind of run.", options=("all", *Run.Kind.values), default="all"),
+    Id("task", "Only the runs for this task."),
+    *PAGE,
+)
+def list_runs(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    state, kind, task_id = args["state"], args["kind"], args["task"]
     page = args.page()
     runs = _runs().filter(scope_of(call).records())
     if state == "active":
@@ -134,9 +146,9 @@ def list_runs(call: "ToolCall") -> dict[str, Any]:
     return {"runs": [run_json(r) for r in rows], "next_cursor": next_cursor}
 
 
-def get_run(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("run",))
-    run = _run_in_scope(call, args.uuid("run"))
+@takes(Id("run", _RUN, required=True))
+def get_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    run = _run_in_scope(call, args["run"])
     events = list(run.events.select_related("by").order_by("-seq")[:EVENTS_SHOWN])
     return {
         "run": run_json(run),
@@ -155,12 +167,19 @@ def get_run(call: "ToolCall") -> dict[str, Any]:
     }
 
 
-def create_run(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("title", "kind", "task"))
+@takes(
+    Text("title", "What the run is, in a line.", required=True, max_length=TITLE_MAX),
+    Choice(
+        "kind",
+        "The kind of run; deploy and publish ask your bound human first.",
+        options=tuple(Run.Kind.values),
+        required=True,
+    ),
+    Id("task", "The task the run is for (a coder deputy must name one assigned to it)."),
+)
+def create_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
-    title = args.text("title", required=True, max_length=TITLE_MAX)
-    kind = args.choice("kind", Run.Kind.values)
-    task_id = args.uuid("task", required=False)
+    title, kind, task_id = args["title"], args["kind"], args["task"]
     assigned_only = call.tool.scope.get("condition") == Condition.ASSIGNED_TASK
     if assigned_only and task_id is None:
         raise NotAuthorized("this persona creates runs only for a task assigned to it: name it")
@@ -185,11 +204,18 @@ def create_run(call: "ToolCall") -> dict[str, Any]:
     return {"run": run_json(_runs().get(pk=run.pk))}
 
 
-def advance_run(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("run", "state", "note"))
-    run_id = args.uuid("run")
-    target = args.choice("state", Run.State.values)
-    note = args.text("note", max_length=TEXT_MAX)
+@takes(
+    Id("run", _WRITABLE_RUN, required=True),
+    Choice(
+        "state",
+        "The state to move to: created -> running -> succeeded | failed; cancelled before the end.",
+        options=tuple(Run.State.values),
+        required=True,
+    ),
+    Text("note", "Why, for the run's log.", max_length=TEXT_MAX),
+)
+def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    run_id, target, note = args["run"], args["state"], args["note"]
     with transaction.atomic():
         run = _writable_run(call, run_id)
         if target not in TRANSITIONS[run.state]:
@@ -202,14 +228,22 @@ def advance_run(call: "ToolCall") -> dict[str, Any]:
     return {"run": run_json(run), "event": event.seq}
 
 
-def append_run_event(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("run", "kind", "message", "data"))
-    run_id = args.uuid("run")
-    kind = args.text("kind", default="log", max_length=32, blank=False)
+@takes(
+    Id("run", _WRITABLE_RUN, required=True),
+    Text(
+        "kind",
+        f"The event's kind; '{STATE_EVENT}' is advance_run's own.",
+        default="log",
+        max_length=32,
+        blank=False,
+    ),
+    Text("message", "The event; give a message, data or both.", max_length=TEXT_MAX),
+    Object("data", "Structured detail of the event; give a message, data or both."),
+)
+def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    run_id, kind, message, data = args["run"], args["kind"], args["message"], args["data"]
     if kind == STATE_EVENT:
         raise Invalid("state events are written by advance_run")
-    message = args.text("message", max_length=TEXT_MAX)
-    data = args.mapping("data")
     if not message and not data:
         raise Invalid("an event needs a message or data")
     with transaction.atomic():
@@ -221,19 +255,26 @@ def append_run_event(call: "ToolCall") -> dict[str, Any]:
     return {"run": str(run.uuid), "event": event.seq, "at": iso(event.at)}
 
 
-def record_artifact(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("run", "name", "kind", "location", "sha256", "size", "publish_to"))
-    run_id = args.uuid("run")
-    name = args.text("name", required=True, max_length=TITLE_MAX)
-    kind = args.text("kind", max_length=32)
-    location = args.text("location", max_length=1024)
-    sha256 = args.text("sha256", max_length=64).lower()
-    if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
-        raise Invalid("sha256 must be 64 hex digits")
-    size = args.integer("size", default=None, low=0)
-    publish_to = args.text("publish_to", max_length=1024)
-    if publish_to:
-        http_url(publish_to, "publish_to")
+@takes(
+    Id("run", _WRITABLE_RUN, required=True),
+    Text("name", "The artifact's name.", required=True, max_length=TITLE_MAX),
+    Text("kind", "What kind of artifact (report, wheel, image...).", max_length=32),
+    Text("location", "Where it is kept (a path or URL).", max_length=1024),
+    Text(
+        "sha256",
+        "Its sha256, 64 hex digits.",
+        max_length=64,
+        pattern="(?:[0-9a-fA-F]{64})?",
+    ),
+    Integer("size", "Its size in bytes."),
+    url(
+        "publish_to",
+        "Where it is published outside; recording a publication asks your bound human first.",
+    ),
+)
+def record_artifact(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    run_id, name, kind, location = args["run"], args["name"], args["kind"], args["location"]
+    sha256, size, publish_to = args["sha256"].lower(), args["size"], args["publish_to"]
     with transaction.atomic():
         run = _writable_run(call, run_id)
         artifact = Artifact.objects.create(

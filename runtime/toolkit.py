@@ -1,4 +1,8 @@
-"""What the persona tools share: argument parsing, the persona's scope, peers, paging, errors.
+"""What the persona tools share: their declared arguments, the persona's scope, peers, errors.
+
+Every tool implementation declares what it takes once, with `@takes(Param, ...)`: that one
+declaration is what its parser accepts (`Arguments`) and what the MCP server lists as its input
+schema (`Tool.input_schema`); no list of argument names is kept anywhere else.
 
 A tool implementation receives a `ToolCall` whose operation the policy has already normalised
 and classified; the identity keys (workspace, project, persona) in it are the persona's own or
@@ -9,18 +13,24 @@ Errors map onto the handler's results: `Refused` (and its kin) is a loud refusal
 code, recorded and logged; `Invalid`, `Missing` and `StateConflict` are failures of the call.
 """
 
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-import rfc8785
 from django.db.models import Q, QuerySet
 
 from personas.addresses import ROOT_WORKSPACE
 from personas.models import Persona
+from runtime.params import (
+    ArgumentError,
+    Integer,
+    Param,
+    check_declaration,
+    is_uuid,
+    object_schema,
+    parse,
+)
 from runtime.policy import IDENTITY_KEYS
 from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope
 
@@ -29,8 +39,6 @@ if TYPE_CHECKING:
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
-TEXT_MAX = 64 * 1024
-TITLE_MAX = 200
 
 
 class Invalid(InvalidArgument):
@@ -57,115 +65,78 @@ class NotAuthorized(OutOfScope):
     code = "not_authorized"
 
 
-_MISSING = object()
+# What a tool takes ----------------------------------------------------------------------------
+
+# The paging arguments of every list tool.
+PAGE: tuple[Param, ...] = (
+    Integer("cursor", "Where the page starts: next_cursor of the page before.", default=0),
+    Integer("limit", "How many items at most.", default=PAGE_DEFAULT, minimum=1, maximum=PAGE_MAX),
+)
 
 
 class Arguments:
-    """The call's arguments without the identity keys, refusing any name the tool does not take."""
+    """The call's own arguments (identity keys aside), parsed by the tool's declaration.
 
-    def __init__(self, call: "ToolCall", names: Iterable[str]) -> None:
+    `args[name]` is the checked value, or what the declaration gives when the caller left it
+    out; `args.given(name)` says which. A name the tool does not declare, a missing required
+    argument or a wrong value is refused (`Invalid`) before the implementation runs.
+    """
+
+    def __init__(self, call: "ToolCall", params: tuple[Param, ...]) -> None:
         self.tool = call.tool.name
-        self.values = {k: v for k, v in call.op.arguments.items() if k not in IDENTITY_KEYS}
-        unknown = sorted(set(self.values) - set(names))
-        if unknown:
-            raise Invalid(f"{self.tool} does not take: {', '.join(unknown)}")
-
-    def _get(self, name: str, required: bool) -> Any:
-        value = self.values.get(name, _MISSING)
-        if value is _MISSING or value is None:
-            if required:
-                raise Invalid(f"{self.tool} needs {name}")
-            return _MISSING
-        return value
-
-    def text(
-        self,
-        name: str,
-        *,
-        required: bool = False,
-        default: str = "",
-        max_length: int = TEXT_MAX,
-        blank: bool = True,
-    ) -> str:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return default
-        if not isinstance(value, str):
-            raise Invalid(f"{name} must be a string")
-        if len(value) > max_length:
-            raise Invalid(f"{name} is longer than {max_length} characters")
-        if (required or not blank) and not value.strip():
-            raise Invalid(f"{name} must not be blank")
-        return value
-
-    def choice(self, name: str, choices: Sequence[str], *, default: str | None = None) -> str:
-        value = self._get(name, default is None)
-        if value is _MISSING:
-            assert default is not None
-            return default
-        if value not in choices:
-            raise Invalid(f"{name} must be one of {', '.join(choices)}")
-        return str(value)
-
-    def integer(
-        self, name: str, *, default: int | None, low: int, high: int | None = None
-    ) -> int | None:
-        value = self._get(name, False)
-        if value is _MISSING:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise Invalid(f"{name} must be an integer")
-        if value < low or (high is not None and value > high):
-            raise Invalid(f"{name} must be between {low} and {high if high else 'any'}")
-        return value
-
-    def boolean(self, name: str, *, default: bool) -> bool:
-        value = self._get(name, False)
-        if value is _MISSING:
-            return default
-        if not isinstance(value, bool):
-            raise Invalid(f"{name} must be true or false")
-        return value
-
-    def uuid(self, name: str, *, required: bool = True) -> str | None:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return None
-        if not is_uuid(value):
-            raise Invalid(f"{name} must be an id (a UUID)")
-        return str(uuid.UUID(value))
-
-    def strings(self, name: str, *, max_items: int, max_length: int) -> list[str]:
-        value = self._get(name, False)
-        if value is _MISSING:
-            return []
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise Invalid(f"{name} must be a list of strings")
-        if len(value) > max_items:
-            raise Invalid(f"{name} takes at most {max_items} items")
-        if any(len(item) > max_length or not item.strip() for item in value):
-            raise Invalid(f"each of {name} must be 1-{max_length} characters")
-        return value
-
-    def mapping(self, name: str, *, max_bytes: int = TEXT_MAX) -> dict[str, Any]:
-        value = self._get(name, False)
-        if value is _MISSING:
-            return {}
-        if not isinstance(value, dict):
-            raise Invalid(f"{name} must be an object")
+        self._params = {param.name: param for param in params}
+        own = {k: v for k, v in call.op.arguments.items() if k not in IDENTITY_KEYS}
         try:
-            size = len(rfc8785.dumps(value))
-        except (TypeError, ValueError, rfc8785.CanonicalizationError):
-            raise Invalid(f"{name} must be plain JSON") from None
-        if size > max_bytes:
-            raise Invalid(f"{name} is larger than {max_bytes} bytes")
-        return value
+            self._given = parse(params, own, tool=self.tool)
+        except ArgumentError as exc:
+            raise Invalid(str(exc)) from None
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._given:
+            return self._given[name]
+        return self._params[name].absent()
+
+    def given(self, name: str) -> bool:
+        return name in self._given
+
+    def given_values(self) -> dict[str, Any]:
+        """Only what the caller gave, checked, in the order of the declaration."""
+        return dict(self._given)
 
     def page(self) -> "Page":
-        cursor = self.integer("cursor", default=0, low=0)
-        limit = self.integer("limit", default=PAGE_DEFAULT, low=1, high=PAGE_MAX)
-        assert cursor is not None and limit is not None
-        return Page(cursor=cursor, limit=limit)
+        return Page(cursor=self["cursor"], limit=self["limit"])
+
+
+Implementation = Callable[["ToolCall", Arguments], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An implementation bound with the declaration of what it takes.
+
+    This is what the handler registry holds for a handler action: the handler calls it with the
+    ToolCall, it parses the arguments by `params` and runs the implementation with them; the MCP
+    server lists `input_schema()` from the same `params` (V1-CONS-1).
+    """
+
+    params: tuple[Param, ...]
+    implementation: Implementation
+
+    def __call__(self, call: "ToolCall") -> dict[str, Any]:
+        return self.implementation(call, Arguments(call, self.params))
+
+    def input_schema(self) -> dict[str, Any]:
+        return object_schema(self.params)
+
+
+def takes(*params: Param) -> Callable[[Implementation], Tool]:
+    """Declare, once, the arguments of the tool implementation it decorates."""
+    declared = check_declaration(params)
+
+    def bind(implementation: Implementation) -> Tool:
+        return Tool(declared, implementation)
+
+    return bind
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,30 +149,6 @@ class Page:
         rows = list(queryset[self.cursor : self.cursor + self.limit + 1])
         more = len(rows) > self.limit
         return rows[: self.limit], (self.cursor + self.limit if more else None)
-
-
-def is_uuid(value: object) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
-def http_url(value: str, name: str) -> str:
-    """An http(s) URL with a host and no credentials in it."""
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname
-    except ValueError:
-        raise Invalid(f"{name} is not a URL") from None
-    if parts.scheme not in ("https", "http") or not host:
-        raise Invalid(f"{name} must be an http(s) URL")
-    if parts.username or parts.password:
-        raise Invalid(f"{name} must not carry credentials")
-    return value
 
 
 def iso(moment: datetime | None) -> str | None:

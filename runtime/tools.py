@@ -1,5 +1,8 @@
 """The tool implementations this runtime provides, bound into the one handler registry.
 
+Each is bound as a `toolkit.Tool`: the implementation with the declaration of its arguments, so
+the registry's binding is where the handler finds what to run and the MCP server what to list.
+
 Only what is really implemented is bound. Every other handler action of the catalogue stays
 declared but unbound: the handler refuses it (`not_implemented`) and the boot check reports it,
 rather than any tool pretending to succeed.
@@ -8,41 +11,41 @@ rather than any tool pretending to succeed.
 from typing import TYPE_CHECKING, Any
 
 from runtime import coordination, decisions, graph, runs, webhooks, work
+from runtime.toolkit import Arguments, takes
+from runtime.workspace import TOOL_ARGUMENTS
 from stamps.registry import HANDLERS
 
 if TYPE_CHECKING:
     from runtime.handler import ToolCall
 
 
-def workspace_list(call: "ToolCall") -> dict[str, Any]:
-    arguments = call.op.arguments
-    return call.workspace.list(
-        arguments["path"], cursor=arguments["cursor"], limit=arguments["limit"]
-    )
+@takes(*TOOL_ARGUMENTS["workspace.list"])
+def workspace_list(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return call.workspace.list(args["path"], cursor=args["cursor"], limit=args["limit"])
 
 
-def workspace_stat(call: "ToolCall") -> dict[str, Any]:
-    return call.workspace.stat(call.op.arguments["path"])
+@takes(*TOOL_ARGUMENTS["workspace.stat"])
+def workspace_stat(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return call.workspace.stat(args["path"])
 
 
-def workspace_hash(call: "ToolCall") -> dict[str, Any]:
-    return call.workspace.hash(call.op.arguments["path"])
+@takes(*TOOL_ARGUMENTS["workspace.hash"])
+def workspace_hash(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return call.workspace.hash(args["path"])
 
 
-def workspace_read(call: "ToolCall") -> dict[str, Any]:
-    arguments = call.op.arguments
-    return call.workspace.read(
-        arguments["path"], offset=arguments["offset"], length=arguments["length"]
-    )
+@takes(*TOOL_ARGUMENTS["workspace.read"])
+def workspace_read(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    return call.workspace.read(args["path"], offset=args["offset"], length=args["length"])
 
 
-def workspace_write(call: "ToolCall") -> dict[str, Any]:
-    arguments = call.op.arguments
+@takes(*TOOL_ARGUMENTS["workspace.write"])
+def workspace_write(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     return call.workspace.write(
-        arguments["path"],
-        arguments["content"],
-        mode=arguments["mode"],
-        expected_sha256=arguments["expected_sha256"],
+        args["path"],
+        args["content"],
+        mode=args["mode"],
+        expected_sha256=args["expected_sha256"],
     )
 
 

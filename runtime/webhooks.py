@@ -12,7 +12,6 @@ or connection lost: the receiver may or may not have acted). The approved operat
 trying again is a new call with a new correlation id, and so a new confirmation.
 """
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -21,12 +20,19 @@ from django.db import transaction
 
 from runtime.coordination import delivery_envelope
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
-from runtime.toolkit import Arguments, Invalid, Missing, http_url, iso
+from runtime.params import Object, Text, url
+from runtime.toolkit import Arguments, Missing, iso, takes
 
 if TYPE_CHECKING:
     from runtime.handler import ToolCall
 
-_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+_NAME = Text(
+    "webhook",
+    "The webhook's name, a lowercase slug (a-z, 0-9 and inner '-').",
+    required=True,
+    max_length=64,
+    pattern="[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?",
+)
 PAYLOAD_MAX_BYTES = 64 * 1024
 
 
@@ -43,31 +49,28 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
     }
 
 
-def _name(args: Arguments) -> str:
-    name = args.text("webhook", required=True, max_length=64)
-    if not _NAME.match(name):
-        raise Invalid("webhook must be a lowercase slug")
-    return name
-
-
-def register_webhook(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("webhook", "url"))
-    name = _name(args)
-    url = http_url(args.text("url", required=True, max_length=1024), "url")
+@takes(
+    _NAME,
+    url("url", "Where triggers are POSTed: http(s), without credentials.", required=True),
+)
+def register_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    name, target = args["webhook"], args["url"]
     confirmation = DecisionRecord.objects.filter(correlation_id=call.correlation_id).first()
     with transaction.atomic():
         webhook, created = Webhook.objects.select_for_update().update_or_create(
             persona_id=call.persona.pk,
             name=name,
-            defaults={"url": url, "registered_under": confirmation},
+            defaults={"url": target, "registered_under": confirmation},
         )
     return {**webhook_json(webhook), "replaced": not created}
 
 
-def trigger_webhook(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("webhook", "payload"))
-    name = _name(args)
-    payload = args.mapping("payload", max_bytes=PAYLOAD_MAX_BYTES)
+@takes(
+    _NAME,
+    Object("payload", "What the receiver gets as `payload`.", max_bytes=PAYLOAD_MAX_BYTES),
+)
+def trigger_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    name, payload = args["webhook"], args["payload"]
     webhook = Webhook.objects.filter(persona_id=call.persona.pk, name=name).first()
     if webhook is None:
         raise Missing(f"webhook {name!r} is not registered by this persona")

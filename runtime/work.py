@@ -25,10 +25,10 @@ from django.utils import timezone
 
 from personas.models import Persona
 from runtime.models import Task, TaskReport
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Lines, Text
 from runtime.stamp import StampUnavailable, load_active_stamp
 from runtime.toolkit import (
-    TEXT_MAX,
-    TITLE_MAX,
+    PAGE,
     Arguments,
     Invalid,
     Missing,
@@ -40,6 +40,7 @@ from runtime.toolkit import (
     own_queues,
     owner_id_of,
     peer_reference,
+    takes,
 )
 
 if TYPE_CHECKING:
@@ -130,19 +131,30 @@ def _bound_queues(persona: Persona) -> tuple[str, ...]:
     return tuple(stamp.document["bindings"]["queues"])
 
 
-def _notes(args: Arguments) -> str:
-    value = args.values.get("notes")
-    if isinstance(value, list):
-        return "\n".join(args.strings("notes", max_items=NOTES_MAX_ITEMS, max_length=TEXT_MAX))
-    return args.text("notes", max_length=TEXT_MAX)
+def _notes(description: str) -> Lines:
+    return Lines("notes", description, max_items=NOTES_MAX_ITEMS, max_length=TEXT_MAX)
+
+
+_TASK = (
+    "The id of a task of yours (created by, addressed to or assigned to you, or queued for you)."
+)
+_TODO = "The id of a todo in one of your queues."
 
 
 # Task tools -----------------------------------------------------------------------------------
 
 
-def list_tasks(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("state", "cursor", "limit"))
-    state = args.choice("state", ("active", *Task.State.values, "all"), default="active")
+@takes(
+    Choice(
+        "state",
+        "Which of your tasks: active (not done), one state, or all.",
+        options=("active", *Task.State.values, "all"),
+        default="active",
+    ),
+    *PAGE,
+)
+def list_tasks(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    state = args["state"]
     page = args.page()
     tasks = _tasks().filter(owner_id=owner_id_of(call.persona)).filter(_owned(call.persona.pk))
     if state == "active":
@@ -153,9 +165,9 @@ def list_tasks(call: "ToolCall") -> dict[str, Any]:
     return {"tasks": [task_json(t, call.persona.pk) for t in rows], "next_cursor": next_cursor}
 
 
-def get_task(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("task",))
-    task = visible_task(call, args.uuid("task"))
+@takes(Id("task", _TASK, required=True))
+def get_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    task = visible_task(call, args["task"])
     reports = list(
         TaskReport.objects.filter(task=task)
         .select_related("by__address")
@@ -177,11 +189,20 @@ def get_task(call: "ToolCall") -> dict[str, Any]:
     }
 
 
-def report_task(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("task", "status", "notes"))
-    task_id = args.uuid("task")
-    status = args.choice("status", TaskReport.Status.values, default=TaskReport.Status.PROGRESS)
-    notes = _notes(args)
+@takes(
+    Id("task", _TASK, required=True),
+    Choice(
+        "status",
+        "What the report says; only the assignee reports done.",
+        options=tuple(TaskReport.Status.values),
+        default=TaskReport.Status.PROGRESS.value,
+    ),
+    _notes("What you report: one text or a list of lines."),
+)
+def report_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    task_id = args["task"]
+    status = args["status"]
+    notes = args["notes"]
     me = call.persona.pk
     with transaction.atomic():
         task = visible_task(call, task_id, lock=True)
@@ -200,10 +221,18 @@ def report_task(call: "ToolCall") -> dict[str, Any]:
     return {"task": task_json(task, me), "report": {"status": status, "at": iso(report.at)}}
 
 
-def assign_task(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("task", "assignee"))
-    task_id = args.uuid("task")
-    reference = args.text("assignee", required=True, max_length=TITLE_MAX)
+@takes(
+    Id("task", "The id of a task you created or that is queued for you.", required=True),
+    Text(
+        "assignee",
+        "The peer persona to take it: its id or registered address; bound to the task's queue.",
+        required=True,
+        max_length=TITLE_MAX,
+    ),
+)
+def assign_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    task_id = args["task"]
+    reference = args["assignee"]
     me = call.persona.pk
     with transaction.atomic():
         task = visible_task(call, task_id, lock=True)
@@ -222,13 +251,22 @@ def assign_task(call: "ToolCall") -> dict[str, Any]:
 # Switchboard todo verbs -----------------------------------------------------------------------
 
 
-def list_todos(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("queue", "state", "cursor", "limit"))
+@takes(
+    Text("queue", "One of your queues; all of them if left out.", max_length=QUEUE_MAX),
+    Choice(
+        "state",
+        "open: claimable; mine: assigned to or claimed by you; done; or all.",
+        options=("open", "mine", "done", "all"),
+        default="open",
+    ),
+    *PAGE,
+)
+def list_todos(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     queues = call.binding.queues
-    queue = args.text("queue", max_length=QUEUE_MAX)
+    queue = args["queue"]
     if queue and queue not in queues:
         raise Refused(f"queue {queue!r} is not bound to this persona")
-    state = args.choice("state", ("open", "mine", "done", "all"), default="open")
+    state = args["state"]
     page = args.page()
     me = call.persona.pk
     todos = _tasks().filter(
@@ -246,9 +284,9 @@ def list_todos(call: "ToolCall") -> dict[str, Any]:
     return {"todos": [task_json(t, me) for t in rows], "next_cursor": next_cursor}
 
 
-def claim(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("task",))
-    task_id = args.uuid("task")
+@takes(Id("task", _TODO, required=True))
+def claim(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    task_id = args["task"]
     me = call.persona.pk
     with transaction.atomic():
         task = _in_own_queue(call, task_id)
@@ -262,10 +300,13 @@ def claim(call: "ToolCall") -> dict[str, Any]:
     return {"todo": task_json(_tasks().get(pk=task.pk), me)}
 
 
-def complete(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("task", "notes"))
-    task_id = args.uuid("task")
-    notes = _notes(args)
+@takes(
+    Id("task", "The id of a todo you claimed.", required=True),
+    _notes("What was done: one text or a list of lines."),
+)
+def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+    task_id = args["task"]
+    notes = args["notes"]
     me = call.persona.pk
     with transaction.atomic():
         task = _in_own_queue(call, task_id)
@@ -279,16 +320,28 @@ def complete(call: "ToolCall") -> dict[str, Any]:
     return {"todo": task_json(_tasks().get(pk=task.pk), me)}
 
 
-def create_for(call: "ToolCall") -> dict[str, Any]:
-    args = Arguments(call, ("recipient", "for_queue", "title", "body"))
+@takes(
+    Text(
+        "recipient",
+        "The peer persona the todo is for: its id or registered address.",
+        required=True,
+        max_length=TITLE_MAX,
+    ),
+    Text(
+        "for_queue",
+        "Which of the recipient's queues; needed only when it works several.",
+        max_length=QUEUE_MAX,
+    ),
+    Text("title", "The todo in a line.", required=True, max_length=TITLE_MAX),
+    Text("body", "What is to be done, in full.", max_length=TEXT_MAX),
+)
+def create_for(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     owner_id = owner_id_of(call.persona)
-    recipient = find_persona(
-        owner_id, args.text("recipient", required=True, max_length=TITLE_MAX), what="recipient"
-    )
+    recipient = find_persona(owner_id, args["recipient"], what="recipient")
     if recipient.pk == call.persona.pk:
         raise Invalid("create_for delegates to another persona; a persona's own work is claimed")
     bound = _bound_queues(recipient)
-    queue = args.text("for_queue", max_length=QUEUE_MAX)
+    queue = args["for_queue"]
     if not queue:
         if len(bound) != 1:
             raise Invalid(f"{recipient.name} works several queues; name one as for_queue")
@@ -298,8 +351,8 @@ def create_for(call: "ToolCall") -> dict[str, Any]:
     task = Task.objects.create(
         owner_id=owner_id,
         queue=queue,
-        title=args.text("title", required=True, max_length=TITLE_MAX),
-        body=args.text("body", max_length=TEXT_MAX),
+        title=args["title"],
+        body=args["body"],
         created_by_id=call.persona.pk,
         for_persona=recipient,
     )
