@@ -252,7 +252,7 @@ class Generation(models.Model):
         ordering = ["persona", "-number"]
 
     def __str__(self) -> str:
-        return f"{self.persona_id}#{self.number}"
+        return f"generation {self.number}"
 
     @property
     def stamp_owed(self) -> bool:
