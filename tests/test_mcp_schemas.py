@@ -24,8 +24,9 @@ from personas.models import Persona, PersonaClass
 from runtime import confirmations
 from runtime.mcp_server import build_server
 from runtime.models import DecisionRecord
+from runtime.params import Id, Text
 from runtime.stamp import load_active_stamp
-from runtime.toolkit import Tool
+from runtime.toolkit import Tool, takes
 from stamps.registry import HANDLERS
 from tests.channel_support import OPS, SURFACE_CLASSES
 from tests.factories import make_agent, make_owner
@@ -341,3 +342,10 @@ def test_the_schema_states_the_bounds_and_enums_the_parser_enforces() -> None:
         assert (refused["ok"], refused["code"]) == (False, "invalid_arguments"), refused
     assert "limit" in past_limit["reason"] and "state" in out_of_enum["reason"]
     assert not Draft202012Validator(title).is_valid("   ")
+
+
+def test_a_declaration_naming_an_argument_twice_is_refused() -> None:
+    """V1-CONS-1: one declaration, one entry per name: a schema's properties and a parser could
+    otherwise each keep a different one of the two."""
+    with pytest.raises(ValueError, match="declared twice: task"):
+        takes(Id("task", "A task."), Text("task", "The same name again."))
