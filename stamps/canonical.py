@@ -20,7 +20,37 @@ class MalformedStamp(ValueError):
 
 
 def canonical_bytes(document: dict[str, Any]) -> bytes:
+    """RFC 8785 bytes. Stamps (ASCII keys; strings, I-JSON integers, booleans, null) take the C
+    JSON encoder, whose output is byte-identical there; anything else goes to rfc8785.
+
+    Identical because: ASCII keys sort the same by code point as by UTF-16 unit; both escape
+    exactly `"`, `\\` and U+0000-U+001F, with the same short forms and lower-case \\u00xx;
+    non-ASCII text is written as UTF-8 by both; integers and literals print alike. Floats, the
+    one real difference, are sent to rfc8785, as are strings UTF-8 cannot encode.
+    """
+    if _plain(document):
+        text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
     return rfc8785.dumps(document)
+
+
+def _plain(value: object) -> bool:
+    kind = type(value)
+    if isinstance(value, str) or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -I_JSON_MAX_INT <= value <= I_JSON_MAX_INT  # type: ignore[operator]
+    if kind is dict:
+        return all(
+            isinstance(key, str) and key.isascii() and _plain(item)
+            for key, item in value.items()  # type: ignore[attr-defined]
+        )
+    if kind is list:
+        return all(_plain(item) for item in value)  # type: ignore[attr-defined]
+    return False
 
 
 def sha256_hex(data: bytes) -> str:

@@ -7,12 +7,14 @@ admin which tool is missing or which scope is wrong.
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator
 
 from personas.addresses import ROOT_WORKSPACE, address_problem
@@ -21,6 +23,8 @@ from personas.models import PersonaClass
 from stamps import profiles
 from stamps.registry import HANDLERS, HandlerRegistry
 
+# Django's `.values` builds a new list on every access; the validator asks per tool.
+_CLASSES = frozenset(PersonaClass.values)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
@@ -74,8 +78,26 @@ def _validator(version: int) -> Draft202012Validator:
     return Draft202012Validator(document)
 
 
+@cache
+def _compiled(version: int) -> Callable[[object], object]:
+    """The schema compiled to Python code: ~20x faster than walking it, for the common case.
+
+    fastjsonschema speaks draft 7; our schemas use only keywords whose meaning draft 7 and
+    2020-12 share (no $ref has siblings, no format), and $defs is reached by JSON pointer.
+    It only answers "valid"; every problem is still found and worded by jsonschema itself.
+    """
+    document = {**schema(version), "$schema": "http://json-schema.org/draft-07/schema#"}
+    return fastjsonschema.compile(document)
+
+
 def schema_problems(document: object, version: int = 3) -> list[Problem]:
     """Every JSON Schema violation, each naming the JSON path it is at."""
+    try:
+        _compiled(version)(document)
+    except fastjsonschema.JsonSchemaException:
+        pass
+    else:
+        return []
     problems = []
     for error in sorted(_validator(version).iter_errors(document), key=lambda e: list(e.path)):
         where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
@@ -100,7 +122,7 @@ def semantic_problems(
     persona_class = document.get("persona", {}).get("class")
     problems = _address_problems(document, persona_class)
     problems += _duplicate_problems(tools)
-    if persona_class in PersonaClass.values:
+    if persona_class in _CLASSES:
         problems += _class_problems(tools, persona_class)
     for tool in tools:
         problems += _tool_problems(tool, persona_class, document, registry)
@@ -147,7 +169,7 @@ def _address_problems(document: dict[str, Any], persona_class: object) -> list[P
         return [Problem(Code.ADDRESS, str(path), f"address is not canonical: {problem}")]
     assert isinstance(path, str)
     problems = []
-    if persona_class in PersonaClass.values:
+    if persona_class in _CLASSES:
         class_problem = profiles.address_class_problem(str(persona_class), path)
         if class_problem:
             problems.append(Problem(Code.ADDRESS, path, class_problem))
@@ -269,7 +291,7 @@ def _tool_problems(
                 "not allow",
             )
         )
-    if persona_class not in PersonaClass.values:
+    if persona_class not in _CLASSES:
         return problems
     cell = profiles.verb_cell(str(persona_class), verb)
     if not profiles.class_may_have(str(persona_class), name):

@@ -1,0 +1,104 @@
+"""The stamp factory's fast paths give exactly the answers of the slow ones they stand in for.
+
+Canonical bytes come from the C JSON encoder when a document allows it (stamps.canonical), and
+a schema check from compiled code before jsonschema is asked for the wording (stamps.validation).
+Both are only worth having if nothing observable changes: same bytes, so the same hashes; the
+same verdict, so the same stamps refused.
+"""
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import rfc8785
+
+from personas.models import PersonaClass
+from stamps.canonical import canonical_bytes
+from stamps.factory import build_stamp
+from stamps.validation import schema_problems
+from tests.factories import stamp_kwargs
+
+
+@pytest.mark.parametrize("persona_class", list(PersonaClass))
+def test_every_class_stamp_has_the_rfc8785_bytes(persona_class: str) -> None:
+    """V1-FAC-5, V1-STAMP-2: the canonical bytes (and so the hash) are RFC 8785's, byte for byte."""
+    document = build_stamp(**stamp_kwargs(persona_class))
+    assert canonical_bytes(document) == rfc8785.dumps(document)
+
+
+def test_escapes_and_non_ascii_text_match_rfc8785() -> None:
+    """Control characters, quotes, backslashes, line separators, accents, astral characters and
+    private-use characters in values, integers at the I-JSON edge, nesting and empty containers."""
+    document = {
+        "name": 'Zoë "quoted" \\ \x00\x01\x1f\x7f \b\f\n\r\t \u2028\u2029 😀 \ue000 \uffff',
+        "numbers": [0, -1, 2**53 - 1, -(2**53 - 1), True, False, None],
+        "nested": {"b": [], "a": {}, "B": "upper sorts first", "_": "underscore"},
+    }
+    assert canonical_bytes(document) == rfc8785.dumps(document)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"é": 1, "\ue000": 2, "😀": 3, "z": 4},  # keys whose UTF-16 order is not code point order
+        {"ratio": 1.5},  # floats print differently: left to rfc8785
+    ],
+)
+def test_what_the_encoder_cannot_promise_goes_to_rfc8785(document: dict[str, Any]) -> None:
+    assert canonical_bytes(document) == rfc8785.dumps(document)
+
+
+def test_integers_outside_i_json_are_refused_as_before() -> None:
+    with pytest.raises(rfc8785.IntegerDomainError):
+        canonical_bytes({"generation": 2**53})
+
+
+def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(document: dict[str, Any]) -> None:
+        target = document
+        for part in path[:-1]:
+            target = target[part]
+        target[path[-1]] = value
+
+    return change
+
+
+def _drop(path: list[Any]) -> Callable[[dict[str, Any]], None]:
+    def change(document: dict[str, Any]) -> None:
+        target = document
+        for part in path[:-1]:
+            target = target[part]
+        del target[path[-1]]
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _drop(["persona", "name"]),
+        _set(["persona", "extra"], "x"),
+        _set(["persona", "generation"], 0),
+        _set(["persona", "generation"], "1"),
+        _set(["persona", "id"], "not-a-uuid"),
+        _set(["persona", "name"], ""),
+        _set(["persona", "class"], "overlord"),
+        _set(["authority", "owning_lead"], 42),
+        _set(["authority", "human", "channel"], "email"),
+        _set(["tools", 0, "handler_action"], "Not.An.Action"),
+        _set(["tools", 0, "scope", "extra"], True),
+        _set(["base_composition_hash"], "z" * 64),
+        _set(["schema_version"], 2),
+    ],
+)
+def test_the_compiled_check_refuses_what_jsonschema_refuses(
+    change: Callable[[dict[str, Any]], None],
+) -> None:
+    """V1-FAC-4: a stamp the JSON Schema refuses is still refused, with jsonschema's words."""
+    document = copy.deepcopy(build_stamp(**stamp_kwargs()))
+    assert schema_problems(document) == []
+    change(document)
+    problems = schema_problems(document)
+    assert problems
+    assert all(problem.message.startswith("schema v3: at ") for problem in problems)
