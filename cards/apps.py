@@ -1,6 +1,17 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class CardsConfig(AppConfig):
     name = "cards"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from cards.fastpath import persona_deleted, persona_saved
+        from personas.models import Persona
+
+        # The public card's token moves with every change to a persona row, so the fast path
+        # reloads the card (cards.fastpath). Stamp outcomes and published cards, written with
+        # queryset updates, replace it where they are written.
+        post_save.connect(persona_saved, sender=Persona, dispatch_uid="cards-token-save")
+        post_delete.connect(persona_deleted, sender=Persona, dispatch_uid="cards-token-delete")

@@ -8,6 +8,7 @@ missing or behind; both may race, so every write is conditional on the generatio
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -15,17 +16,20 @@ from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import build_card, validate_card
-from personas.models import Persona
+from personas.models import Generation, Persona
 
 # HTTP dates have one-second resolution: each generation's Last-Modified is at least this much
 # later than the one it replaces, so If-Modified-Since never mistakes a new card for the old.
 _HTTP_DATE_STEP = timedelta(seconds=1)
 
 
-def render_card_bytes(persona: Persona) -> bytes:
-    generation = persona.generations.get(number=persona.generation)
+def render_card_bytes(persona: Persona, generation: Generation | None = None) -> bytes:
+    """The card of `persona.generation`, from that generation's composition."""
+    if generation is None:
+        generation = persona.generations.get(number=persona.generation)
     card = build_card(
         generation.composition, generation=generation.number, system_prompt=persona.system_prompt
     )
@@ -45,6 +49,15 @@ def publish_card(persona: Persona) -> PublishedCard:
     (a slow task, an endpoint request that read just before an update) leaves the newer card
     in place and gets it back.
     """
+    try:
+        return _publish(persona)
+    finally:
+        # After the card and the stamp outcome before it are committed: a web process that
+        # loaded the persona while they were being written reloads it (cards.fastpath).
+        card_changed([persona.uuid])
+
+
+def _publish(persona: Persona) -> PublishedCard:
     stored = PublishedCard.objects.filter(persona_id=persona.pk).first()
     if stored is not None and stored.generation >= persona.generation:
         return stored
@@ -64,6 +77,55 @@ def publish_card(persona: Persona) -> PublishedCard:
         ),
     )
     return PublishedCard.objects.get(persona_id=persona.pk)
+
+
+def publish_cards(personas: Sequence[Persona]) -> None:
+    """publish_card for many personas (the fan-out's batches): one lock, one insert, one update.
+
+    The same rule as publish_card: a stored card is replaced only by a newer generation's, and
+    each new Last-Modified is at least a second after the one it replaces.
+    """
+    try:
+        _publish_many(personas)
+    finally:
+        card_changed([persona.uuid for persona in personas])
+
+
+def _publish_many(personas: Sequence[Persona]) -> None:
+    with transaction.atomic():
+        stored = {
+            card.persona_id: card
+            for card in PublishedCard.objects.select_for_update().filter(
+                persona__in=[persona.pk for persona in personas]
+            )
+        }
+        owed = [
+            persona
+            for persona in personas
+            if persona.pk not in stored or stored[persona.pk].generation < persona.generation
+        ]
+        generations = {
+            (generation.persona_id, generation.number): generation
+            for generation in Generation.objects.filter(
+                persona__in=[persona.pk for persona in owed],
+                number__in={persona.generation for persona in owed},
+            )
+        }
+        now = timezone.now().replace(microsecond=0)
+        created: list[PublishedCard] = []
+        replaced: list[PublishedCard] = []
+        for persona in owed:
+            body = render_card_bytes(persona, generations[(persona.pk, persona.generation)])
+            card = stored.get(persona.pk)
+            if card is None:
+                card = PublishedCard(persona_id=persona.pk, last_modified=now)
+                created.append(card)
+            else:
+                card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
+                replaced.append(card)
+            card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
+        PublishedCard.objects.bulk_create(created)
+        PublishedCard.objects.bulk_update(replaced, ["generation", "body", "etag", "last_modified"])
 
 
 def _create(persona: Persona, fields: dict[str, object], now: datetime) -> PublishedCard | None:

@@ -1,9 +1,12 @@
 """The well-known Agent Card endpoint (SPEC-0009 "Well-Known Card Endpoint").
 
 A plain Django view rather than DRF: this is the hot path, and DRF's negotiation and
-authentication would cost more than everything else the request does (PERF-NOTES.md). Per
-request it counts once against the rate limit and makes one SQL query for the persona and its
-stored card; the bytes and validators were computed once per generation.
+authentication would cost more than everything else the request does (PERF-NOTES.md). It is reached
+only by requests the fast path (cards.fastpath) did not answer from memory: the first request
+for a card in each web process, hidden or missing personas, the owner's preview, other methods
+and errors. Per request it counts once against the rate limit (or reuses the fast path's count)
+and makes one SQL query for the persona and its stored card; the bytes and validators were
+computed once per generation.
 """
 
 import uuid
@@ -13,13 +16,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, Json
 from django.utils.cache import get_conditional_response
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
-from django_ratelimit.core import get_usage
 
+from cards import fastpath
 from cards.models import PublishedCard
 from cards.publishing import publish_card
 from personas.models import Persona
 
-READ_METHODS = ("GET", "HEAD")
+READ_METHODS = fastpath.READ_METHODS
 RATE_LIMIT_GROUP = "virgo.agent-card"
 
 # The columns the endpoint needs, so the hot query never drags prompts or compositions along.
@@ -50,10 +53,10 @@ def not_found() -> JsonResponse:
 @csrf_exempt  # Nothing here changes state; exemption lets unsafe methods reach their 405.
 def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
     """Serve exactly this persona's current card, publicly only while it is advertised."""
-    retry_after = _card_retry_after(request)
-    if retry_after is not None:
+    usage = fastpath.count_card_request(request, str(persona_id))
+    if usage.limited:
         response = json_error(429, "rate_limited", "Too many card requests from this address.")
-        response["Retry-After"] = str(retry_after)
+        response["Retry-After"] = str(usage.retry_after)
         return response
     if request.method not in READ_METHODS:
         response = json_error(
@@ -72,30 +75,24 @@ def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
     )
     if persona is not None and persona.is_advertised:
         cache_control = f"public, max-age={settings.VIRGO_CARD_MAX_AGE}"
-    else:
-        # Missing and hidden ids both consult the session, so their answers (headers included:
-        # the session adds Vary: Cookie) are identical for everyone but the owner.
-        signed_in = request.user.is_authenticated
-        if persona is None or not signed_in or persona.agent.owner_id != request.user.pk:
-            return not_found()
-        # The owner previewing an unlisted persona: never kept by shared caches, and always
-        # revalidated so an edit shows on the next load.
-        cache_control = "private, no-cache"
-    return _card_response(request, _current_card(persona), cache_control)
-
-
-def _card_retry_after(request: HttpRequest) -> int | None:
-    """Count every card request against its source IP, before any database work."""
-    usage = get_usage(
-        request,
-        group=RATE_LIMIT_GROUP,
-        key="ip",
-        rate=settings.VIRGO_CARD_RATE_LIMIT,
-        increment=True,
-    )
-    if usage is None or not usage["should_limit"]:
-        return None
-    return max(usage["time_left"], 1)
+        card = _current_card(persona)
+        fastpath.remember(
+            str(persona_id),
+            usage=usage,
+            body=bytes(card.body),
+            etag=card.etag,
+            last_modified=int(card.last_modified.timestamp()),
+            cache_control=cache_control,
+        )
+        return _card_response(request, card, cache_control)
+    # Missing and hidden ids both consult the session, so their answers (headers included: the
+    # session adds Vary: Cookie) are identical for everyone but the owner.
+    signed_in = request.user.is_authenticated
+    if persona is None or not signed_in or persona.agent.owner_id != request.user.pk:
+        return not_found()
+    # The owner previewing an unlisted persona: never kept by shared caches, and always
+    # revalidated so an edit shows on the next load.
+    return _card_response(request, _current_card(persona), "private, no-cache")
 
 
 def _declares_body(request: HttpRequest) -> bool:
@@ -133,8 +130,8 @@ def _card_response(request: HttpRequest, card: PublishedCard, cache_control: str
         return json_error(
             412, "precondition_failed", "If-Match or If-Unmodified-Since did not match the card."
         )
-    # The length of the card itself, also on HEAD and 304 (RFC 9110 8.6); it also keeps
-    # CommonMiddleware from announcing "Content-Length: 0" there.
+    # The length of the card itself, also on HEAD (RFC 9110 8.6); it also keeps CommonMiddleware
+    # from announcing "Content-Length: 0" on a 304, where the fast path's middleware removes it.
     response["Content-Length"] = str(len(card.body))
     response["ETag"] = card.etag
     response["Last-Modified"] = http_date(last_modified)

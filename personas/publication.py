@@ -1,5 +1,7 @@
 """What follows once a persona's generation is committed: its stamp is built, its card published."""
 
+from collections.abc import Sequence
+
 from personas.models import Persona
 
 
@@ -20,3 +22,22 @@ def publish_generation(persona_id: int) -> None:
         return
     build_current_stamp(persona=persona)
     publish_card(persona)
+
+
+def publish_generations(persona_ids: Sequence[int]) -> None:
+    """publish_generation for a batch of personas (the fan-out): stamps first, then cards.
+
+    The same outcomes as one publish_generation per persona, in a few queries per batch.
+    """
+    from cards.publishing import publish_cards
+    from stamps.services import build_current_stamps
+
+    personas = list(
+        Persona.objects.select_related("agent__owner", "address")
+        .filter(pk__in=list(persona_ids))
+        .order_by("pk")
+    )
+    if not personas:
+        return
+    build_current_stamps(personas=personas)
+    publish_cards(personas)

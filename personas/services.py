@@ -15,7 +15,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
+from cards.fastpath import card_changed
 from personas import tasks
 from personas.addresses import address_problem
 from personas.catalogue import unknown_verbs
@@ -233,23 +235,36 @@ def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
     Runs inside the caller's transaction with the persona row locked. Returns whether a new
     generation was opened (its stamp is then owed and its card must be rendered).
     """
+    current = persona.generations.filter(number=persona.generation).first()
+    generation = _next_generation(persona, skill_map, current)
+    if generation is None:
+        return False
+    generation.save()
+    return True
+
+
+def _next_generation(
+    persona: Persona, skill_map: SkillMap, current: Generation | None
+) -> Generation | None:
+    """Derive the persona's skills; the unsaved next generation if what it is changed, else None.
+
+    `current` is the persona's generation numbered `persona.generation`, or None for a new one.
+    """
     persona.skill_map_revision = skill_map.revision
     derived = derive_skills(persona.verb_subset, skill_map.skills)
     persona.skills = [skill.card_entry() for skill in derived]
     composition = composition_of(persona)
-    current = persona.generations.filter(number=persona.generation).first()
     if current is not None and current.composition == composition:
-        return False
+        return None
     if current is not None:
         persona.generation += 1
     persona.standing = None
-    Generation.objects.create(
+    return Generation(
         persona=persona,
         number=persona.generation,
         composition=composition,
         base_composition_hash=composition_hash(composition),
     )
-    return True
 
 
 def _queue_settle(persona: Persona) -> None:
@@ -500,29 +515,45 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
     """Recompute skills of many personas from the committed map, one transaction, few queries.
 
     Returns the personas that opened a new generation. Used by the Celery tasks; idempotent.
+    Whatever the batch size, it reads the personas and their current generations in two
+    queries and writes in three (new generations, changed personas, personas only behind).
     """
     skill_map = current_skill_map()
     changed: list[Persona] = []
+    behind_only: list[Persona] = []
     with transaction.atomic():
-        personas = (
+        personas = list(
             Persona.objects.select_for_update(of=("self",))
             .select_related("agent__owner__identity", "address", "owning_lead")
             .filter(pk__in=list(persona_ids))
             .order_by("pk")
         )
+        # The rows are locked, so each persona's current number cannot move under this read.
+        current = {
+            generation.persona_id: generation
+            for generation in Generation.objects.filter(
+                persona__in=[persona.pk for persona in personas],
+                number=F("persona__generation"),
+            )
+        }
+        generations: list[Generation] = []
         for persona in personas:
             behind = persona.skill_map_revision != skill_map.revision
-            if _settle_generation(persona, skill_map):
-                persona.save(
-                    update_fields=[
-                        "skills",
-                        "skill_map_revision",
-                        "generation",
-                        "standing",
-                        "updated_at",
-                    ]
-                )
+            generation = _next_generation(persona, skill_map, current.get(persona.pk))
+            if generation is not None:
+                generations.append(generation)
                 changed.append(persona)
             elif behind:
-                persona.save(update_fields=["skill_map_revision"])
+                behind_only.append(persona)
+        Generation.objects.bulk_create(generations)
+        now = timezone.now()
+        for persona in changed:
+            persona.updated_at = now
+        Persona.objects.bulk_update(
+            changed, ["skills", "skill_map_revision", "generation", "standing", "updated_at"]
+        )
+        Persona.objects.bulk_update(behind_only, ["skill_map_revision"])
+        # bulk_update sends no post_save: the changed cards' tokens move here (cards.fastpath),
+        # and again when each new generation's card is published after the commit.
+        card_changed([persona.uuid for persona in changed])
     return changed

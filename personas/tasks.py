@@ -62,13 +62,12 @@ def fan_out_skill_map() -> int:
 
 @shared_task(bind=True, max_retries=5, default_retry_delay=2, acks_late=True)
 def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ignore[no-untyped-def]
-    from personas.publication import publish_generation
+    from personas.publication import publish_generations
     from personas.services import settle_persona_batch
 
     ids = Persona.objects.filter(pk__gte=first_id, pk__lte=last_id).values_list("pk", flat=True)
     changed = settle_persona_batch(ids)
-    for persona in changed:
-        publish_generation(persona.pk)
+    publish_generations([persona.pk for persona in changed])
     return len(changed)
 
 

@@ -5,11 +5,14 @@ Idempotent per (persona, generation): a generation whose outcome is recorded ret
 whose stamp is stored returns the stored stamp and never rebuilds or rewrites it.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
+from cards.fastpath import card_changed
 from personas.models import Generation, Persona, RegisteredAddress
 from stamps.canonical import canonical_bytes, composition_hash, sha256_hex
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
@@ -111,9 +114,99 @@ def build_current_stamp(
     return build_generation_stamp(generation=generation, registry=registry)
 
 
+def build_current_stamps(
+    *, personas: Sequence[Persona], registry: HandlerRegistry = HANDLERS
+) -> list[StampOutcome]:
+    """build_current_stamp for many personas: the same outcomes, a few queries per batch.
+
+    One transaction locks every current generation, reads the stored stamps and registered
+    addresses once, writes each new stamp's file as the single path does, then inserts the
+    stamps and records every outcome in bulk. The fan-out calls it once per batch.
+    """
+    wanted = {(persona.pk, persona.generation) for persona in personas}
+    outcomes: list[StampOutcome] = []
+    with transaction.atomic():
+        generations = [
+            generation
+            for generation in Generation.objects.select_for_update(of=("self",))
+            .select_related("persona__agent")
+            .filter(
+                persona__in=[persona.pk for persona in personas],
+                number__in={persona.generation for persona in personas},
+            )
+            .order_by("pk")
+            if (generation.persona_id, generation.number) in wanted
+        ]
+        stored = {
+            stamp.generation_id: stamp
+            for stamp in CapabilityStamp.objects.filter(generation__in=generations)
+        }
+        registered = set(
+            RegisteredAddress.objects.filter(
+                path__in={generation.composition["address"] for generation in generations}
+            ).values_list("path", flat=True)
+        )
+        new_stamps: list[CapabilityStamp] = []
+        recorded: list[Generation] = []
+        for generation in generations:
+            stamp = stored.get(generation.pk)
+            if stamp is not None:
+                if not stamp.path.exists():
+                    write_stamp_file(stamp.path, stamp.data)
+                outcomes.append(StampOutcome(generation, stamp))
+                continue
+            if generation.standing is False:
+                outcomes.append(
+                    StampOutcome(generation, None, list(generation.not_standing_reasons))
+                )
+                continue
+            try:
+                stamp = _prepare(generation, registry, inputs_registered=registered)
+            except StampRejected as rejected:
+                reasons = [problem.message for problem in rejected.problems]
+                _set_outcome(generation, standing=False, reasons=reasons)
+                outcomes.append(StampOutcome(generation, None, reasons))
+            else:
+                new_stamps.append(stamp)
+                _set_outcome(
+                    generation,
+                    standing=True,
+                    reasons=[],
+                    stamp_hash=stamp.stamp_hash,
+                    composition_hash=composition_hash(
+                        base_composition_hash=generation.base_composition_hash,
+                        stamp_hash=stamp.stamp_hash,
+                    ),
+                )
+                outcomes.append(StampOutcome(generation, stamp))
+            recorded.append(generation)
+        CapabilityStamp.objects.bulk_create(new_stamps)
+        Generation.objects.bulk_update(recorded, _OUTCOME_FIELDS)
+        for standing in (True, False):
+            group = [generation.pk for generation in recorded if generation.standing is standing]
+            if group:
+                # Only while the generation is still its persona's current one, as _record does.
+                Persona.objects.filter(
+                    generations__in=group, generation=F("generations__number")
+                ).update(standing=standing)
+        card_changed([generation.composition["persona"] for generation in recorded])
+    return outcomes
+
+
 def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp:
+    address = generation.composition["address"]
+    registered = set(RegisteredAddress.objects.filter(path=address).values_list("path", flat=True))
+    stamp = _prepare(generation, registry, inputs_registered=registered)
+    stamp.save()
+    return stamp
+
+
+def _prepare(
+    generation: Generation, registry: HandlerRegistry, *, inputs_registered: set[str]
+) -> CapabilityStamp:
+    """Build, validate, canonicalise and hash the stamp, and write its file; the row unsaved."""
     inputs = stamp_inputs(generation)
-    if not RegisteredAddress.objects.filter(path=inputs["address"]).exists():
+    if inputs["address"] not in inputs_registered:
         raise StampRejected(
             [
                 Problem(
@@ -131,7 +224,7 @@ def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp
         write_stamp_file(path, data)
     except StampFileConflict as conflict:
         raise StampRejected([Problem(Code.FILE_CONFLICT, str(path), str(conflict))]) from None
-    return CapabilityStamp.objects.create(
+    return CapabilityStamp(
         generation=generation,
         persona_uuid=persona_uuid,
         generation_number=generation.number,
@@ -139,6 +232,23 @@ def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp
         stamp_hash=sha256_hex(data),
         body=data,
     )
+
+
+_OUTCOME_FIELDS = ["standing", "not_standing_reasons", "stamp_hash", "composition_hash"]
+
+
+def _set_outcome(
+    generation: Generation,
+    *,
+    standing: bool,
+    reasons: list[str],
+    stamp_hash: str = "",
+    composition_hash: str = "",
+) -> None:
+    generation.standing = standing
+    generation.not_standing_reasons = reasons
+    generation.stamp_hash = stamp_hash
+    generation.composition_hash = composition_hash
 
 
 def _record(
@@ -156,10 +266,16 @@ def _record(
         stamp_hash=stamp_hash,
         composition_hash=composition_hash,
     )
-    Persona.objects.filter(pk=generation.persona_id, generation=generation.number).update(
+    if Persona.objects.filter(pk=generation.persona_id, generation=generation.number).update(
         standing=standing
+    ):
+        # Standing decides whether the card is public: the fast path must reload it (and will
+        # again after the commit, when publish_card follows).
+        card_changed([generation.composition["persona"]])
+    _set_outcome(
+        generation,
+        standing=standing,
+        reasons=reasons,
+        stamp_hash=stamp_hash,
+        composition_hash=composition_hash,
     )
-    generation.standing = standing
-    generation.not_standing_reasons = reasons
-    generation.stamp_hash = stamp_hash
-    generation.composition_hash = composition_hash

@@ -10,21 +10,26 @@ import os
 wsgi_app = "virgo.wsgi:application"
 bind = [os.environ.get("VIRGO_BIND", "127.0.0.1:8000")]
 
-# Sync workers: a card is a small pre-rendered body, and the work per request is CPU-bound.
-worker_class = "sync"
+# Threaded workers that keep connections alive: a card answer costs far less than a new TCP
+# connection, and sync workers close every one (docs/benchmarks.md: ~3x the card requests per
+# second of sync workers on the same cores).
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
 workers = int(os.environ.get("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8)))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = 20
 # Recycle workers now and then so that a slow leak never becomes an outage.
-max_requests = 2000
-max_requests_jitter = 200
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
+max_requests_jitter = max_requests // 10
 # The heartbeat file lives in memory, so a busy or slow disk never gets a worker killed.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 # Trust X-Forwarded-* only from the proxies named here (loopback by default).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
-accesslog = "-"
+# Empty GUNICORN_ACCESS_LOG turns the access log off (the benchmark does, for every server).
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
 proc_name = "virgo-web"

@@ -63,6 +63,9 @@ VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
 VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
+# The longest a web process keeps a card it has not seen change (a safety net: changes replace
+# the card's token in Redis, and the next request reloads; see cards.fastpath).
+VIRGO_CARD_PROCESS_CACHE_SECONDS = env_int("VIRGO_CARD_PROCESS_CACHE_SECONDS", 60)
 VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)
 VIRGO_DIRECTORY_PAGE_SIZE = env_int("VIRGO_DIRECTORY_PAGE_SIZE", 50)
 VIRGO_DIRECTORY_MAX_PAGE_SIZE = env_int("VIRGO_DIRECTORY_MAX_PAGE_SIZE", 100)

@@ -1,0 +1,293 @@
+"""The card's WSGI fast path (cards.fastpath): same answers as the full stack, never stale.
+
+Requests go through `PublicCardFastPath` in front of Django's own WSGI handler, as gunicorn
+calls virgo.wsgi.application: the first request for a card reaches the view, later ones are
+answered from the process's memory while the card's token holds.
+"""
+
+import io
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+
+from cards import fastpath
+from cards.models import PublishedCard
+from personas.models import Persona, PersonaClass
+from personas.services import persona_delete, persona_set_discoverable
+from stamps.services import _record
+from tests.factories import (
+    REVIEWER_VERBS,
+    make_agent,
+    make_owner,
+    make_persona,
+    standing_verbs,
+    update_persona,
+)
+
+pytestmark = pytest.mark.django_db
+
+LEAD = PersonaClass.PROJECT_LEAD
+SECURITY_HEADERS = (
+    "Content-Security-Policy",
+    "X-Frame-Options",
+    "X-Content-Type-Options",
+    "Referrer-Policy",
+)
+
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def django_app() -> Iterator[WSGIHandler]:
+    """Django's WSGI handler, inside the test's transaction (as the test client runs it)."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield WSGIHandler()
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def app(django_app: WSGIHandler) -> fastpath.PublicCardFastPath:
+    return fastpath.PublicCardFastPath(django_app)
+
+
+@pytest.fixture
+def owner() -> Any:
+    return make_owner()
+
+
+@pytest.fixture
+def persona(owner: Any) -> Persona:
+    return make_persona(
+        make_agent(owner),
+        persona_class=LEAD,
+        verb_subset=standing_verbs(LEAD, *REVIEWER_VERBS),
+        discoverable=True,
+    )
+
+
+def call(
+    app: Any,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    address: str = "198.51.100.7",
+    scheme: str = "http",
+) -> Answer:
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": "testserver",
+        "REMOTE_ADDR": address,
+        "wsgi.url_scheme": scheme,
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr,
+    }
+    for name, value in (headers or {}).items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    answered: dict[str, Any] = {}
+
+    def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
+        answered["status"] = int(status.split()[0])
+        answered["headers"] = dict(response_headers)
+
+    chunks = app(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        getattr(chunks, "close", lambda: None)()
+    return answered["status"], answered["headers"], body
+
+
+def card_path(persona: Persona) -> str:
+    return persona.card_path
+
+
+def test_the_second_request_is_answered_from_memory_exactly_as_the_first(
+    app: Any, persona: Persona, django_assert_num_queries: Any
+) -> None:
+    """S9-WK-1, S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4, S9-HDR-5: the answer from memory has the
+    very status, body and headers the full stack gave, and costs no query."""
+    first = call(app, card_path(persona))
+    with django_assert_num_queries(0):
+        second = call(app, card_path(persona))
+    assert first[0] == second[0] == 200
+    assert first == second
+    assert second[1]["Content-Type"] == "application/json"
+    assert "default-src 'none'" in second[1]["Content-Security-Policy"].split("; ")
+    for name in SECURITY_HEADERS:
+        assert name in second[1]
+    assert second[2] == bytes(PublishedCard.objects.get(persona=persona).body)
+
+
+def test_a_304_from_memory_matches_the_views_and_has_no_content_length(
+    app: Any, django_app: Any, persona: Persona, django_assert_num_queries: Any
+) -> None:
+    """S9-HDR-1: the 304 keeps the JSON policy and every security header; neither the view's
+    304 nor the memory's announces a length, so no client waits for a body."""
+    etag = PublishedCard.objects.get(persona=persona).etag
+    from_view = call(app, card_path(persona), headers={"If-None-Match": etag})
+    with django_assert_num_queries(0):
+        from_memory = call(app, card_path(persona), headers={"If-None-Match": f'"x", W/{etag}'})
+    assert from_view == from_memory
+    status, headers, body = from_memory
+    assert (status, body) == (304, b"")
+    assert "Content-Length" not in headers
+    assert "Content-Type" not in headers
+    assert headers["ETag"] == etag
+    assert "default-src 'none'" in headers["Content-Security-Policy"].split("; ")
+    assert call(app, card_path(persona), headers={"If-None-Match": '"other"'})[0] == 200
+
+
+def test_head_from_memory_has_the_headers_of_get_and_no_body(app: Any, persona: Persona) -> None:
+    get = call(app, card_path(persona))
+    head = call(app, card_path(persona), method="HEAD")
+    assert head[0] == 200
+    assert head[2] == b""
+    assert head[1] == get[1]
+
+
+def test_a_new_generation_shows_on_the_very_next_request(app: Any, persona: Persona) -> None:
+    """S9-WK-2, S9-SCN-4: a card in memory is never served past the change that replaced it."""
+    assert call(app, card_path(persona))[0] == 200
+    update_persona(persona, verb_subset=standing_verbs(LEAD, *REVIEWER_VERBS, "create_for"))
+    card = json.loads(call(app, card_path(persona))[2])
+    assert card["version"] == "2"
+    assert "delegate-work" in [skill["id"] for skill in card["skills"]]
+
+
+def test_delisting_takes_the_card_off_at_once(app: Any, persona: Persona, owner: Any) -> None:
+    """S9-AUTH-1, S9-DISC-1: delisted, the persona answers the same 404 as a missing id."""
+    assert call(app, card_path(persona))[0] == 200
+    persona_set_discoverable(persona=persona, actor=owner, discoverable=False, via="test")
+    hidden = call(app, card_path(persona))
+    missing = call(app, f"/a/{uuid.uuid4()}/.well-known/agent-card.json")
+    assert hidden[0] == 404
+    assert (hidden[0], hidden[2]) == (missing[0], missing[2])
+
+
+def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: Persona) -> None:
+    """S9-AUTH-1, V1-INV-2: recorded as not standing, the card leaves the public path."""
+    assert call(app, card_path(persona))[0] == 200
+    generation = persona.generations.get(number=persona.generation)
+    _record(generation, standing=False, reasons=["not standing: missing tool list_tasks"])
+    assert call(app, card_path(persona))[0] == 404
+
+
+def test_a_deleted_persona_is_gone_at_once(app: Any, persona: Persona, owner: Any) -> None:
+    assert call(app, card_path(persona))[0] == 200
+    persona_delete(persona=persona, actor=owner)
+    assert call(app, card_path(persona))[0] == 404
+
+
+def test_every_request_counts_once_whichever_path_answers_it(
+    app: Any, persona: Persona, settings: Any
+) -> None:
+    """S9-RL-1: memory answers, view answers, 404s and 405s all spend the same budget, once
+    each; the 429 comes from the view with Retry-After and every security header."""
+    settings.VIRGO_CARD_RATE_LIMIT = "4/m"
+    path = card_path(persona)
+    assert call(app, path)[0] == 200  # the view
+    assert call(app, path)[0] == 200  # memory
+    assert call(app, f"/a/{uuid.uuid4()}/.well-known/agent-card.json")[0] == 404
+    assert call(app, path, method="POST")[0] == 405
+    status, headers, body = call(app, path)
+    assert status == 429
+    assert 1 <= int(headers["Retry-After"]) <= 60
+    assert json.loads(body)["code"] == "rate_limited"
+    for name in SECURITY_HEADERS:
+        assert name in headers
+    assert call(app, path, address="192.0.2.9")[0] == 200
+
+
+def test_a_host_django_refuses_is_refused_from_memory_too(app: Any, persona: Persona) -> None:
+    """ALLOWED_HOSTS holds on the fast path: the full stack answers 400."""
+    assert call(app, card_path(persona))[0] == 200
+    status, headers, _ = call(app, card_path(persona), headers={"Host": "evil.example"})
+    assert status == 400
+    assert headers["X-Frame-Options"] == "DENY"
+
+
+def test_https_redirect_and_hsts_as_the_full_stack_has_them(
+    persona: Persona, settings: Any, django_app: Any
+) -> None:
+    """S9-HDR-2: with HTTPS required, plain HTTP is redirected by the full stack even when the
+    card is in memory, and the HTTPS answer from memory carries HSTS like the view's."""
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 3600
+    app = fastpath.PublicCardFastPath(WSGIHandler())
+    first = call(app, card_path(persona), scheme="https")
+    second = call(app, card_path(persona), scheme="https")
+    assert first == second
+    assert second[1]["Strict-Transport-Security"] == "max-age=3600"
+    status, headers, _ = call(app, card_path(persona))
+    assert status == 301
+    assert headers["Location"].startswith("https://")
+
+
+def test_preconditions_the_view_evaluates_fall_through(app: Any, persona: Persona) -> None:
+    """If-Match is the view's to answer (412), from memory or not."""
+    assert call(app, card_path(persona))[0] == 200
+    assert call(app, card_path(persona), headers={"If-Match": '"nope"'})[0] == 412
+
+
+def test_rates_read_as_django_ratelimit_writes_them() -> None:
+    assert fastpath.parse_rate("60/m") == (60, 60)
+    assert fastpath.parse_rate("100/5m") == (100, 300)
+    assert fastpath.parse_rate("1000/h") == (1000, 3600)
+    with pytest.raises(ValueError):
+        fastpath.parse_rate("sixty a minute")
+
+
+def test_ipv6_sources_count_per_64() -> None:
+    """S9-RL-1: one IPv6 host cannot dodge its limit by cycling addresses inside its /64."""
+    assert fastpath.client_key("2001:db8::1") == fastpath.client_key("2001:db8::ffff:1")
+    assert fastpath.client_key("2001:db8::1") != fastpath.client_key("2001:db8:0:1::1")
+    assert fastpath.client_key("192.0.2.1") == "192.0.2.1"
+
+
+@pytest.mark.live
+def test_one_redis_call_counts_and_reads_the_token(
+    app: Any, persona: Persona, settings: Any, test_redis_url: str
+) -> None:
+    """S9-RL-1: on Redis (django-redis, as with REDIS_URL) the count and the card token are one
+    script call: the limit holds per address, and a change replaces the token."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": test_redis_url,
+            "KEY_PREFIX": f"fastpath-{uuid.uuid4().hex}",
+        }
+    }
+    settings.VIRGO_CARD_RATE_LIMIT = "3/m"
+    store = fastpath._Store()
+    assert store.script is not None
+    address = f"203.0.113.{uuid.uuid4().int % 250 + 1}"
+    path = card_path(persona)
+    assert [call(app, path, address=address)[0] for _ in range(4)] == [200, 200, 200, 429]
+    token_key = store.cache.make_key("virgo:card-token:" + str(persona.uuid))
+    before = store.redis.get(token_key)
+    fastpath.card_changed([persona.uuid])
+    assert store.redis.get(token_key) not in (None, before)
+    assert store.redis.ttl(token_key) > fastpath.card_cache_seconds()

@@ -1,0 +1,140 @@
+"""The recompute fan-out settles and publishes a batch at once, with per-persona outcomes.
+
+A verb->skill map change reaches every persona through settle_persona_range: skills, a new
+generation, its stamp and its card, for the whole batch in a few queries. The outcome of each
+persona must be what the one-at-a-time path gives: its own stamp or its own reasons, its own
+card, standing recorded only on the generation that is current.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cards.models import PublishedCard
+from cards.publishing import render_card_bytes
+from personas import services, tasks
+from personas.models import Persona, PersonaClass
+from stamps.canonical import sha256_hex
+from stamps.models import CapabilityStamp
+from stamps.services import build_current_stamps
+from tests.factories import (
+    REVIEWER_VERBS,
+    make_agent,
+    make_owner,
+    make_persona,
+    run_on_commit,
+    standing_verbs,
+)
+
+pytestmark = pytest.mark.django_db
+
+LEAD = PersonaClass.PROJECT_LEAD
+
+
+@pytest.fixture
+def staff() -> Any:
+    return get_user_model().objects.create_superuser("map-admin", None, "x" * 20)
+
+
+def fleet(count: int, agent: Any) -> list[Persona]:
+    return [
+        make_persona(
+            agent,
+            persona_class=LEAD,
+            verb_subset=standing_verbs(LEAD, *REVIEWER_VERBS),
+            discoverable=True,
+        )
+        for _ in range(count)
+    ]
+
+
+def change_the_map(staff: Any, slug: str) -> None:
+    with run_on_commit():
+        services.skill_save(
+            actor=staff,
+            slug=slug,
+            name="Triage todos",
+            description="Claims and lists todos.",
+            required_verbs=["list_todos", "claim"],
+            tags=["todos"],
+        )
+
+
+def test_a_map_change_gives_each_persona_its_own_stamp_card_and_standing(staff: Any) -> None:
+    """S9-SKL-3, S9-SCN-4, V1-STAMP-1, V1-STAMP-2, V1-INV-2: after the fan-out every persona has
+    a new generation with the new skill; those that stand have their own stamp (file and row,
+    same hash) and those that do not are recorded with their reasons; every card is current."""
+    agent = make_agent(make_owner())
+    standing = fleet(3, agent)
+    lacking = make_persona(agent, persona_class=LEAD, verb_subset=[*REVIEWER_VERBS])
+    change_the_map(staff, "triage-todos")
+
+    for persona in [*standing, lacking]:
+        persona.refresh_from_db()
+        assert persona.generation == 2
+        assert "triage-todos" in [skill["id"] for skill in persona.skills]
+        generation = persona.generations.get(number=2)
+        card = PublishedCard.objects.get(persona=persona)
+        assert card.generation == 2
+        assert bytes(card.body) == render_card_bytes(persona)
+    for persona in standing:
+        generation = persona.generations.get(number=2)
+        stamp = CapabilityStamp.objects.get(generation=generation)
+        assert persona.standing is True
+        assert generation.stamp_hash == stamp.stamp_hash == sha256_hex(stamp.path.read_bytes())
+        assert generation.composition_hash
+    assert lacking.standing is False
+    reasons = lacking.generations.get(number=2).not_standing_reasons
+    assert any("missing tool" in reason for reason in reasons)
+    assert not CapabilityStamp.objects.filter(persona_uuid=lacking.uuid).exists()
+
+
+def test_a_batch_costs_the_same_queries_whatever_its_size(staff: Any) -> None:
+    """No per-persona round trips: settling and publishing 8 personas takes the queries 2 do."""
+    counts = []
+    for size, slug in ((2, "first-map-change"), (8, "second-map-change")):
+        agent = make_agent(make_owner())
+        personas = fleet(size, agent)
+        services.skill_save(
+            actor=staff,
+            slug=slug,
+            name="Triage todos",
+            description="Claims and lists todos.",
+            required_verbs=["list_todos", "claim"],
+            tags=["todos"],
+        )
+        ids = sorted(persona.pk for persona in personas)
+        with CaptureQueriesContext(connection) as captured:
+            assert tasks.settle_persona_range(ids[0], ids[-1]) == size
+        counts.append(len(captured.captured_queries))
+        for persona in personas:
+            persona.refresh_from_db()
+            assert persona.standing is True
+            assert PublishedCard.objects.get(persona=persona).generation == persona.generation
+    assert counts[0] == counts[1]
+
+
+def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any) -> None:
+    """A batch records standing on a persona only while the stamped generation is its current
+    one, as the single path does."""
+    agent = make_agent(make_owner())
+    [persona] = fleet(1, agent)
+    services.skill_save(
+        actor=staff,
+        slug="moved-on",
+        name="Triage todos",
+        description="Claims and lists todos.",
+        required_verbs=["list_todos", "claim"],
+        tags=["todos"],
+    )
+    settled = services.settle_persona_batch([persona.pk])
+    assert [p.pk for p in settled] == [persona.pk]
+    Persona.objects.filter(pk=persona.pk).update(generation=3, standing=None)
+    [outcome] = build_current_stamps(personas=settled)
+    assert outcome.generation.number == 2
+    assert outcome.standing
+    persona.refresh_from_db()
+    assert persona.standing is None
