@@ -35,7 +35,8 @@ def verify(
         raise BadSignature("no callback secret is configured")
     parts = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
     timestamp, given = parts.get("t", ""), parts.get("v1", "")
-    if not timestamp.isdigit() or not given:
+    # ASCII digits only: str.isdigit() also accepts digits such as '²' that int() refuses.
+    if not (timestamp.isascii() and timestamp.isdigit()) or not given:
         raise BadSignature("signature header is malformed")
     current = time.time() if now is None else now
     if abs(current - int(timestamp)) > tolerance:

@@ -22,6 +22,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
@@ -40,7 +41,8 @@ from rest_framework.reverse import reverse
 from rest_framework.throttling import BaseThrottle
 
 from personas import selectors, services
-from personas.models import Agent, Persona
+from personas.catalogue import VERBS
+from personas.models import Agent, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
 from virgo.openapi import refusal
 
@@ -93,10 +95,28 @@ def _names() -> serializers.ListField:
     return serializers.ListField(child=serializers.CharField(max_length=200))
 
 
+@extend_schema_field(
+    {"type": "array", "items": {"type": "string", "enum": [verb.name for verb in VERBS]}}
+)
+class VerbNames(serializers.ListField):
+    """Verb names. Shapes only here: the services name what is unknown or outside the grant."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.CharField(max_length=200), **kwargs)
+
+
+@extend_schema_field({"type": "string", "enum": list(PersonaClass.values)})
+class PersonaClassName(serializers.CharField):
+    """A persona class; the services refuse an unknown one, listing the classes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=32, **kwargs)
+
+
 class AgentInput(StrictInput):
     name = serializers.CharField(max_length=120)
     self_description = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
-    granted_verbs = _names()
+    granted_verbs = VerbNames()
     granted_queues = _names()
 
 
@@ -106,9 +126,9 @@ class PersonaInput(StrictInput):
     name = serializers.CharField(max_length=120)
     description = serializers.CharField(allow_blank=True, default="")
     system_prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    verb_subset = _names()
+    verb_subset = VerbNames()
     queues = _names()
-    persona_class = serializers.CharField(max_length=32)
+    persona_class = PersonaClassName()
     address = serializers.CharField(max_length=200, help_text="A registered address path")
     graph_namespace = serializers.CharField(allow_blank=True, default="", max_length=200)
     human_surface_bindings = serializers.ListField(
