@@ -27,7 +27,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status, viewsets
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.generics import get_object_or_404
@@ -44,6 +44,7 @@ from personas import selectors, services
 from personas.catalogue import VERBS
 from personas.models import Agent, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
+from virgo.authentication import TokenAuthentication
 from virgo.openapi import refusal
 
 READ_ONLY_REASONS: dict[str, str] = {

@@ -218,7 +218,7 @@ VIRGO_JSON_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "virgo.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -239,7 +239,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SERVE_AUTHENTICATION": [
-        "rest_framework.authentication.TokenAuthentication",
+        "virgo.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "SWAGGER_UI_DIST": "SIDECAR",
