@@ -245,6 +245,11 @@ SPECTACULAR_SETTINGS = {
     ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # One name for each choice set the API uses in several places.
+    "ENUM_NAME_OVERRIDES": {
+        "VerbEnum": "personas.catalogue.VERBS_BY_NAME",
+        "PersonaClassEnum": "personas.models.PersonaClass",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "virgo.openapi.add_plain_django_endpoints",
