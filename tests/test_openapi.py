@@ -53,6 +53,14 @@ def token(owner: Any) -> str:
     return Token.objects.create(user=owner).key
 
 
+class SiteClient(WSGIClient):
+    """werkzeug's client, sending what every real server sets and it leaves out."""
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("environ_base", {"REMOTE_ADDR": "127.0.0.1"})
+        return super().open(*args, **kwargs)
+
+
 @pytest.fixture
 def wsgi() -> Iterator[WSGIClient]:
     """The site's WSGI application behind werkzeug's client, inside the test's transaction.
@@ -63,7 +71,7 @@ def wsgi() -> Iterator[WSGIClient]:
     signals = (request_started, request_finished)
     for signal in signals:
         signal.disconnect(close_old_connections)
-    yield WSGIClient(get_wsgi_application())
+    yield SiteClient(get_wsgi_application())
     for signal in signals:
         signal.connect(close_old_connections)
 
@@ -236,6 +244,40 @@ def test_a_spent_mutation_budget_gets_the_documented_429(
     assert [answer.status_code for answer in answers] == [200, 429]
     for answer in answers:
         loaded["/api/personas/{uuid}/"]["PATCH"].validate_response(answer)
+    assert int(answers[1].headers["Retry-After"]) >= 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "method", "path"),
+    [
+        ("VIRGO_DIRECTORY_RATE_LIMIT", "GET", "/api/directory/"),
+        ("VIRGO_TOKEN_RATE_LIMIT", "POST", "/api/auth/token/"),
+        ("VIRGO_CARD_RATE_LIMIT", "GET", "/a/{persona_id}/.well-known/agent-card.json"),
+    ],
+)
+def test_every_other_budget_refuses_with_the_documented_429(
+    owner: Any,
+    token: str,
+    document: dict[str, Any],
+    wsgi: WSGIClient,
+    settings: Any,
+    setting: str,
+    method: str,
+    path: str,
+) -> None:
+    """S9-RL-1, S9-RL-2: the directory's per-principal budget, the token endpoint's per-address
+    one and the card's per-address one each refuse with the schema's 429 and Retry-After."""
+    setattr(settings, setting, "1/m")
+    persona = make_persona(make_agent(owner), discoverable=True)
+    loaded = schemathesis.openapi.from_dict(document)
+    url = path.format(persona_id=persona.uuid)
+    request = {"headers": {"Authorization": f"Token {token}"}}
+    if method == "POST":
+        request = {"json": {"username": "ada", "password": "wrong"}}
+    answers = [wsgi.open(url, method=method, **request) for _ in range(2)]
+    assert answers[1].status_code == 429
+    for answer in answers:
+        loaded[path][method].validate_response(answer)
     assert int(answers[1].headers["Retry-After"]) >= 1
 
 
