@@ -249,7 +249,9 @@ def _parse_start(call: "ToolCall", start: str) -> Node:
     if not start:
         return ("persona", str(call.persona.uuid))
     kind, _, ident = start.partition(":")
-    if kind not in KINDS or not ident or (kind != "agent" and not is_uuid(ident)):
+    # Agent ids are integers: ASCII digits only (isdigit() alone takes '²', which int() refuses).
+    agent_id = ident.isascii() and ident.isdigit()
+    if kind not in KINDS or not ident or not (agent_id if kind == "agent" else is_uuid(ident)):
         raise Invalid("start must be '<kind>:<id>', kind one of " + ", ".join(KINDS))
     return (kind, ident if kind == "agent" else ident.lower())
 

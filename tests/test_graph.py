@@ -208,3 +208,12 @@ def test_another_personas_archives_stay_out_of_scope(project) -> None:
     ConversationArchive.objects.filter(pk=mine.pk).update(parent=theirs)
     walked = graph(lead, start=f"archive:{mine.uuid}", depth=MAX_DEPTH)
     assert "theirs" not in titles(walked)
+
+
+@pytest.mark.parametrize("start", ["agent:²", "agent:-1", "agent:1e3", "task:not-a-uuid", "nope:1"])
+def test_a_malformed_start_node_is_an_argument_error(project, start: str) -> None:
+    """V1-STD-5: a start the graph cannot name is refused clearly, never a server error."""
+    result = refused(
+        call(project["lead"], "query_graph_context", {"start": start}), "invalid_arguments"
+    )
+    assert "start must be" in result["reason"]
