@@ -191,3 +191,23 @@ def test_servers_and_workers_refuse_to_start(persona: Persona) -> None:
         require_valid_stamps()
     with pytest.raises(SystemExit):
         refuse_to_start_worker()
+
+
+def gunicorn_on_starting() -> Callable[[object], None]:
+    """The `on_starting` hook of the web servers' gunicorn configuration file."""
+    import runpy
+    from pathlib import Path
+
+    import virgo
+
+    config = Path(virgo.__file__).with_name("gunicorn.conf.py")
+    return runpy.run_path(str(config))["on_starting"]
+
+
+def test_the_web_server_refuses_to_start_on_a_broken_stamp(persona: Persona) -> None:
+    """V1-BOOT-1: gunicorn's master runs the boot validation before it forks any worker."""
+    on_starting = gunicorn_on_starting()
+    on_starting(None)
+    stamp_of(persona).path.unlink()
+    with pytest.raises(SystemCheckError, match=rf"virgo\.E001.*{persona.uuid}"):
+        on_starting(None)

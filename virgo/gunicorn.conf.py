@@ -33,3 +33,23 @@ accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
 proc_name = "virgo-web"
+
+
+def on_starting(server: object) -> None:
+    """Refuse to serve when an active stamp fails boot validation (V1-BOOT-1), naming it.
+
+    Runs once in the master before any worker forks; its database connections are closed so no
+    worker inherits a socket it shares with its siblings.
+    """
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "virgo.settings")
+    django.setup()
+    from django.db import connections
+
+    from stamps.checks import require_valid_stamps
+
+    try:
+        require_valid_stamps()
+    finally:
+        connections.close_all()
