@@ -20,6 +20,7 @@ from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import build_card, validate_card
 from personas.models import Generation, Persona
+from virgo.bulk import update_each
 
 # HTTP dates have one-second resolution: each generation's Last-Modified is at least this much
 # later than the one it replaces, so If-Modified-Since never mistakes a new card for the old.
@@ -125,7 +126,7 @@ def _publish_many(personas: Sequence[Persona]) -> None:
                 replaced.append(card)
             card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
         PublishedCard.objects.bulk_create(created)
-        PublishedCard.objects.bulk_update(replaced, ["generation", "body", "etag", "last_modified"])
+        update_each(replaced, ["generation", "body", "etag", "last_modified"])
 
 
 def _create(persona: Persona, fields: dict[str, object], now: datetime) -> PublishedCard | None:

@@ -32,6 +32,7 @@ from personas.models import (
     Skill,
     SkillMapRevision,
 )
+from virgo.bulk import update_each
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -549,11 +550,11 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
         now = timezone.now()
         for persona in changed:
             persona.updated_at = now
-        Persona.objects.bulk_update(
+        update_each(
             changed, ["skills", "skill_map_revision", "generation", "standing", "updated_at"]
         )
-        Persona.objects.bulk_update(behind_only, ["skill_map_revision"])
-        # bulk_update sends no post_save: the changed cards' tokens move here (cards.fastpath),
+        update_each(behind_only, ["skill_map_revision"])
+        # A bulk write sends no post_save: the changed cards' tokens move here (cards.fastpath),
         # and again when each new generation's card is published after the commit.
         card_changed([persona.uuid for persona in changed])
     return changed

@@ -37,6 +37,19 @@ def canonical_bytes(document: dict[str, Any]) -> bytes:
     return rfc8785.dumps(document)
 
 
+def stamp_bytes(document: dict[str, Any]) -> bytes:
+    """canonical_bytes of a stamp that passed the v3 schema, without re-checking its types.
+
+    The schema already guarantees what canonical_bytes checks: every object closed to its
+    listed ASCII keys, strings, integers within I-JSON, booleans and null, no floats.
+    """
+    text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return rfc8785.dumps(document)
+
+
 def _plain(value: object) -> bool:
     kind = type(value)
     if isinstance(value, str) or kind is bool or value is None:

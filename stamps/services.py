@@ -14,12 +14,13 @@ from django.db.models import F
 
 from cards.fastpath import card_changed
 from personas.models import Generation, Persona, RegisteredAddress
-from stamps.canonical import canonical_bytes, composition_hash, sha256_hex
+from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, stamp_path, write_stamp_file
 from stamps.validation import Code, Problem, StampRejected
+from virgo.bulk import update_each
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def build_current_stamps(
                 outcomes.append(StampOutcome(generation, stamp))
             recorded.append(generation)
         CapabilityStamp.objects.bulk_create(new_stamps)
-        Generation.objects.bulk_update(recorded, _OUTCOME_FIELDS)
+        update_each(recorded, _OUTCOME_FIELDS)
         for standing in (True, False):
             group = [generation.pk for generation in recorded if generation.standing is standing]
             if group:
@@ -217,7 +218,7 @@ def _prepare(
             ]
         )
     document = build_stamp(**inputs, registry=registry)
-    data = canonical_bytes(document)
+    data = stamp_bytes(document)
     persona_uuid = generation.composition["persona"]
     path = stamp_path(persona_uuid, generation.number)
     try:

@@ -14,7 +14,7 @@ import pytest
 import rfc8785
 
 from personas.models import PersonaClass
-from stamps.canonical import canonical_bytes
+from stamps.canonical import canonical_bytes, stamp_bytes
 from stamps.factory import build_stamp
 from stamps.validation import schema_problems
 from tests.factories import stamp_kwargs
@@ -25,6 +25,7 @@ def test_every_class_stamp_has_the_rfc8785_bytes(persona_class: str) -> None:
     """V1-FAC-5, V1-STAMP-2: the canonical bytes (and so the hash) are RFC 8785's, byte for byte."""
     document = build_stamp(**stamp_kwargs(persona_class))
     assert canonical_bytes(document) == rfc8785.dumps(document)
+    assert stamp_bytes(document) == rfc8785.dumps(document)
 
 
 def test_escapes_and_non_ascii_text_match_rfc8785() -> None:
