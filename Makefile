@@ -25,6 +25,8 @@ $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 install: $(VENV)/.installed
 
 # The embedded default: SQLite under var/, Celery tasks in-process, a local-memory cache.
+# The links cards and the demo print follow PORT unless a public base URL is given.
+run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
 	VIRGO_EMBEDDED=1 $(PY) manage.py migrate --noinput
 	VIRGO_EMBEDDED=1 $(PY) manage.py load_demo
