@@ -204,8 +204,14 @@ def gunicorn_on_starting() -> Callable[[object], None]:
     return runpy.run_path(str(config))["on_starting"]
 
 
-def test_the_web_server_refuses_to_start_on_a_broken_stamp(persona: Persona) -> None:
+def test_the_web_server_refuses_to_start_on_a_broken_stamp(
+    persona: Persona, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """V1-BOOT-1: gunicorn's master runs the boot validation before it forks any worker."""
+    from django.db import connections
+
+    # The hook closes the master's connections before forking; here that would be the test's own.
+    monkeypatch.setattr(connections, "close_all", lambda: None)
     on_starting = gunicorn_on_starting()
     on_starting(None)
     stamp_of(persona).path.unlink()
