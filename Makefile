@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run serve test lint format install clean
+.PHONY: run serve test lint format install clean bench
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -52,3 +52,11 @@ test: install lint
 
 clean:
 	rm -rf $(VENV) var
+
+# Minutes, not part of `make test`: Virgo's hot paths beside the a2a-sdk card route and nginx on
+# this machine (loopback only); prints a table, writes docs/benchmarks.md, ends with name=value lines.
+bench: install
+	$(PY) -m pip install -q -r requirements/bench.txt
+	missing=(); for tool in wrk nginx; do command -v $$tool >/dev/null 2>&1 || missing+=($$tool); done; \
+	. scripts/lib.sh && install_debian_packages "$${missing[@]}"
+	$(PY) -m bench.run $(BENCH_ARGS)

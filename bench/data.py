@@ -1,0 +1,128 @@
+"""Bench data, made in bulk: one owner, one agent, and as many personas as a figure needs.
+
+The first persona goes through personas.services like any other; the rest are its copies with
+their own uuid and name, written with bulk_create (personas, then their first generations), so
+that 100k personas take seconds. Their stamps, where a figure needs them, are built through
+the real path (stamps.services.build_generation_stamp), never faked.
+"""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from personas import services
+from personas.models import (
+    Agent,
+    Generation,
+    OwnerIdentity,
+    Persona,
+    PersonaClass,
+    RegisteredAddress,
+)
+from stamps.profiles import required_tools
+
+BATCH = 2000
+PERSONA_CLASS = PersonaClass.CODER_DEPUTY
+ADDRESS = "work/core/reviewer"
+EXTRA_VERBS = ["list_todos", "claim", "complete"]
+
+
+@dataclass
+class Fleet:
+    owner: Any
+    agent: Agent
+    template: Persona
+
+
+def make_fleet(username: str = "bench") -> Fleet:
+    """The owner, agent and first persona (discoverable, standing, card published)."""
+    owner = get_user_model().objects.create_user(
+        username=username, password=uuid.uuid4().hex, is_staff=True
+    )
+    OwnerIdentity.objects.create(
+        user=owner,
+        display_name="Bench Owner",
+        organization="Bench Labs",
+        organization_url="https://bench.example.org/",
+    )
+    verbs = [*required_tools(PERSONA_CLASS), *EXTRA_VERBS]
+    agent = services.agent_create(
+        owner=owner, name="bench-runtime", granted_verbs=verbs, granted_queues=["reviews"]
+    )
+    RegisteredAddress.objects.get_or_create(path=ADDRESS)
+    template = services.persona_create(
+        agent=agent,
+        actor=owner,
+        name="Bench persona 0",
+        description="Reviews pull requests queued for review, for the benchmark.",
+        system_prompt="You review pull requests from the reviews queue. Be precise and kind.",
+        verb_subset=verbs,
+        queues=["reviews"],
+        persona_class=PERSONA_CLASS,
+        address=ADDRESS,
+    )
+    template = services.persona_set_discoverable(
+        persona=template, actor=owner, discoverable=True, via="bench"
+    )
+    template.refresh_from_db()
+    return Fleet(owner=owner, agent=agent, template=template)
+
+
+def add_personas(fleet: Fleet, count: int, *, start: int) -> list[int]:
+    """`count` more discoverable copies of the template persona, each with its generation 1.
+
+    Their stamps are owed (standing unknown), as right after a real create.
+    """
+    template = fleet.template
+    first_generation = template.generations.get(number=1)
+    ids: list[int] = []
+    for offset in range(0, count, BATCH):
+        size = min(BATCH, count - offset)
+        personas = []
+        for index in range(start + offset, start + offset + size):
+            personas.append(
+                Persona(
+                    uuid=uuid.uuid4(),
+                    agent_id=template.agent_id,
+                    name=f"Bench persona {index}",
+                    description=template.description,
+                    system_prompt=template.system_prompt,
+                    verb_subset=template.verb_subset,
+                    queues=template.queues,
+                    skills=template.skills,
+                    persona_class=template.persona_class,
+                    address_id=template.address_id,
+                    graph_namespace=template.graph_namespace,
+                    human_surface_bindings=template.human_surface_bindings,
+                    discoverable=True,
+                    generation=1,
+                    standing=None,
+                )
+            )
+        with transaction.atomic():
+            Persona.objects.bulk_create(personas, batch_size=BATCH)
+            generations = []
+            for persona in personas:
+                composition = dict(first_generation.composition)
+                composition["persona"] = str(persona.uuid)
+                composition["name"] = persona.name
+                generations.append(
+                    Generation(
+                        persona_id=persona.pk,
+                        number=1,
+                        composition=composition,
+                        base_composition_hash=services.composition_hash(composition),
+                    )
+                )
+            Generation.objects.bulk_create(generations, batch_size=BATCH)
+        ids += [persona.pk for persona in personas]
+    return ids
+
+
+def owed_generations(agent: Agent) -> list[Generation]:
+    return list(
+        Generation.objects.filter(persona__agent=agent, standing__isnull=True).order_by("pk")
+    )

@@ -1,0 +1,767 @@
+"""`make bench`: measure Virgo's hot paths beside the a2a-sdk card route and nginx (issue 7).
+
+Starts everything it needs in a private temporary directory (PostgreSQL, Redis, gunicorn,
+uvicorn, nginx, Celery workers), loads only 127.0.0.1, stops every process it started (also on
+Ctrl-C or an error), prints a table, writes docs/benchmarks.md and ends with one `name=value`
+line per figure.
+
+    .venv/bin/python -m bench.run [--rounds 3] [--seconds 10] [--only card,directory,...]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench import nginx, report, wrk
+from bench.procs import Processes, fetch, free_port, rss_kib, wait_http
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+DOC = ROOT / "docs" / "benchmarks.md"
+WORKERS = 2
+# High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
+NEVER_LIMITING_RATE = "1000000000/m"
+SECTIONS = ("card", "memory", "data", "fanout")
+
+TARGETS = {
+    "card_get_vs_a2a_sdk": ">= 1.5",
+    "card_304_vs_a2a_sdk": ">= 3",
+    "card_get_vs_nginx": "(ceiling)",
+    "directory_100k_vs_1k": "<= 1.3",
+    "directory_queries_per_page": "<= 4",
+    "fanout_personas_per_s_1w": ">= 500",
+    "fanout_scaling_2w_vs_1w": ">= 1.7",
+    "stamps_per_s": ">= 2000",
+    "admin_queries_per_page": "same at 100 and 10k",
+    "admin_queries_per_page_100": "= the 10k figure",
+    "admin_queries_per_page_10k": "= the 100 figure",
+    "worker_rss_growth": "<= 1.1",
+}
+
+
+def progress(message: str) -> None:
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.work = Path(tempfile.mkdtemp(prefix="virgo-bench-"))
+        # PostgreSQL runs as its own user when we are root: it must reach its directory.
+        self.work.chmod(0o711)
+        (self.work / "logs").mkdir()
+        self.procs = Processes(self.work / "logs")
+        self.figures: dict[str, float | int] = {}
+        self.sections: list[tuple[str, str]] = []
+        self.notes: list[str] = []
+        self.setup: list[str] = []
+        self.env: dict[str, str] = {}
+
+    # Services -------------------------------------------------------------------------------
+
+    def start_services(self) -> None:
+        postgres, redis = self.work / "postgres", self.work / "redis"
+        lib = ROOT / "scripts" / "lib.sh"
+        shell_env = {**os.environ, "VIRGO_PYTHON": sys.executable}
+        self.procs.on_stop(
+            lambda: subprocess.run(
+                [
+                    "bash",
+                    "-c",
+                    f'. "{lib}"; redis_stop "$1"; postgres_stop "$2"',
+                    "bench",
+                    str(redis),
+                    str(postgres),
+                ],
+                env=shell_env,
+                check=False,
+            )
+        )
+        subprocess.run(
+            [
+                "bash",
+                "-c",
+                f'. "{lib}"; postgres_start "$1" fast && redis_start "$2" fast',
+                "bench",
+                str(postgres),
+                str(redis),
+            ],
+            env=shell_env,
+            check=True,
+        )
+        database_url = (postgres / "env").read_text().strip().removeprefix("DATABASE_URL=")
+        redis_url = (redis / "env").read_text().strip().removeprefix("REDIS_URL=")
+        self.web_port = free_port()
+        home = self.work / "home"
+        home.mkdir()
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("VIRGO_", "DJANGO_"))}
+        for name in (
+            "DEBUG",
+            "CELERY_TASK_ALWAYS_EAGER",
+            "SECRET_KEY",
+            "DATABASE_URL",
+            "REDIS_URL",
+        ):
+            base.pop(name, None)
+        self.env = {
+            **base,
+            "DJANGO_SETTINGS_MODULE": "virgo.settings",
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "VIRGO_HOME": str(home),
+            "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+            "VIRGO_PUBLIC_BASE_URL": f"http://127.0.0.1:{self.web_port}",
+            # Plain HTTP on loopback, as `make serve` runs: the HTTPS-only settings are off.
+            "SECURE_SSL_REDIRECT": "0",
+            "SESSION_COOKIE_SECURE": "0",
+            "CSRF_COOKIE_SECURE": "0",
+            "SECURE_HSTS_SECONDS": "0",
+            "VIRGO_CARD_RATE_LIMIT": NEVER_LIMITING_RATE,
+            "VIRGO_DIRECTORY_RATE_LIMIT": NEVER_LIMITING_RATE,
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT),
+        }
+        python = sys.executable
+        for command in (
+            ["migrate", "--noinput", "-v", "0"],
+            ["collectstatic", "--noinput", "-v", "0"],
+        ):
+            subprocess.run([python, "manage.py", *command], cwd=ROOT, env=self.env, check=True)
+        os.environ.update(self.env)
+        # The driver's own writes run their follow-up tasks in-process, until the fan-out
+        # hands them to real Celery workers.
+        os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
+        import django
+
+        django.setup()
+
+    # Card GET and 304 --------------------------------------------------------------------------
+
+    def start_virgo(self, *, workers: int = WORKERS, extra: dict[str, str] | None = None) -> Any:
+        env = {
+            **self.env,
+            "WEB_CONCURRENCY": str(workers),
+            "VIRGO_BIND": f"127.0.0.1:{self.web_port}",
+            # No access log on any of the three servers: it would measure log formatting. No
+            # worker recycling either (uvicorn's default): a run sends each worker ~100k requests.
+            "GUNICORN_ACCESS_LOG": "",
+            "GUNICORN_MAX_REQUESTS": "0",
+            **(extra or {}),
+        }
+        process = self.procs.start(
+            "gunicorn", [str(BIN / "gunicorn"), "-c", "virgo/gunicorn.conf.py"], env=env, cwd=ROOT
+        )
+        wait_http(f"http://127.0.0.1:{self.web_port}/healthz", process=process)
+        return process
+
+    def card_section(self) -> None:
+        from bench.data import make_fleet
+        from cards.models import PublishedCard
+
+        progress("card: starting Virgo, the a2a-sdk route and nginx")
+        self.fleet = make_fleet()
+        persona = self.fleet.template
+        card = PublishedCard.objects.get(persona=persona)
+        body = bytes(card.body)
+        path = persona.card_path
+        card_file = self.work / "card.json"
+        card_file.write_bytes(body)
+
+        servers: dict[str, tuple[str, Any]] = {}
+        servers["virgo"] = (f"http://127.0.0.1:{self.web_port}{path}", self.start_virgo())
+
+        a2a_port = free_port()
+        a2a = self.procs.start(
+            "uvicorn",
+            [
+                str(BIN / "uvicorn"),
+                "bench.a2a_app:app",
+                "--host=127.0.0.1",
+                f"--port={a2a_port}",
+                f"--workers={WORKERS}",
+                "--loop=uvloop",
+                "--http=httptools",
+                "--no-access-log",
+                "--log-level=warning",
+            ],
+            env={**self.env, "BENCH_CARD_FILE": str(card_file), "BENCH_CARD_PATH": path},
+            cwd=ROOT,
+        )
+        servers["a2a-sdk"] = (f"http://127.0.0.1:{a2a_port}{path}", a2a)
+
+        nginx_port = free_port()
+        run_dir = self.work / "nginx"
+        run_dir.mkdir()
+        nginx.write_site(root=run_dir / "www", card_path=path, body=body)
+        conf = run_dir / "nginx.conf"
+        conf.write_text(
+            nginx.config(root=run_dir / "www", port=nginx_port, workers=WORKERS, run_dir=run_dir)
+        )
+        ngx = self.procs.start(
+            "nginx",
+            ["nginx", "-e", str(run_dir / "nginx-error.log"), "-c", str(conf), "-p", str(run_dir)],
+            env=self.env,
+        )
+        servers["nginx"] = (f"http://127.0.0.1:{nginx_port}{path}", ngx)
+
+        etags: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        for name, (url, process) in servers.items():
+            wait_http(url, process=process)
+            status, headers, content = fetch(url)
+            if status != 200:
+                raise RuntimeError(f"{name} answered {status} for the card")
+            etags[name] = headers["etag"]
+            sizes[name] = len(content)
+            status, _, _ = fetch(url, {"If-None-Match": etags[name]})
+            if status != 304:
+                raise RuntimeError(f"{name} answered {status} to If-None-Match")
+        self._check_virgo_headers(servers["virgo"][0], etags["virgo"])
+
+        series = {
+            (name, kind): report.LoadSeries(name, kind)
+            for kind in ("200", "304")
+            for name in servers
+        }
+        for url, _ in servers.values():
+            wrk.run(url, seconds=2)  # warm-up, not counted
+        for _ in range(self.args.rounds):
+            for kind in ("200", "304"):
+                for name, (url, _) in servers.items():
+                    headers = {"If-None-Match": etags[name]} if kind == "304" else None
+                    series[(name, kind)].rounds.append(
+                        wrk.run(url, seconds=self.args.seconds, headers=headers)
+                    )
+        for _, process in servers.values():
+            self.procs.stop(process)
+
+        ordered = [series[(n, k)] for k in ("200", "304") for n in servers]
+        rate = {key: s.requests_per_s for key, s in series.items()}
+        self.figures["card_get_vs_a2a_sdk"] = report.ratio(
+            rate[("virgo", "200")], rate[("a2a-sdk", "200")]
+        )
+        self.figures["card_304_vs_a2a_sdk"] = report.ratio(
+            rate[("virgo", "304")], rate[("a2a-sdk", "304")]
+        )
+        self.figures["card_get_vs_nginx"] = report.ratio(
+            rate[("virgo", "200")], rate[("nginx", "200")]
+        )
+        self.card_table = report.load_table(ordered)
+        print(self.card_table, flush=True)
+        self.sections.append(
+            (
+                "Card GET and conditional GET",
+                f"`wrk -t2 -c{64} -d{self.args.seconds}s --latency` on 127.0.0.1, "
+                f"{self.args.rounds} interleaved rounds; req/s is the median of the rounds "
+                "(each round's own figure follows). Card body: "
+                + ", ".join(f"{name} {size} bytes" for name, size in sizes.items())
+                + ".\n\n"
+                + self.card_table,
+            )
+        )
+
+    def _check_virgo_headers(self, url: str, etag: str) -> None:
+        for headers in (None, {"If-None-Match": etag}):
+            _, served, _ = fetch(url, headers)
+            for name in nginx.SECURITY_HEADERS:
+                if name.lower() not in served:
+                    raise RuntimeError(f"Virgo's card response lacks {name}: {served}")
+
+    # Memory ------------------------------------------------------------------------------------
+
+    def memory_section(self) -> None:
+        from bench.procs import children
+
+        if not hasattr(self, "fleet"):
+            from bench.data import make_fleet
+
+            self.fleet = make_fleet()
+        progress("memory: 100k requests to one worker")
+        persona = self.fleet.template
+        # One worker serves everything, and is never recycled, so its growth is the figure.
+        master = self.start_virgo(workers=1)
+        [worker] = children(master.pid)
+        etag = fetch(f"http://127.0.0.1:{self.web_port}{persona.card_path}")[1]["etag"]
+        started = time.monotonic()
+        self._hammer(persona.card_path, etag, 1000)
+        after_1k = rss_kib(worker)
+        self._hammer(persona.card_path, etag, 99_000)
+        after_100k = rss_kib(worker)
+        self.procs.stop(master)
+        self.figures["worker_rss_growth"] = report.ratio(after_100k, after_1k)
+        self.sections.append(
+            (
+                "Memory",
+                "One gunicorn worker (recycling off) after 1k card requests and after 100k "
+                "(of every 8: 4 answered 200, 3 answered 304, 1 a 404 for a random id; "
+                f"{time.monotonic() - started:.0f} s): RSS {after_1k / 1024:.1f} MiB -> "
+                f"{after_100k / 1024:.1f} MiB.",
+            )
+        )
+
+    def _hammer(self, card_path: str, etag: str, count: int) -> None:
+        """`count` requests on four kept-alive connections, each answer read in full."""
+        import http.client
+        import uuid
+
+        connections = [http.client.HTTPConnection("127.0.0.1", self.web_port) for _ in range(4)]
+        try:
+            for n in range(count):
+                kind = n % 8
+                headers = {"If-None-Match": etag} if 4 <= kind <= 6 else {}
+                path = card_path
+                if kind == 7:
+                    path = f"/a/{uuid.uuid4()}/.well-known/agent-card.json"
+                connection = connections[n % 4]
+                connection.request("GET", path, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status not in (200, 304, 404):
+                    raise RuntimeError(f"memory run: {path} answered {response.status}")
+        finally:
+            for connection in connections:
+                connection.close()
+
+    # Directory, stamps, boot check, admin --------------------------------------------------------
+
+    def data_section(self) -> None:
+        from bench.data import add_personas
+
+        if not hasattr(self, "fleet"):
+            from bench.data import make_fleet
+
+            self.fleet = make_fleet()
+        lines: list[str] = []
+        population = 1
+        population += len(add_personas(self.fleet, 99, start=population))
+        self._build_owed_stamps()
+        admin_100 = self._admin_queries()
+        self.figures["admin_queries_per_page_100"] = admin_100
+
+        population += len(add_personas(self.fleet, 1000 - population, start=population))
+        progress("data: 1k personas, the stamp factory one stamp at a time")
+        rate, cpu_rate = self._stamp_factory_rates()
+        self._build_owed_stamps()
+        self.figures["stamps_per_s"] = rate
+        self.figures["stamps_cpu_per_s"] = cpu_rate
+        self.figures["virgo_check_1k_s"] = self._virgo_check()
+        directory = {"1k": self._directory()}
+
+        progress("data: 10k personas")
+        population += len(add_personas(self.fleet, 10_000 - population, start=population))
+        self._build_owed_stamps()
+        self.figures["virgo_check_10k_s"] = self._virgo_check()
+        directory["10k"] = self._directory()
+        self.figures["admin_queries_per_page_10k"] = self._admin_queries()
+        # The issue's name for the figure: the count at 10k, to be read beside the one at 100.
+        self.figures["admin_queries_per_page"] = self.figures["admin_queries_per_page_10k"]
+
+        if "fanout" in self.args.only:
+            self.fanout_section()
+
+        progress("data: 100k personas")
+        population += len(add_personas(self.fleet, 100_000 - population, start=population))
+        directory["100k"] = self._directory()
+        self.figures["directory_100k_vs_1k"] = report.ratio(
+            directory["100k"][0], directory["1k"][0]
+        )
+        self.figures["directory_queries_per_page"] = max(q for _, q in directory.values())
+        rows = [[size, f"{ms:.2f}", queries] for size, (ms, queries) in directory.items()]
+        lines.append(
+            report.table(["discoverable personas", "page ms (median)", "queries/page"], rows)
+        )
+        self.sections.append(
+            (
+                "Directory",
+                "GET /api/directory/ with a token, in-process on PostgreSQL: the median time of "
+                "pages read by following `next` from the middle of the list.\n\n"
+                + "\n".join(lines),
+            )
+        )
+        self.sections.append(
+            (
+                "Stamps, boot check and admin",
+                report.table(
+                    ["figure", "value"],
+                    [
+                        [
+                            "stamps per s, one core: build, validate, canonicalise, hash, "
+                            "write the file (with its fsyncs)",
+                            f"{rate:,.0f}",
+                        ],
+                        ["the same without writing the file", f"{cpu_rate:,.0f}"],
+                        [
+                            "`virgo check`, 1k personas (s)",
+                            f"{self.figures['virgo_check_1k_s']:.2f}",
+                        ],
+                        [
+                            "`virgo check`, 10k personas (s)",
+                            f"{self.figures['virgo_check_10k_s']:.2f}",
+                        ],
+                        ["admin persona changelist queries, 100 personas", admin_100],
+                        [
+                            "admin persona changelist queries, 10k personas",
+                            self.figures["admin_queries_per_page_10k"],
+                        ],
+                    ],
+                ),
+            )
+        )
+
+    def _stamp_factory_rates(self) -> tuple[float, float]:
+        """The factory on one core: build, validate, canonicalise, hash, and write the file.
+
+        For every owed bench generation, in this one process: with the file written as
+        stamps.storage writes it (private temporary file, fsync, link, directory fsyncs), and
+        without the write. The database rows are then recorded by the real batch path.
+        """
+        from bench.data import owed_generations
+        from stamps.canonical import sha256_hex, stamp_bytes
+        from stamps.factory import build_stamp
+        from stamps.services import stamp_inputs
+        from stamps.storage import stamp_path, write_stamp_file
+
+        generations = owed_generations(self.fleet.agent)
+        inputs = [stamp_inputs(generation) for generation in generations]
+        rates = []
+        for write in (False, True):
+            started = time.perf_counter()
+            for generation, kwargs in zip(generations, inputs, strict=True):
+                data = stamp_bytes(build_stamp(**kwargs))
+                sha256_hex(data)
+                if write:
+                    path = stamp_path(generation.composition["persona"], generation.number)
+                    write_stamp_file(path, data)
+            rates.append(len(generations) / (time.perf_counter() - started))
+        cpu_rate, rate = rates
+        return rate, cpu_rate
+
+    def _build_owed_stamps(self) -> None:
+        """Build every owed stamp of the bench personas through the fan-out's batch path."""
+        from bench.data import owed_generations
+        from personas.models import Persona
+        from stamps.services import build_current_stamps
+
+        ids = [generation.persona_id for generation in owed_generations(self.fleet.agent)]
+        for first in range(0, len(ids), 500):
+            personas = list(Persona.objects.filter(pk__in=ids[first : first + 500]))
+            if not all(o.standing for o in build_current_stamps(personas=personas)):
+                raise RuntimeError("a bench persona does not stand")
+
+    def _virgo_check(self) -> float:
+        started = time.perf_counter()
+        subprocess.run(
+            [str(BIN / "virgo"), "check"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        return time.perf_counter() - started
+
+    def _directory(self) -> tuple[float, int]:
+        import base64
+        from urllib.parse import urlencode
+
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+        from rest_framework.authtoken.models import Token
+
+        from personas.models import Persona
+
+        token, _ = Token.objects.get_or_create(user=self.fleet.owner)
+        client = Client(headers={"Authorization": f"Token {token.key}"})
+        ids = list(Persona.objects.advertised().order_by("id").values_list("id", flat=True))
+        middle = ids[len(ids) // 2]
+        cursor = base64.b64encode(urlencode({"p": str(middle)}).encode()).decode()
+        url = f"/api/directory/?cursor={cursor}"
+        timings, queries = [], []
+        for _ in range(40):
+            with CaptureQueriesContext(connection) as captured:
+                started = time.perf_counter()
+                response = client.get(url)
+                timings.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                raise RuntimeError(f"directory answered {response.status_code}")
+            queries.append(len(captured.captured_queries))
+            url = json.loads(response.content)["next"] or url
+        return statistics.median(timings[5:]) * 1000, max(queries)
+
+    def _admin_queries(self) -> int:
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+
+        client = Client()
+        client.force_login(self.fleet.owner)
+        client.get("/admin/personas/persona/")
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get("/admin/personas/persona/")
+        if response.status_code != 200:
+            raise RuntimeError(f"admin changelist answered {response.status_code}")
+        return len(captured.captured_queries)
+
+    # Fan-out -----------------------------------------------------------------------------------
+
+    def fanout_section(self) -> None:
+        from personas.models import Persona
+
+        count = Persona.objects.filter(agent=self.fleet.agent).count()
+        rates = {}
+        for workers in (1, 2):
+            progress(f"fan-out: {count} personas, {workers} worker process(es)")
+            rates[workers] = self._fanout(workers, count)
+            progress(f"fan-out: {rates[workers]:.0f} personas/s")
+        self.figures["fanout_personas_per_s_1w"] = rates[1]
+        self.figures["fanout_scaling_2w_vs_1w"] = report.ratio(rates[2], rates[1])
+        self.sections.append(
+            (
+                "Recompute fan-out",
+                f"A verb->skill map change that affects {count:,} personas, from its commit until "
+                "every one has its new skills and a standing stamp (card published), with one "
+                "Celery worker process and with two: "
+                f"{rates[1]:,.0f} and {rates[2]:,.0f} personas/s.",
+            )
+        )
+
+    def _fanout(self, workers: int, count: int) -> float:
+        from django.db.models import F
+
+        from personas import services
+        from personas.models import Generation, Persona
+        from virgo.celery import app
+
+        log = self.work / "logs" / f"celery-{workers}.log"
+        process = self.procs.start(
+            f"celery-{workers}",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "virgo",
+                "worker",
+                f"--concurrency={workers}",
+                "--loglevel=INFO",
+            ],
+            env=self.env,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + 300
+        while "ready." not in log.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Celery worker did not start; see {log}")
+            time.sleep(0.2)
+        superuser = self._superuser()
+        fleet = Persona.objects.filter(agent=self.fleet.agent)
+        target = fleet.values_list("generation", flat=True).first() + 1
+        app.conf.task_always_eager = False
+        try:
+            started = time.monotonic()
+            services.skill_save(
+                actor=superuser,
+                slug=f"bench-fanout-{workers}",
+                name=f"Bench fan-out {workers}",
+                description="Added by the benchmark: every bench persona derives it.",
+                required_verbs=["list_todos", "claim"],
+                tags=["bench"],
+            )
+            deadline = time.monotonic() + 600
+            while True:
+                done = Generation.objects.filter(
+                    persona__agent=self.fleet.agent,
+                    number=target,
+                    number__gte=F("persona__generation"),
+                    standing=True,
+                    persona__published_card__generation=target,
+                ).count()
+                if done >= count:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"fan-out stalled at {done}/{count}; see {log}")
+                time.sleep(0.1)
+            elapsed = time.monotonic() - started
+        finally:
+            app.conf.task_always_eager = True
+            self.procs.stop(process)
+        return count / elapsed
+
+    def _superuser(self) -> Any:
+        from django.contrib.auth import get_user_model
+
+        user_model = get_user_model()
+        user = user_model.objects.filter(username="bench-admin").first()
+        return user or user_model.objects.create_superuser(
+            "bench-admin", None, secrets.token_hex(16)
+        )
+
+    # The run -----------------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        """Virgo as the card bench runs it, until interrupted: for profiling by hand."""
+        self.start_services()
+        from bench.data import make_fleet
+
+        self.fleet = make_fleet()
+        process = self.start_virgo(
+            extra={"WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", str(WORKERS))}
+        )
+        url = f"http://127.0.0.1:{self.web_port}{self.fleet.template.card_path}"
+        (self.work / "env.json").write_text(json.dumps(self.env))
+        print(f"environment in {self.work / 'env.json'}")
+        print(f"serving {url} (gunicorn pid {process.pid}); Ctrl-C stops", flush=True)
+        process.wait()
+        return 0
+
+    def run(self) -> int:
+        if self.args.serve:
+            return self.serve()
+        self.load_at_start = os.getloadavg()[0]
+        self.start_services()
+        started = time.monotonic()
+        if "card" in self.args.only:
+            self.card_section()
+        if "memory" in self.args.only:
+            self.memory_section()
+        if "data" in self.args.only:
+            self.data_section()
+        self.finish(time.monotonic() - started)
+        return 0
+
+    def finish(self, elapsed: float) -> None:
+        versions = {
+            name: metadata.version(name)
+            for name in (
+                "Django",
+                "gunicorn",
+                "redis",
+                "hiredis",
+                "psycopg",
+                "celery",
+                "a2a-sdk",
+                "uvicorn",
+                "uvloop",
+                "httptools",
+                "starlette",
+            )
+            if _installed(name)
+        }
+        versions["nginx"] = _command_version(["nginx", "-v"])
+        versions["wrk"] = _command_version(["wrk", "-v"])
+        versions["PostgreSQL"] = _command_version(["psql", "--version"])
+        versions["Redis"] = _command_version(["redis-server", "--version"])
+        versions["Python"] = platform.python_version()
+        system = f"{platform.system()} {platform.release()}"
+        machine = f"{os.cpu_count()} cores, {platform.machine()}, {system}"
+        self.setup = [
+            f"Virgo: `gunicorn -c virgo/gunicorn.conf.py`, {WORKERS} workers, PostgreSQL and Redis "
+            "as `make serve` runs them; the Redis-backed card rate limit on (limit "
+            f"{NEVER_LIMITING_RATE}, never reached); every security header on.",
+            f"a2a-sdk: `create_agent_card_routes` in Starlette under uvicorn, {WORKERS} workers, "
+            "uvloop + httptools, same card and path.",
+            f"nginx: the same bytes as a static file, {WORKERS} workers, the same headers.",
+            "Access logs off on all three, gunicorn's worker recycling off (as uvicorn's); wrk, "
+            "the servers, PostgreSQL and Redis share the cores.",
+            f"Total run time {elapsed / 60:.1f} min; load average {self.load_at_start:.1f} at the"
+            f" start and {os.getloadavg()[0]:.1f} at the end (the cores are shared with whatever"
+            " else runs: compare ratios, not absolute rates).",
+        ]
+        self.notes = [
+            "Card: each request is one Redis call, a Lua script that counts it against its source "
+            "address and reads the card's token; while the token holds, a web process answers "
+            "200 and 304 from memory with the bytes and headers computed once "
+            "(cards/fastpath.py). A 304 therefore costs what a 200 costs: the round trip.",
+            "stamps_per_s: the factory on one core, writing each file as stamps/storage.py does "
+            "(private temporary file, fsync, hard link, a fsync of each directory it creates: "
+            "3 to 5 fsyncs per stamp); stamps_cpu_per_s is the same without the write.",
+            "Fan-out: a Celery task per batch of VIRGO_RECOMPUTE_BATCH_SIZE personas settles "
+            "them and builds their stamps and cards in bulk; the stamp files are still written "
+            "and fsynced one by one.",
+            "virgo check starts Django and reads, hashes and validates every active stamp file.",
+            "Directory pages are timed in-process (Django test client with a token), so they "
+            "measure the view and its queries, not HTTP.",
+        ]
+        text = report.markdown(
+            date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            machine=machine,
+            versions=versions,
+            setup=self.setup,
+            sections=self.sections,
+            figures=self.figures,
+            targets=TARGETS,
+            notes=self.notes,
+        )
+        if self.args.write:
+            DOC.write_text(text)
+            print(f"\nwrote {DOC.relative_to(ROOT)}")
+        print()
+        print(
+            report.table(
+                ["figure", "value", "target"],
+                [[n, report.format_value(v), TARGETS.get(n, "")] for n, v in self.figures.items()],
+            )
+        )
+        print()
+        print("\n".join(report.figure_lines(self.figures)), flush=True)
+
+    def close(self) -> None:
+        self.procs.stop_all()
+        if not self.args.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _command_version(command: list[str]) -> str:
+    try:
+        finished = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError:
+        return "missing"
+    text = (finished.stdout + finished.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def _raise_on_signal(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--only", default=",".join(SECTIONS), help="card,memory,data,fanout")
+    parser.add_argument("--no-write", dest="write", action="store_false")
+    parser.add_argument("--serve", action="store_true", help="only serve Virgo, for profiling")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args(argv)
+    args.only = set(args.only.split(","))
+    signal.signal(signal.SIGTERM, _raise_on_signal)
+    bench = Bench(args)
+    try:
+        return bench.run()
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
