@@ -286,6 +286,9 @@ def test_one_redis_call_counts_and_reads_the_token(
     address = f"203.0.113.{uuid.uuid4().int % 250 + 1}"
     path = card_path(persona)
     assert [call(app, path, address=address)[0] for _ in range(4)] == [200, 200, 200, 429]
+    # Redis restarted without the script: it is loaded again, and the count goes on.
+    store.redis.script_flush()
+    assert call(app, path, address=address)[0] == 429
     token_key = store.cache.make_key("virgo:card-token:" + str(persona.uuid))
     before = store.redis.get(token_key)
     fastpath.card_changed([persona.uuid])
