@@ -8,6 +8,7 @@ tests) derives from these two modules, so nothing keeps a second list.
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary, Bundle, Mode, Verb
 from personas.models import PersonaClass
@@ -131,6 +132,9 @@ PROJECT_CLASSES = frozenset({PL, CD})
 WHOLE_WORKSPACE = "**"
 
 
+# The matrix and the catalogue are constants, so each lookup below is cached: the validator asks
+# them for every tool of every stamp it checks.
+@cache
 def cell(persona_class: str, bundle: Bundle) -> Cell:
     return MATRIX[bundle][PersonaClass(persona_class)]
 
@@ -139,6 +143,7 @@ def verb_cell(persona_class: str, verb: Verb) -> Cell:
     return cell(persona_class, verb.bundle)
 
 
+@cache
 def class_may_have(persona_class: str, verb_name: str) -> bool:
     verb = VERBS_BY_NAME.get(verb_name)
     if verb is None or (verb.boundary is not None and verb.boundary.is_deny):
@@ -146,11 +151,13 @@ def class_may_have(persona_class: str, verb_name: str) -> bool:
     return verb_cell(persona_class, verb).exposes(verb.mode)
 
 
+@cache
 def allowed_tools(persona_class: str) -> tuple[str, ...]:
     """Every catalogue verb the class may be granted, in catalogue order."""
     return tuple(verb.name for verb in VERBS if class_may_have(persona_class, verb.name))
 
 
+@cache
 def required_tools(persona_class: str) -> tuple[str, ...]:
     """The required-inventory tools the matrix gives the class: its stamp must contain them all."""
     return tuple(
@@ -158,6 +165,7 @@ def required_tools(persona_class: str) -> tuple[str, ...]:
     )
 
 
+@cache
 def access_for(persona_class: str, verb_name: str) -> str:
     """`confirm` for a C cell or a verb crossing a confirm boundary; otherwise `allow`."""
     verb = VERBS_BY_NAME[verb_name]
