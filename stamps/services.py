@@ -7,6 +7,7 @@ whose stamp is stored returns the stored stamp and never rebuilds or rewrites it
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -18,7 +19,7 @@ from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
 from stamps.registry import HANDLERS, HandlerRegistry
-from stamps.storage import StampFileConflict, stamp_path, write_stamp_file
+from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
 from stamps.validation import Code, Problem, StampRejected
 from virgo.bulk import update_each
 
@@ -121,11 +122,12 @@ def build_current_stamps(
     """build_current_stamp for many personas: the same outcomes, a few queries per batch.
 
     One transaction locks every current generation, reads the stored stamps and registered
-    addresses once, writes each new stamp's file as the single path does, then inserts the
-    stamps and records every outcome in bulk. The fan-out calls it once per batch.
+    addresses once, composes every new stamp, writes all their files in one batch
+    (stamps.storage.write_stamp_files), then inserts the stamps and records every outcome in
+    bulk. The fan-out calls it once per batch.
     """
     wanted = {(persona.pk, persona.generation) for persona in personas}
-    outcomes: list[StampOutcome] = []
+    outcomes: dict[int, StampOutcome] = {}
     with transaction.atomic():
         generations = [
             generation
@@ -147,39 +149,34 @@ def build_current_stamps(
                 path__in={generation.composition["address"] for generation in generations}
             ).values_list("path", flat=True)
         )
-        new_stamps: list[CapabilityStamp] = []
+        composed: list[tuple[Generation, CapabilityStamp]] = []
         recorded: list[Generation] = []
         for generation in generations:
             stamp = stored.get(generation.pk)
             if stamp is not None:
                 if not stamp.path.exists():
                     write_stamp_file(stamp.path, stamp.data)
-                outcomes.append(StampOutcome(generation, stamp))
-                continue
-            if generation.standing is False:
-                outcomes.append(
-                    StampOutcome(generation, None, list(generation.not_standing_reasons))
-                )
-                continue
-            try:
-                stamp = _prepare(generation, registry, inputs_registered=registered)
-            except StampRejected as rejected:
-                reasons = [problem.message for problem in rejected.problems]
-                _set_outcome(generation, standing=False, reasons=reasons)
-                outcomes.append(StampOutcome(generation, None, reasons))
+                outcomes[generation.pk] = StampOutcome(generation, stamp)
+            elif generation.standing is False:
+                reasons = list(generation.not_standing_reasons)
+                outcomes[generation.pk] = StampOutcome(generation, None, reasons)
             else:
+                try:
+                    composed.append((generation, _compose(generation, registry, registered)))
+                except StampRejected as rejected:
+                    outcomes[generation.pk] = _set_rejected(generation, rejected)
+                    recorded.append(generation)
+        conflicts = write_stamp_files([(stamp.path, stamp.data) for _, stamp in composed])
+        new_stamps: list[CapabilityStamp] = []
+        for generation, stamp in composed:
+            conflict = conflicts.get(stamp.path)
+            if conflict is None:
                 new_stamps.append(stamp)
-                _set_outcome(
-                    generation,
-                    standing=True,
-                    reasons=[],
-                    stamp_hash=stamp.stamp_hash,
-                    composition_hash=composition_hash(
-                        base_composition_hash=generation.base_composition_hash,
-                        stamp_hash=stamp.stamp_hash,
-                    ),
+                outcomes[generation.pk] = _set_standing(generation, stamp)
+            else:
+                outcomes[generation.pk] = _set_rejected(
+                    generation, _file_conflict(stamp.path, conflict)
                 )
-                outcomes.append(StampOutcome(generation, stamp))
             recorded.append(generation)
         CapabilityStamp.objects.bulk_create(new_stamps)
         update_each(recorded, _OUTCOME_FIELDS)
@@ -191,23 +188,27 @@ def build_current_stamps(
                     generations__in=group, generation=F("generations__number")
                 ).update(standing=standing)
         card_changed([generation.composition["persona"] for generation in recorded])
-    return outcomes
+    return [outcomes[generation.pk] for generation in generations]
 
 
 def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp:
     address = generation.composition["address"]
     registered = set(RegisteredAddress.objects.filter(path=address).values_list("path", flat=True))
-    stamp = _prepare(generation, registry, inputs_registered=registered)
+    stamp = _compose(generation, registry, registered)
+    try:
+        write_stamp_file(stamp.path, stamp.data)
+    except StampFileConflict as conflict:
+        raise _file_conflict(stamp.path, conflict) from None
     stamp.save()
     return stamp
 
 
-def _prepare(
-    generation: Generation, registry: HandlerRegistry, *, inputs_registered: set[str]
+def _compose(
+    generation: Generation, registry: HandlerRegistry, registered: set[str]
 ) -> CapabilityStamp:
-    """Build, validate, canonicalise and hash the stamp, and write its file; the row unsaved."""
+    """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten."""
     inputs = stamp_inputs(generation)
-    if inputs["address"] not in inputs_registered:
+    if inputs["address"] not in registered:
         raise StampRejected(
             [
                 Problem(
@@ -219,20 +220,38 @@ def _prepare(
         )
     document = build_stamp(**inputs, registry=registry)
     data = stamp_bytes(document)
-    persona_uuid = generation.composition["persona"]
-    path = stamp_path(persona_uuid, generation.number)
-    try:
-        write_stamp_file(path, data)
-    except StampFileConflict as conflict:
-        raise StampRejected([Problem(Code.FILE_CONFLICT, str(path), str(conflict))]) from None
     return CapabilityStamp(
         generation=generation,
-        persona_uuid=persona_uuid,
+        persona_uuid=generation.composition["persona"],
         generation_number=generation.number,
         schema_version=document["schema_version"],
         stamp_hash=sha256_hex(data),
         body=data,
     )
+
+
+def _file_conflict(path: Path, conflict: StampFileConflict) -> StampRejected:
+    return StampRejected([Problem(Code.FILE_CONFLICT, str(path), str(conflict))])
+
+
+def _set_rejected(generation: Generation, rejected: StampRejected) -> StampOutcome:
+    reasons = [problem.message for problem in rejected.problems]
+    _set_outcome(generation, standing=False, reasons=reasons)
+    return StampOutcome(generation, None, reasons)
+
+
+def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcome:
+    _set_outcome(
+        generation,
+        standing=True,
+        reasons=[],
+        stamp_hash=stamp.stamp_hash,
+        composition_hash=composition_hash(
+            base_composition_hash=generation.base_composition_hash,
+            stamp_hash=stamp.stamp_hash,
+        ),
+    )
+    return StampOutcome(generation, stamp)
 
 
 _OUTCOME_FIELDS = ["standing", "not_standing_reasons", "stamp_hash", "composition_hash"]

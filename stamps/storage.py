@@ -4,9 +4,15 @@ A file is written once, atomically, and never replaced: the bytes go to a privat
 that is fsynced and then hard-linked into place. A link, unlike a rename, fails when the target
 exists, so two racing writers (a Celery retry and its original) can never swap one file for
 another; the loser finds the file and compares bytes instead.
+
+A batch (the fan-out's, the reconciler's) writes every temporary file, flushes the filesystem
+once, links them all and flushes once more: the same order of durable steps as one file's
+fsyncs, for two flushes per batch instead of three to five fsyncs per file.
 """
 
+import ctypes
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -14,6 +20,7 @@ from django.conf import settings
 STAMP_FILE_NAME = "CAPABILITY-STAMP.json"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class StampFileConflict(Exception):
@@ -31,8 +38,11 @@ def stamp_path(persona_uuid: object, generation: int) -> Path:
     )
 
 
-def _private_dirs(path: Path) -> None:
-    """Create the missing directories of `path` as 0700 (not subject to the umask)."""
+def _private_dirs(path: Path, *, sync: bool = True) -> None:
+    """Create the missing directories of `path` as 0700 (not subject to the umask).
+
+    `sync=False` leaves making them durable to the caller's flush of the whole filesystem.
+    """
     home = Path(settings.VIRGO_HOME)
     home.mkdir(parents=True, exist_ok=True)
     current = home
@@ -43,7 +53,8 @@ def _private_dirs(path: Path) -> None:
         except FileExistsError:
             continue
         os.chmod(current, DIR_MODE)
-        _fsync_dir(current.parent)
+        if sync:
+            _fsync_dir(current.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -59,16 +70,7 @@ def write_stamp_file(path: Path, data: bytes) -> Path:
     if path.exists():
         return _same_or_conflict(path, data)
     _private_dirs(path.parent)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    temporary = _write_temporary(path, data, sync=True)
     try:
         os.link(temporary, path)
     except FileExistsError:
@@ -77,6 +79,77 @@ def write_stamp_file(path: Path, data: bytes) -> Path:
         temporary.unlink()
     _fsync_dir(path.parent)
     return path
+
+
+def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFileConflict]:
+    """write_stamp_file for many files, with two filesystem flushes in all.
+
+    Returns the conflicts by path; every other file is written (or was already there, identical)
+    and durable when this returns.
+    """
+    conflicts: dict[Path, StampFileConflict] = {}
+    pending: list[tuple[Path, bytes, Path]] = []
+    try:
+        for path, data in files:
+            if path.exists():
+                _note_conflict(conflicts, path, data)
+                continue
+            _private_dirs(path.parent, sync=False)
+            pending.append((path, data, _write_temporary(path, data, sync=False)))
+        if not pending:
+            return conflicts
+        _flush_filesystem(Path(settings.VIRGO_HOME))
+        for path, data, temporary in pending:
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                _note_conflict(conflicts, path, data)
+        _flush_filesystem(Path(settings.VIRGO_HOME))
+    finally:
+        for _, _, temporary in pending:
+            temporary.unlink(missing_ok=True)
+    return conflicts
+
+
+def _note_conflict(conflicts: dict[Path, StampFileConflict], path: Path, data: bytes) -> None:
+    try:
+        _same_or_conflict(path, data)
+    except StampFileConflict as conflict:
+        conflicts[path] = conflict
+
+
+def _write_temporary(path: Path, data: bytes, *, sync: bool) -> Path:
+    """A private temporary file beside `path` holding `data`, fsynced unless `sync` is False."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return temporary
+
+
+def _flush_filesystem(directory: Path) -> None:
+    """Make every write to the filesystem holding `directory` durable (Linux syncfs(2)).
+
+    Where the C library has no syncfs, sync(2) flushes every filesystem instead: slower, as safe.
+    """
+    syncfs = getattr(_LIBC, "syncfs", None)
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(directory))
+    finally:
+        os.close(fd)
 
 
 def _same_or_conflict(path: Path, data: bytes) -> Path:

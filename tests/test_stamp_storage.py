@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.test import TestCase
 
 from personas import services
 from personas.models import Generation, Persona
 from personas.publication import publish_generation
 from stamps.models import CapabilityStamp, StampImmutable
-from stamps.services import build_generation_stamp
+from stamps.services import build_current_stamps, build_generation_stamp
 from stamps.storage import stamp_path
 from tests.factories import (
     REVIEWER_VERBS,
@@ -181,3 +182,79 @@ def test_a_pending_generation_has_no_file(virgo_home: Path) -> None:
     assert callbacks
     persona.refresh_from_db()
     assert persona.standing is True
+
+
+def owed_personas(count: int) -> list[Persona]:
+    """Personas whose first stamps are owed: their on-commit work is dropped, not run."""
+    agent = make_agent(make_owner())
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        return [
+            services.persona_create(
+                agent=agent,
+                actor=agent.owner,
+                name=f"Batch {number}",
+                system_prompt="You review.",
+                persona_class="coder-deputy",
+                address=address("work/core/reviewer"),
+                verb_subset=standing_verbs("coder-deputy"),
+                queues=["reviews"],
+            )
+            for number in range(count)
+        ]
+
+
+def test_a_batch_writes_every_file_as_one_write_would(virgo_home: Path) -> None:
+    """V1-STAMP-1, V1-STAMP-2: the fan-out's batch write leaves each file 0600 in 0700
+    directories with exactly the stored bytes, and no temporary file behind."""
+    personas = owed_personas(3)
+    outcomes = build_current_stamps(personas=personas)
+    assert [outcome.standing for outcome in outcomes] == [True, True, True]
+    for persona, outcome in zip(personas, outcomes, strict=True):
+        assert outcome.stamp is not None
+        path = stamp_path(persona.uuid, 1)
+        assert path.read_bytes() == CapabilityStamp.objects.get(persona_uuid=persona.uuid).data
+        assert mode(path) == 0o600
+        for directory in (path.parent, path.parent.parent, path.parent.parent.parent):
+            assert mode(directory) == 0o700, directory
+    assert list(virgo_home.rglob("*.tmp")) == []
+
+
+def test_a_file_in_the_way_fails_only_its_own_generation_in_a_batch(virgo_home: Path) -> None:
+    """V1-STAMP-2: in a batch, a foreign file at one generation's path stays as it was; that
+    generation does not stand and says why, and the others are written and stand."""
+    personas = owed_personas(3)
+    planted = stamp_path(personas[1].uuid, 1)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b'{"planted": true}')
+    outcomes = build_current_stamps(personas=personas)
+    assert [outcome.standing for outcome in outcomes] == [True, False, True]
+    assert "a stamp file is never rewritten" in outcomes[1].reasons[0]
+    assert planted.read_bytes() == b'{"planted": true}'
+    refused = Generation.objects.get(persona=personas[1])
+    assert refused.standing is False
+    assert refused.not_standing_reasons == outcomes[1].reasons
+    assert Persona.objects.get(pk=personas[1].pk).standing is False
+    assert set(CapabilityStamp.objects.values_list("persona_uuid", flat=True)) == {
+        personas[0].uuid,
+        personas[2].uuid,
+    }
+    assert stamp_path(personas[2].uuid, 1).exists()
+    assert list(virgo_home.rglob("*.tmp")) == []
+
+
+def test_an_identical_file_already_there_is_kept_in_a_batch(virgo_home: Path) -> None:
+    """V1-STAMP-2: a batch whose transaction rolled back after its files were written is run
+    again: the files already hold the very bytes, so they are kept and the generations stand."""
+    personas = owed_personas(2)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        build_current_stamps(personas=personas)
+        raise RuntimeError("the worker died before the commit")
+    assert not CapabilityStamp.objects.exists()
+    paths = [stamp_path(persona.uuid, 1) for persona in personas]
+    before = [(path.read_bytes(), path.stat().st_ino) for path in paths]
+    outcomes = build_current_stamps(personas=personas)
+    assert [outcome.standing for outcome in outcomes] == [True, True]
+    assert [(path.read_bytes(), path.stat().st_ino) for path in paths] == before
+    assert [bytes(stamp.data) for stamp in CapabilityStamp.objects.order_by("pk")] == [
+        data for data, _ in before
+    ]
