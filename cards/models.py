@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from personas.models import Persona
@@ -13,6 +14,15 @@ class PublishedCard(models.Model):
     body = models.BinaryField()
     etag = models.CharField(max_length=80)
     last_modified = models.DateTimeField()
+    # The VIRGO_PUBLIC_BASE_URL the card's URLs were rendered with: a card rendered under
+    # another is owed again, like one of an older generation.
+    base_url = models.CharField(max_length=2048, default="")
 
     def __str__(self) -> str:
         return f"card of {self.persona_id} (generation {self.generation})"
+
+    def is_current_for(self, persona: Persona) -> bool:
+        """Whether this card shows `persona.generation` (or newer) at today's base URL."""
+        if self.generation != persona.generation:
+            return self.generation > persona.generation
+        return self.base_url == settings.VIRGO_PUBLIC_BASE_URL

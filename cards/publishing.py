@@ -11,8 +11,9 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Value
+from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -46,9 +47,10 @@ def card_etag(body: bytes) -> str:
 def publish_card(persona: Persona) -> PublishedCard:
     """Store the card of `persona.generation` and return the newest stored card.
 
-    Never replaces a newer generation with an older one: a publisher holding a stale persona
-    (a slow task, an endpoint request that read just before an update) leaves the newer card
-    in place and gets it back.
+    A card rendered under another VIRGO_PUBLIC_BASE_URL is rendered again (a new ETag, a later
+    Last-Modified). Never replaces a newer generation with an older one: a publisher holding a
+    stale persona (a slow task, an endpoint request that read just before an update) leaves
+    the newer card in place and gets it back.
     """
     try:
         return _publish(persona)
@@ -60,16 +62,25 @@ def publish_card(persona: Persona) -> PublishedCard:
 
 def _publish(persona: Persona) -> PublishedCard:
     stored = PublishedCard.objects.filter(persona_id=persona.pk).first()
-    if stored is not None and stored.generation >= persona.generation:
+    if stored is not None and stored.is_current_for(persona):
         return stored
     body = render_card_bytes(persona)
-    fields = {"generation": persona.generation, "body": body, "etag": card_etag(body)}
+    fields = {
+        "generation": persona.generation,
+        "body": body,
+        "etag": card_etag(body),
+        "base_url": settings.VIRGO_PUBLIC_BASE_URL,
+    }
     now = timezone.now().replace(microsecond=0)
     if stored is None:
         created = _create(persona, fields, now)
         if created is not None:
             return created
-    PublishedCard.objects.filter(persona_id=persona.pk, generation__lt=persona.generation).update(
+    PublishedCard.objects.filter(
+        Q(generation__lt=persona.generation)
+        | Q(generation=persona.generation) & ~Q(base_url=settings.VIRGO_PUBLIC_BASE_URL),
+        persona_id=persona.pk,
+    ).update(
         **fields,
         last_modified=Greatest(
             Value(now, output_field=DateTimeField()),
@@ -103,7 +114,7 @@ def _publish_many(personas: Sequence[Persona]) -> None:
         owed = [
             persona
             for persona in personas
-            if persona.pk not in stored or stored[persona.pk].generation < persona.generation
+            if persona.pk not in stored or not stored[persona.pk].is_current_for(persona)
         ]
         generations = {
             (generation.persona_id, generation.number): generation
@@ -125,8 +136,9 @@ def _publish_many(personas: Sequence[Persona]) -> None:
                 card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
                 replaced.append(card)
             card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
+            card.base_url = settings.VIRGO_PUBLIC_BASE_URL
         PublishedCard.objects.bulk_create(created)
-        update_each(replaced, ["generation", "body", "etag", "last_modified"])
+        update_each(replaced, ["generation", "body", "etag", "base_url", "last_modified"])
 
 
 def _create(persona: Persona, fields: dict[str, object], now: datetime) -> PublishedCard | None:

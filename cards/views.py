@@ -36,6 +36,7 @@ _CARD_COLUMNS = (
     "published_card__body",
     "published_card__etag",
     "published_card__last_modified",
+    "published_card__base_url",
 )
 
 
@@ -108,9 +109,9 @@ def _current_card(persona: Persona) -> PublishedCard:
         card: PublishedCard | None = persona.published_card
     except PublishedCard.DoesNotExist:
         card = None
-    if card is None or card.generation < persona.generation:
+    if card is None or not card.is_current_for(persona):
         # The task that follows every change publishes the card; this covers a request that
-        # arrives before it has run.
+        # arrives before it has run, and the first request after the base URL changed.
         card = publish_card(persona)
     return card
 

@@ -1,13 +1,14 @@
 """The reconciler: the slow, sure path behind the Celery fast path.
 
-Nothing is lost between the database and the queue because the database alone says what is owed.
-A change commits, in the same transaction as the persona itself, a new Generation whose `standing`
-is None: that row is the durable marker of a stamp owed. A persona whose published card is older
-than its generation, or missing, is owed a card. A persona whose skills were derived from an older
-revision of the verb->skill map than the current one is owed a recompute. The task queued on
-commit normally pays all of these within moments; when it could not be queued (the broker was
-down) or died on the way (a worker killed), the marker stays, and the reconciler (Celery beat,
-`manage.py reconcile`) finds it and calls the same idempotent settle and publish functions.
+Nothing is lost between the database and the queue because the database alone says what is owed. A
+change commits, in the same transaction as the persona itself, a new Generation whose `standing` is
+None: that row is the durable marker of a stamp owed. A persona whose published card is older than
+its generation, rendered under another public base URL, or missing, is owed a card. A persona whose
+skills were derived from an older revision of the verb->skill map than the current one is owed a
+recompute. The task queued on commit normally pays all of these within moments; when it could not be
+queued (the broker was down) or died on the way (a worker killed), the marker stays, and the
+reconciler (Celery beat, `manage.py reconcile`) finds it and calls the same idempotent settle and
+publish functions.
 
 Only a persona's current generation is owed a stamp: a generation superseded before its stamp
 was built will never be the one a runtime reads.
@@ -49,7 +50,9 @@ def owed_personas(*, settled_before: datetime | None = None) -> QuerySet[Persona
     if settled_before is not None:
         current = current.filter(created_at__lt=settled_before)
     card_is_current = PublishedCard.objects.filter(
-        persona=OuterRef("pk"), generation__gte=OuterRef("generation")
+        persona=OuterRef("pk"),
+        generation__gte=OuterRef("generation"),
+        base_url=settings.VIRGO_PUBLIC_BASE_URL,
     )
     return (
         Persona.objects.filter(Exists(current))

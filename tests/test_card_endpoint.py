@@ -444,3 +444,28 @@ def test_delisting_takes_the_card_off_the_public_path(reviewer: Persona, owner: 
     """S9-AUTH-1, S9-DISC-1: discoverability is the owner's switch for the public card."""
     persona_set_discoverable(persona=reviewer, actor=owner, discoverable=False, via="test")
     assert Client().get(card_path(reviewer)).status_code == 404
+
+
+def test_a_new_public_base_url_renders_the_cards_again(reviewer: Persona, settings: Any) -> None:
+    """S9-URL-1: the card's url follows VIRGO_PUBLIC_BASE_URL after it changes, though the
+    persona did not: the stored card is owed again, the reconciler lists it, and the first
+    request after the change serves a new card under new validators."""
+    from personas.reconciliation import owed_personas
+
+    before = Client().get(card_path(reviewer))
+    assert owed_personas().filter(pk=reviewer.pk).exists() is False
+    settings.VIRGO_PUBLIC_BASE_URL = "https://cards.example.net"
+    assert owed_personas().filter(pk=reviewer.pk).exists() is True
+    after = Client().get(card_path(reviewer), headers={"If-None-Match": before["ETag"]})
+    assert after.status_code == 200
+    card = json.loads(after.content)
+    assert card["supportedInterfaces"][0]["url"] == f"https://cards.example.net/a/{reviewer.uuid}/"
+    assert BASE_URL not in after.content.decode()
+    assert after["ETag"] != before["ETag"]
+    assert after["Last-Modified"] != before["Last-Modified"]
+    stored = PublishedCard.objects.get(persona=reviewer)
+    assert (stored.generation, stored.base_url) == (
+        reviewer.generation,
+        "https://cards.example.net",
+    )
+    assert owed_personas().filter(pk=reviewer.pk).exists() is False
