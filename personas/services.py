@@ -5,12 +5,10 @@ Each function validates before it saves, runs in one transaction, and queues fol
 with transaction.on_commit so a task never sees uncommitted state.
 """
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import rfc8785
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -32,6 +30,7 @@ from personas.models import (
     Skill,
     SkillMapRevision,
 )
+from stamps.canonical import canonical_bytes, sha256_hex
 from virgo.bulk import update_each
 
 User = AbstractBaseUser | AnonymousUser
@@ -92,7 +91,7 @@ def composition_of(persona: Persona) -> dict[str, Any]:
         "agent": persona.agent_id,
         "name": persona.name,
         "description": persona.description,
-        "system_prompt_sha256": hashlib.sha256(persona.system_prompt.encode()).hexdigest(),
+        "system_prompt_sha256": sha256_hex(persona.system_prompt.encode()),
         "verb_subset": sorted(persona.verb_subset),
         "queues": sorted(persona.queues),
         "skills": list(persona.skills),
@@ -109,7 +108,8 @@ def composition_of(persona: Persona) -> dict[str, Any]:
 
 
 def composition_hash(composition: dict[str, Any]) -> str:
-    return hashlib.sha256(rfc8785.dumps(composition)).hexdigest()
+    """SHA-256 of the composition's RFC 8785 bytes (the C encoder where that is byte-identical)."""
+    return sha256_hex(canonical_bytes(composition))
 
 
 def _identity_of(user: Any) -> OwnerIdentity:
