@@ -50,6 +50,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from virgo.clients import client_address
+
 # The UUID converter's own pattern, so the fast path claims exactly the URLs the view serves.
 CARD_PATH = re.compile(
     r"/a/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
@@ -235,7 +237,7 @@ def count_card_request(request: HttpRequest, persona: str) -> Usage:
 
 def count(environ: dict[str, Any], persona: str) -> Usage:
     limit, window = parse_rate(settings.VIRGO_CARD_RATE_LIMIT)
-    address = client_key(environ.get("REMOTE_ADDR", ""))
+    address = client_key(client_address(environ))
     requests, ttl, token = _shared().count_and_token(address, persona, window)
     return Usage(limited=requests > limit, retry_after=max(ttl, 1), token=token)
 

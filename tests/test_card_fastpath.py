@@ -221,6 +221,23 @@ def test_every_request_counts_once_whichever_path_answers_it(
     assert call(app, path, address="192.0.2.9")[0] == 200
 
 
+def test_behind_a_trusted_proxy_each_client_has_its_own_budget(
+    app: Any, persona: Persona, settings: Any
+) -> None:
+    """S9-RL-1: the per-IP limit counts the client the trusted proxy forwarded for, on the
+    memory path as on the view's; the proxy's own address is no shared budget."""
+    settings.VIRGO_CARD_RATE_LIMIT = "2/m"
+    settings.VIRGO_TRUSTED_PROXIES = ["10.0.0.0/8"]
+    path = card_path(persona)
+
+    def via_proxy(client: str) -> int:
+        return call(app, path, address="10.0.0.5", headers={"X-Forwarded-For": client})[0]
+
+    assert [via_proxy("203.0.113.1") for _ in range(3)] == [200, 200, 429]
+    assert via_proxy("203.0.113.2") == 200
+    assert via_proxy("192.0.2.1, 203.0.113.1") == 429
+
+
 def test_a_host_django_refuses_is_refused_from_memory_too(app: Any, persona: Persona) -> None:
     """ALLOWED_HOSTS holds on the fast path: the full stack answers 400."""
     assert call(app, card_path(persona))[0] == 200

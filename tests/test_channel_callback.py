@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -123,6 +124,36 @@ def test_bodies_are_bounded_and_only_post_is_accepted(hub: Hub, settings) -> Non
     response = post(body, sign(secret=SECRET, body=body))
     assert (response.status_code, response.json()["error"]) == (413, "payload_too_large")
     assert Client().get(URL).status_code == 405
+
+
+@pytest.mark.django_db
+def test_callbacks_are_rate_limited_per_address_before_any_work(hub: Hub, settings) -> None:
+    """A flood from one address gets 429 with Retry-After before its body is read or its
+    signature checked; the request held for a decision stays pending, other senders go on."""
+    cache.clear()
+    settings.VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = "2/m"
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+
+    def from_address(address: str, payload: bytes) -> Any:
+        return Client(REMOTE_ADDR=address).post(
+            URL, payload, content_type="application/json", headers={HEADER: "t=1,v1=00"}
+        )
+
+    flood = [from_address("198.51.100.9", b"{}").status_code for _ in range(2)]
+    assert flood == [401, 401]
+    limited = Client(REMOTE_ADDR="198.51.100.9").post(
+        URL, body, content_type="application/json", headers=headers
+    )
+    assert (limited.status_code, limited.json()["error"]) == (429, "rate_limited")
+    assert 1 <= int(limited["Retry-After"]) <= 60
+    assert still_pending(cid)
+    answered = Client(REMOTE_ADDR="198.51.100.10").post(
+        URL, body, content_type="application/json", headers=headers
+    )
+    assert answered.status_code == 200
+    assert not still_pending(cid)
+    cache.clear()
 
 
 @pytest.mark.live

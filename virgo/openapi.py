@@ -319,6 +319,12 @@ def _channel_callback() -> dict[str, Any]:
                 "(the callback's refusal) and by the site-wide body limit (the middleware's).",
                 "content": _content({"anyOf": [refusal, _ref("PayloadTooLarge")]}),
             },
+            "429": {
+                **refused(
+                    "Too many callbacks from this address (VIRGO_CHANNEL_CALLBACK_RATE_LIMIT)."
+                ),
+                "headers": copy.deepcopy(RETRY_AFTER),
+            },
         },
     }
 

@@ -5,6 +5,7 @@ eagerly in-process, a local-memory cache. Setting DATABASE_URL and REDIS_URL swi
 production shape (PostgreSQL, Redis-backed Celery and cache) without code changes.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -62,6 +63,7 @@ VIRGO_CARD_RATE_LIMIT = env_str("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
+VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_str("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
 VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
 # The longest a web process keeps a card it has not seen change (a safety net: changes replace
 # the card's token in Redis, and the next request reloads; see cards.fastpath).
@@ -157,6 +159,17 @@ else:
 
 RATELIMIT_USE_CACHE = "default"
 RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
+# Per-address limits count the client behind the reverse proxies named here (virgo.clients):
+# addresses or networks whose X-Forwarded-For is believed. Empty: REMOTE_ADDR is the client.
+VIRGO_TRUSTED_PROXIES = env_list("VIRGO_TRUSTED_PROXIES")
+for _proxy in VIRGO_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"VIRGO_TRUSTED_PROXIES: {_proxy!r} is not an IP address or network"
+        ) from None
+RATELIMIT_IP_META_KEY = "virgo.clients.client_ip"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
