@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from channel import services
 from channel.models import AuthoritySurface, Delivery
 from personas.selectors import is_moderator
+from virgo.admin_permissions import NoEditsMixin
 
 
 def _staff(request: HttpRequest) -> bool:
@@ -17,7 +18,7 @@ def _staff(request: HttpRequest) -> bool:
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(NoEditsMixin, admin.ModelAdmin):
     """Read-only: every row is written by the runtime."""
 
     list_display = ("correlation_id", "kind", "tool_name", "persona", "binding", "status", "reason")
@@ -40,15 +41,6 @@ class DeliveryAdmin(admin.ModelAdmin):
         return _staff(request) and (
             obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(AuthoritySurface)

@@ -38,6 +38,7 @@ from personas.forms import (
 from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, RegisteredAddress, Skill
 from personas.ratelimits import mutation_retry_after
 from stamps.admin import GenerationInline, StampAdminMixin
+from virgo.admin_permissions import NoEditsMixin
 
 
 def _is_staff(request: HttpRequest) -> bool:
@@ -190,7 +191,7 @@ class AgentAdmin(OwnedAdmin):
 # Personas ---------------------------------------------------------------------------------------
 
 
-class AuditInline(admin.TabularInline):
+class AuditInline(NoEditsMixin, admin.TabularInline):
     """Who changed this persona's listing or narrowed it, when, from what, to what. Read-only."""
 
     model = AuditEvent
@@ -208,15 +209,6 @@ class AuditInline(admin.TabularInline):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _is_staff(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:
@@ -567,7 +559,7 @@ class OwnerIdentityAdmin(OwnedAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
     """Read-only: an audit trail is never edited."""
 
     list_display = ("at", "kind", "actor", "persona", "agent", "change")
@@ -586,15 +578,6 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _is_staff(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:

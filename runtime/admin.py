@@ -41,13 +41,14 @@ from runtime.models import (
     Webhook,
     WebhookDelivery,
 )
+from virgo.admin_permissions import NoEditsMixin
 
 
 def _is_staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(NoEditsMixin, admin.ModelAdmin):
     show_full_result_count = False
     list_per_page = 50
 
@@ -58,15 +59,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return _is_staff(request) and (
             obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def decisions_visible_to(user: Any) -> QuerySet[DecisionRecord]:
@@ -230,19 +222,10 @@ def _owned_by(user: Any, queryset: QuerySet[Any], path: str) -> QuerySet[Any]:
     return queryset.filter(**{path: user})
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(NoEditsMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(CoordinationMessage)

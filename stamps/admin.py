@@ -23,6 +23,7 @@ from django.utils.html import format_html, format_html_join
 from personas.models import Generation, Persona
 from stamps.canonical import sha256_hex
 from stamps.selectors import may_view_stamps, stamp_diff, stamp_document
+from virgo.admin_permissions import NoEditsMixin
 
 
 def _stamp_url(
@@ -39,7 +40,7 @@ def _stamp_url(
     )
 
 
-class GenerationInline(admin.TabularInline):
+class GenerationInline(NoEditsMixin, admin.TabularInline):
     """Every generation of the persona: number, time, hashes, standing or why not. Read-only."""
 
     model = Generation
@@ -59,15 +60,6 @@ class GenerationInline(admin.TabularInline):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return isinstance(obj, Persona) and may_view_stamps(request.user, obj)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="standing")
     def standing_state(self, generation: Generation) -> str:
