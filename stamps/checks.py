@@ -26,7 +26,7 @@ from django.db.models import F
 
 from personas.models import Generation
 from stamps.canonical import MalformedStamp, parse_strict, sha256_hex
-from stamps.projections import name_the_same_tools, project
+from stamps.projections import name_the_same_tools, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
 from stamps.validation import Code, schema_problems, semantic_problems
@@ -159,7 +159,7 @@ def stamp_file_messages(
                 id=_CODE_IDS.get(problem.code, "virgo.E007"),
             )
         )
-    if not name_the_same_tools(project(data)):
+    if not name_the_same_tools(projections_of(document)):
         messages.append(
             Error(
                 f"{who}: the MCP tool list, handler table and launcher allowlist do not name "

@@ -79,7 +79,11 @@ def launcher_allowlist(data: bytes) -> tuple[str, ...]:
 
 
 def project(data: bytes) -> Projections:
-    document = parse_strict(data)
+    return projections_of(parse_strict(data))
+
+
+def projections_of(document: dict[str, Any]) -> Projections:
+    """The three consumers' views of a document already parsed from a stamp file's bytes."""
     return Projections(mcp_tools_of(document), handlers_of(document), allowlist_of(document))
 
 
