@@ -32,7 +32,7 @@ run: install
 	VIRGO_EMBEDDED=1 $(PY) manage.py load_demo
 	VIRGO_EMBEDDED=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
-# The production shape: gunicorn + WhiteNoise, a Celery worker and beat, PostgreSQL and Redis
+# The production shape: virgo-web (granian) + WhiteNoise, a Celery worker and beat, PostgreSQL and Redis
 # (private local ones unless DATABASE_URL / REDIS_URL are set). Ctrl-C stops it all.
 serve: install
 	PORT=$(PORT) VIRGO_PYTHON=$(PY) scripts/serve

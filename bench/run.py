@@ -1,6 +1,6 @@
 """`make bench`: measure Virgo's hot paths beside the a2a-sdk card route and nginx (issue 7).
 
-Starts everything it needs in a private temporary directory (PostgreSQL, Redis, gunicorn,
+Starts everything it needs in a private temporary directory (PostgreSQL, Redis, virgo-web,
 uvicorn, nginx, Celery workers), loads only 127.0.0.1, stops every process it started (also on
 Ctrl-C or an error), prints a table, writes docs/benchmarks.md and ends with one `name=value`
 line per figure.
@@ -161,14 +161,12 @@ class Bench:
             "WEB_CONCURRENCY": str(workers),
             "VIRGO_BIND": f"127.0.0.1:{self.web_port}",
             # No access log on any of the three servers: it would measure log formatting. No
-            # worker recycling either (uvicorn's default): a run sends each worker ~100k requests.
-            "GUNICORN_ACCESS_LOG": "",
-            "GUNICORN_MAX_REQUESTS": "0",
+            # worker recycling either (uvicorn's default): the memory figure is one worker's.
+            "WEB_ACCESS_LOG": "0",
+            "WEB_WORKER_MAX_RSS": "0",
             **(extra or {}),
         }
-        process = self.procs.start(
-            "gunicorn", [str(BIN / "gunicorn"), "-c", "virgo/gunicorn.conf.py"], env=env, cwd=ROOT
-        )
+        process = self.procs.start("virgo-web", [str(BIN / "virgo-web")], env=env, cwd=ROOT)
         wait_http(f"http://127.0.0.1:{self.web_port}/healthz", process=process)
         return process
 
@@ -310,7 +308,7 @@ class Bench:
         self.sections.append(
             (
                 "Memory",
-                "One gunicorn worker (recycling off) after 1k card requests and after 100k "
+                "One virgo-web worker (recycling off) after 1k card requests and after 100k "
                 "(of every 8: 4 answered 200, 3 answered 304, 1 a 404 for a random id; "
                 f"{time.monotonic() - started:.0f} s): RSS {after_1k / 1024:.1f} MiB -> "
                 f"{after_100k / 1024:.1f} MiB.",
@@ -652,7 +650,7 @@ class Bench:
         url = f"http://127.0.0.1:{self.web_port}{self.fleet.template.card_path}"
         (self.work / "env.json").write_text(json.dumps(self.env))
         print(f"environment in {self.work / 'env.json'}")
-        print(f"serving {url} (gunicorn pid {process.pid}); Ctrl-C stops", flush=True)
+        print(f"serving {url} (virgo-web pid {process.pid}); Ctrl-C stops", flush=True)
         process.wait()
         return 0
 
@@ -676,7 +674,7 @@ class Bench:
             name: metadata.version(name)
             for name in (
                 "Django",
-                "gunicorn",
+                "granian",
                 "redis",
                 "hiredis",
                 "psycopg",
@@ -697,13 +695,13 @@ class Bench:
         system = f"{platform.system()} {platform.release()}"
         machine = f"{os.cpu_count()} cores, {platform.machine()}, {system}"
         self.setup = [
-            f"Virgo: `gunicorn -c virgo/gunicorn.conf.py`, {WORKERS} workers, PostgreSQL and Redis "
-            "as `make serve` runs them; the Redis-backed card rate limit on (limit "
+            f"Virgo: `virgo-web` (granian, WSGI), {WORKERS} workers of 4 threads, PostgreSQL and "
+            "Redis as `make serve` runs them; the Redis-backed card rate limit on (limit "
             f"{NEVER_LIMITING_RATE}, never reached); every security header on.",
             f"a2a-sdk: `create_agent_card_routes` in Starlette under uvicorn, {WORKERS} workers, "
             "uvloop + httptools, same card and path.",
             f"nginx: the same bytes as a static file, {WORKERS} workers, the same headers.",
-            "Access logs off on all three, gunicorn's worker recycling off (as uvicorn's); wrk, "
+            "Access logs off on all three, virgo-web's worker recycling off (as uvicorn's); wrk, "
             "the servers, PostgreSQL and Redis share the cores.",
             f"Total run time {elapsed / 60:.1f} min; load average {self.load_at_start:.1f} at the"
             f" start and {os.getloadavg()[0]:.1f} at the end (the cores are shared with whatever"

@@ -6,6 +6,7 @@ the tests that need it. Run by hand without them, those tests skip and say what 
 """
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -216,41 +217,34 @@ class CeleryProcesses:
             process.stop()
 
 
-class Gunicorn:
-    """`gunicorn -c virgo/gunicorn.conf.py`, the deployed web processes, on a free port.
+class WebServer:
+    """`virgo-web` (virgo.web: granian serving virgo.wsgi), the deployed web processes, on a
+    free port. Its access lines name the worker process that served each request."""
 
-    Its access log names the worker process that served each request: `<pid> <status> <path>`.
-    """
+    ACCESS_LINE = re.compile(r'^\[[^]]+\] (\d+) \S+ "[A-Z]+ (\S+) HTTP/[\d.]+" \d{3} ')
 
     def __init__(self, directory: Path, env: dict[str, str]) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = {**env, "VIRGO_BIND": f"127.0.0.1:{self.port}"}
-        self.log = directory / "gunicorn.log"
-        self.access_log = directory / "access.log"
+        self.log = directory / "web.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("gunicorn")),
-                    "-c",
-                    "virgo/gunicorn.conf.py",
-                    f"--access-logfile={self.access_log}",
-                    "--access-logformat=%(p)s %(s)s %(U)s",
-                ],
+                [sys.executable, "-m", "virgo.web"],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        wait_until(self._answers, what=f"gunicorn to answer /healthz; see {self.log}")
+        wait_until(self._answers, what=f"virgo-web to answer /healthz; see {self.log}")
 
     def _answers(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise AssertionError(f"gunicorn exited:\n{self.log.read_text()}")
+            raise AssertionError(f"virgo-web exited:\n{self.log.read_text()}")
         try:
             return httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200
         except httpx.TransportError:
@@ -258,10 +252,10 @@ class Gunicorn:
 
     def workers_that_served(self, path: str) -> set[str]:
         served = set()
-        for line in self.access_log.read_text().splitlines():
-            pid, _, served_path = line.split(" ", 2)
-            if served_path == path:
-                served.add(pid)
+        for line in self.log.read_text().splitlines():
+            match = self.ACCESS_LINE.match(line)
+            if match and match.group(2) == path:
+                served.add(match.group(1))
         return served
 
     def stop(self) -> None:

@@ -100,7 +100,7 @@ def test_the_report_names_date_machine_versions_and_every_figure() -> None:
         date="2026-11-30 08:00 UTC",
         machine="2 cores",
         versions={"Django": "6.1.3", "nginx": "nginx/1.22.1"},
-        setup=["Virgo: gunicorn"],
+        setup=["Virgo: virgo-web"],
         sections=[("Card GET", "a table")],
         figures={"card_get_vs_a2a_sdk": 1.5, "worker_rss_growth": 1.01},
         targets={"card_get_vs_a2a_sdk": ">= 1.5"},

@@ -53,7 +53,7 @@ def send(body: io.BytesIO, **environ: Any) -> Any:
 
 
 def chunked(body: bytes) -> dict[str, Any]:
-    """A chunked request from a server that ends the input at the end of the body (gunicorn)."""
+    """A chunked request from a server that ends the input at the end of the body (granian)."""
     return {
         "wsgi.input": io.BytesIO(body),
         "HTTP_TRANSFER_ENCODING": "chunked",

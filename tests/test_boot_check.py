@@ -1,7 +1,12 @@
 """Boot validation: the virgo.E0xx system checks over every active stamp file."""
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +22,7 @@ from stamps.checks import active_stamp_messages, refuse_to_start_worker, require
 from stamps.models import CapabilityStamp
 from stamps.registry import HandlerRegistry
 from tests.factories import make_agent, make_owner, make_persona, update_persona
+from tests.live import REPO, free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -193,27 +199,52 @@ def test_servers_and_workers_refuse_to_start(persona: Persona) -> None:
         refuse_to_start_worker()
 
 
-def gunicorn_on_starting() -> Callable[[object], None]:
-    """The `on_starting` hook of the web servers' gunicorn configuration file."""
-    import runpy
-    from pathlib import Path
-
-    import virgo
-
-    config = Path(virgo.__file__).with_name("gunicorn.conf.py")
-    return runpy.run_path(str(config))["on_starting"]
-
-
 def test_the_web_server_refuses_to_start_on_a_broken_stamp(
     persona: Persona, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """V1-BOOT-1: gunicorn's master runs the boot validation before it forks any worker."""
+    """V1-BOOT-1: virgo-web runs the boot validation before it binds a socket."""
     from django.db import connections
 
-    # The hook closes the master's connections before forking; here that would be the test's own.
+    from virgo.web import require_valid_stamps_before_serving
+
+    # It closes its connections before granian forks workers; here they are the test's own.
     monkeypatch.setattr(connections, "close_all", lambda: None)
-    on_starting = gunicorn_on_starting()
-    on_starting(None)
+    require_valid_stamps_before_serving()
     stamp_of(persona).path.unlink()
     with pytest.raises(SystemCheckError, match=rf"virgo\.E001.*{persona.uuid}"):
-        on_starting(None)
+        require_valid_stamps_before_serving()
+
+
+@pytest.mark.live
+def test_virgo_web_exits_naming_the_stamp_and_never_listens(tmp_path: Path) -> None:
+    """V1-BOOT-1: the real command, on an installation whose active stamp file was removed,
+    exits non-zero with the error and the persona, and nothing ever answers on its port."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "virgo.settings",
+        "VIRGO_EMBEDDED": "1",
+        "VIRGO_HOME": str(tmp_path),
+    }
+    for variable in ("DATABASE_URL", "REDIS_URL"):
+        env.pop(variable, None)
+    for command in (["migrate", "--noinput", "-v", "0"], ["load_demo"]):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command], cwd=REPO, env=env, capture_output=True
+        )
+        assert done.returncode == 0, done.stderr
+    removed = next((tmp_path / "personas").rglob("CAPABILITY-STAMP.json"))
+    removed.unlink()
+    persona_uuid = removed.relative_to(tmp_path / "personas").parts[0]
+    port = free_port()
+    started = subprocess.run(
+        [sys.executable, "-m", "virgo.web"],
+        cwd=REPO,
+        env={**env, "VIRGO_BIND": f"127.0.0.1:{port}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode != 0
+    assert "virgo.E001" in started.stderr and persona_uuid in started.stderr
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
+        pass

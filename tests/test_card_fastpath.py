@@ -1,6 +1,6 @@
 """The card's WSGI fast path (cards.fastpath): same answers as the full stack, never stale.
 
-Requests go through `PublicCardFastPath` in front of Django's own WSGI handler, as gunicorn
+Requests go through `PublicCardFastPath` in front of Django's own WSGI handler, as virgo-web
 calls virgo.wsgi.application: the first request for a card reaches the view, later ones are
 answered from the process's memory while the card's token holds.
 """

@@ -1,4 +1,4 @@
-"""The per-IP card rate limit holds across several gunicorn workers that share one Redis."""
+"""The per-IP card rate limit holds across several web worker processes that share one Redis."""
 
 import os
 import secrets
@@ -16,7 +16,7 @@ from django_ratelimit.core import get_usage
 from cards.views import RATE_LIMIT_GROUP
 from personas.models import Persona
 from tests.factories import make_agent, make_owner, make_persona
-from tests.live import Gunicorn, RedisServer, current_database_url
+from tests.live import RedisServer, WebServer, current_database_url
 
 pytestmark = [
     pytest.mark.live,
@@ -52,15 +52,15 @@ def loopback_address_with_time_left(seconds: int) -> str:
 
 
 def get_from(address: str, url: str) -> int:
-    # Sync workers close every connection, so each request is accepted by whichever worker
-    # is free; binding the client to `address` makes it the request's source IP.
+    # A new connection per request, so each is accepted by whichever worker takes it; binding
+    # the client to `address` makes it the request's source IP.
     transport = httpx.HTTPTransport(local_address=address)
     with httpx.Client(transport=transport, timeout=30) as client:
         return client.get(url).status_code
 
 
 @pytest.fixture
-def web(tmp_path: Path, private_redis: RedisServer) -> Iterator[Gunicorn]:
+def web(tmp_path: Path, private_redis: RedisServer) -> Iterator[WebServer]:
     """Several web processes on the test database, sharing a Redis for their cache."""
     local_switches = {"VIRGO_EMBEDDED", "DEBUG", "CELERY_TASK_ALWAYS_EAGER"}
     env = {key: value for key, value in os.environ.items() if key not in local_switches}
@@ -75,12 +75,12 @@ def web(tmp_path: Path, private_redis: RedisServer) -> Iterator[Gunicorn]:
         "SECURE_SSL_REDIRECT": "0",
         "WEB_CONCURRENCY": str(WORKERS),
     }
-    server = Gunicorn(tmp_path, env)
+    server = WebServer(tmp_path, env)
     yield server
     server.stop()
 
 
-def test_sixty_card_requests_a_minute_per_ip_across_several_workers(web: Gunicorn) -> None:
+def test_sixty_card_requests_a_minute_per_ip_across_several_workers(web: WebServer) -> None:
     """S9-RL-1: exactly 60 requests per minute per source IP, counted in the shared Redis,
     however the requests spread over the web processes; another IP is served meanwhile."""
     persona: Persona = make_persona(make_agent(make_owner()), discoverable=True)

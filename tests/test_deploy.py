@@ -1,5 +1,5 @@
-"""The deployed shape: production settings pass Django's deploy checks, and gunicorn with
-WhiteNoise serves the app and its static files from several workers."""
+"""The deployed shape: production settings pass Django's deploy checks, and virgo-web (granian)
+with WhiteNoise serves the app and its static files from several workers."""
 
 import json
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.live import REPO, Gunicorn
+from tests.live import REPO, WebServer
 
 
 def production_env(**extra: str) -> dict[str, str]:
@@ -57,9 +57,9 @@ def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_pa
 
 
 @pytest.fixture(scope="module")
-def gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """gunicorn with two workers on production settings, behind a (pretend) TLS proxy."""
-    home = tmp_path_factory.mktemp("gunicorn")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """virgo-web with two workers on production settings, behind a (pretend) TLS proxy."""
+    home = tmp_path_factory.mktemp("web")
     env = production_env(
         VIRGO_HOME=str(home), ALLOWED_HOSTS="127.0.0.1", SECURE_PROXY_SSL_HEADER="1"
     )
@@ -68,18 +68,18 @@ def gunicorn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
     del env["REDIS_URL"]
     collected = manage("collectstatic", "--noinput", "-v", "0", env=env)
     assert collected.returncode == 0, collected.stderr
-    server = Gunicorn(home, env)
+    server = WebServer(home, env)
     server.start()
     yield server.base_url, home
     server.stop()
-    assert server.log.read_text().count("Booting worker with pid") == 2
+    assert server.log.read_text().count("Started worker-") == 2
 
 
 @pytest.mark.live
-def test_gunicorn_serves_hashed_static_files_for_ever_with_the_security_headers(
-    gunicorn: tuple[str, Path],
+def test_static_files_are_served_hashed_for_ever_with_the_security_headers(
+    web: tuple[str, Path],
 ) -> None:
-    base, home = gunicorn
+    base, home = web
     manifest = json.loads((home / "static" / "staticfiles.json").read_text())
     hashed = manifest["paths"]["admin/css/base.css"]
     assert hashed != "admin/css/base.css"
@@ -93,10 +93,10 @@ def test_gunicorn_serves_hashed_static_files_for_ever_with_the_security_headers(
 
 
 @pytest.mark.live
-def test_gunicorn_redirects_plain_http_to_https_except_for_the_probes(
-    gunicorn: tuple[str, Path],
+def test_plain_http_is_redirected_to_https_except_for_the_probes(
+    web: tuple[str, Path],
 ) -> None:
-    base, _ = gunicorn
+    base, _ = web
     page = httpx.get(f"{base}/admin/login/")
     assert page.status_code == 301
     assert page.headers["Location"].startswith("https://127.0.0.1")

@@ -2,8 +2,8 @@
 
 Regression: on PostgreSQL a `sessionid` cookie with a NUL byte reached the session lookup and
 PostgreSQL refused the query, so every page that consults the session answered 500, the public
-card endpoint for an unlisted or unknown persona among them. (gunicorn already refuses a header
-with a NUL byte with 400; Django's own servers pass it on.)
+card endpoint for an unlisted or unknown persona among them. (Whether a header with a NUL byte
+reaches Django at all depends on the server in front; Django's own servers pass it on.)
 """
 
 from typing import Any

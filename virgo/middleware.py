@@ -27,7 +27,7 @@ class BodySizeLimitMiddleware:
     A declared Content-Length is checked without reading. A chunked body has no length up
     front, and Django would otherwise treat it as empty; it is read here up to the limit, and
     the counted bytes are handed on as the request body. That needs a server that ends the
-    input stream at the end of the body (`wsgi.input_terminated`, as gunicorn and mod_wsgi
+    input stream at the end of the body (`wsgi.input_terminated`, as granian, gunicorn and mod_wsgi
     set); on any other server a chunked body is refused with 411 rather than read as empty.
     """
 
