@@ -38,23 +38,31 @@ def stamp_path(persona_uuid: object, generation: int) -> Path:
     )
 
 
-def _private_dirs(path: Path, *, sync: bool = True) -> None:
-    """Create the missing directories of `path` as 0700 (not subject to the umask).
+def _private_dirs(directory: Path, *, sync: bool = True) -> bool:
+    """Create `directory` and its missing parents below VIRGO_HOME as 0700 (whatever the umask).
 
-    `sync=False` leaves making them durable to the caller's flush of the whole filesystem.
+    True when `directory` itself was created here, so it is empty. The common case (a persona's
+    next generation) costs one mkdir. `sync=False` leaves making the new entries durable to the
+    caller's flush of the whole filesystem.
     """
-    home = Path(settings.VIRGO_HOME)
-    home.mkdir(parents=True, exist_ok=True)
-    current = home
-    for part in path.relative_to(home).parts:
-        current = current / part
+    try:
+        os.mkdir(directory, DIR_MODE)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        parent = directory.parent
+        if parent == Path(settings.VIRGO_HOME):
+            parent.mkdir(parents=True, exist_ok=True)
+        else:
+            _private_dirs(parent, sync=sync)
         try:
-            current.mkdir(mode=DIR_MODE)
+            os.mkdir(directory, DIR_MODE)
         except FileExistsError:
-            continue
-        os.chmod(current, DIR_MODE)
-        if sync:
-            _fsync_dir(current.parent)
+            return False
+    os.chmod(directory, DIR_MODE)
+    if sync:
+        _fsync_dir(directory.parent)
+    return True
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -91,10 +99,10 @@ def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFi
     pending: list[tuple[Path, bytes, Path]] = []
     try:
         for path, data in files:
-            if path.exists():
+            # A directory made just now holds nothing, so only an older one needs looking into.
+            if not _private_dirs(path.parent, sync=False) and path.exists():
                 _note_conflict(conflicts, path, data)
                 continue
-            _private_dirs(path.parent, sync=False)
             pending.append((path, data, _write_temporary(path, data, sync=False)))
         if not pending:
             return conflicts
@@ -120,7 +128,7 @@ def _note_conflict(conflicts: dict[Path, StampFileConflict], path: Path, data: b
 
 def _write_temporary(path: Path, data: bytes, *, sync: bool) -> Path:
     """A private temporary file beside `path` holding `data`, fsynced unless `sync` is False."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    temporary = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
