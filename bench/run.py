@@ -106,7 +106,9 @@ class Bench:
             check=True,
         )
         database_url = (postgres / "env").read_text().strip().removeprefix("DATABASE_URL=")
-        redis_url = (redis / "env").read_text().strip().removeprefix("REDIS_URL=")
+        redis_env = dict(
+            line.split("=", 1) for line in (redis / "env").read_text().splitlines() if "=" in line
+        )
         self.web_port = free_port()
         home = self.work / "home"
         home.mkdir()
@@ -117,13 +119,16 @@ class Bench:
             "SECRET_KEY",
             "DATABASE_URL",
             "REDIS_URL",
+            "REDIS_CACHE_URL",
         ):
             base.pop(name, None)
         self.env = {
             **base,
             "DJANGO_SETTINGS_MODULE": "virgo.settings",
             "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
+            # As `make serve` runs them: the cache over Redis's Unix socket, when it has one.
+            "REDIS_URL": redis_env["REDIS_URL"],
+            "REDIS_CACHE_URL": redis_env.get("REDIS_CACHE_URL", redis_env["REDIS_URL"]),
             "SECRET_KEY": secrets.token_urlsafe(50),
             "VIRGO_HOME": str(home),
             "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
@@ -698,7 +703,8 @@ class Bench:
         machine = f"{os.cpu_count()} cores, {platform.machine()}, {system}"
         self.setup = [
             f"Virgo: `virgo-web` (granian, WSGI), {WORKERS} workers of 4 threads, PostgreSQL and "
-            "Redis as `make serve` runs them; the Redis-backed card rate limit on (limit "
+            "Redis as `make serve` runs them (the cache over Redis's Unix socket); the "
+            "Redis-backed card rate limit on (limit "
             f"{NEVER_LIMITING_RATE}, never reached); every security header on.",
             f"a2a-sdk: `create_agent_card_routes` in Starlette under uvicorn, {WORKERS} workers, "
             "uvloop + httptools, same card and path.",

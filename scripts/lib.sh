@@ -131,8 +131,11 @@ redis_running() {
 }
 
 # redis_start DIR [fast]: `fast` keeps nothing on disk; otherwise Redis snapshots into DIR.
+# DIR/env gets REDIS_URL (TCP on loopback) and, where the path fits a socket address,
+# REDIS_CACHE_URL: the same server over a private Unix socket, a cheaper round trip for the
+# per-request rate-limit count of a web process on this machine.
 redis_start() {
-	local dir=$1 mode=${2:-durable} port password attempt tries
+	local dir=$1 mode=${2:-durable} port password attempt tries socket socket_conf=
 	command -v redis-server >/dev/null 2>&1 || die "redis-server not found (apt-get install redis-server)"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
@@ -144,6 +147,12 @@ redis_start() {
 		(umask 077 && new_secret >"$dir/password")
 	fi
 	password=$(cat "$dir/password")
+	socket=$dir/redis.sock
+	# sun_path holds 107 bytes; a deeper DIR simply goes without the socket.
+	if [ "${#socket}" -lt 100 ]; then
+		socket_conf="unixsocket $socket
+unixsocketperm 700"
+	fi
 	for attempt in 1 2 3; do
 		port=$(free_port)
 		# The password stays out of the process list: it is only in this private file.
@@ -160,13 +169,20 @@ redis_start() {
 				requirepass $password
 				save $([ "$mode" = fast ] && echo '""' || echo '3600 1 300 100 60 10000')
 				appendonly no
+				$socket_conf
 			CONF
 		)
 		rm -f "$dir/redis.pid"
 		redis-server "$dir/redis.conf"
 		for tries in $(seq 1 100); do
 			if REDISCLI_AUTH=$password redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
-				(umask 077 && echo "REDIS_URL=redis://:$password@127.0.0.1:$port/0" >"$dir/env")
+				(
+					umask 077
+					{
+						echo "REDIS_URL=redis://:$password@127.0.0.1:$port/0"
+						[ -z "$socket_conf" ] || echo "REDIS_CACHE_URL=unix://:$password@$socket?db=0"
+					} >"$dir/env"
+				)
 				return 0
 			fi
 			if [ -s "$dir/redis.pid" ] && ! redis_running "$dir"; then

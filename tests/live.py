@@ -329,6 +329,16 @@ def test_redis_url() -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def test_redis_cache_url(test_redis_url: str) -> str:
+    """The same Redis as the cache reaches it in `make serve`: over its Unix socket (make test
+    provides VIRGO_TEST_REDIS_CACHE_URL, a `unix://` URL)."""
+    url = os.environ.get("VIRGO_TEST_REDIS_CACHE_URL", "")
+    if not url.startswith("unix://"):
+        unavailable("needs Redis on a Unix socket: set VIRGO_TEST_REDIS_CACHE_URL (make test does)")
+    return url
+
+
 @pytest.fixture
 def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A Redis of this test's own, which the test may stop and restart."""

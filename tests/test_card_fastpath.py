@@ -284,16 +284,24 @@ def test_ipv6_sources_count_per_64() -> None:
     assert fastpath.client_key("192.0.2.1") == "192.0.2.1"
 
 
+@pytest.fixture(params=["tcp", "unix-socket"])
+def redis_location(request: pytest.FixtureRequest) -> str:
+    """The test Redis over TCP (REDIS_URL) and over its Unix socket (REDIS_CACHE_URL)."""
+    name = "test_redis_url" if request.param == "tcp" else "test_redis_cache_url"
+    return str(request.getfixturevalue(name))
+
+
 @pytest.mark.live
 def test_one_redis_call_counts_and_reads_the_token(
-    app: Any, persona: Persona, settings: Any, test_redis_url: str
+    app: Any, persona: Persona, settings: Any, redis_location: str
 ) -> None:
-    """S9-RL-1: on Redis (django-redis, as with REDIS_URL) the count and the card token are one
-    script call: the limit holds per address, and a change replaces the token."""
+    """S9-RL-1: on Redis (django-redis, as with REDIS_URL or REDIS_CACHE_URL) the count and the
+    card token are one script call: the limit holds per address, and a change replaces the
+    token."""
     settings.CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": test_redis_url,
+            "LOCATION": redis_location,
             "KEY_PREFIX": f"fastpath-{uuid.uuid4().hex}",
         }
     }

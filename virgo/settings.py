@@ -142,11 +142,14 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# The cache (rate-limit counts, card tokens: one round trip per public card request) may reach
+# the same Redis another way, e.g. a Unix socket when it runs on this machine.
+REDIS_CACHE_URL = env_str("REDIS_CACHE_URL") or REDIS_URL
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": REDIS_URL,
+            "LOCATION": REDIS_CACHE_URL,
             "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
         }
     }
