@@ -10,10 +10,10 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
-from django_ratelimit.core import get_usage
 
 from channel.callbacks import CallbackRefused, answer_confirmation
 from channel.signing import HEADER, BadSignature, verify
+from virgo.clients import address_retry_after
 
 
 def _error(status: int, code: str, detail: str) -> JsonResponse:
@@ -25,16 +25,12 @@ def _error(status: int, code: str, detail: str) -> JsonResponse:
 def decision_callback(request: HttpRequest) -> JsonResponse:
     # Counted before the body is read or a signature checked: both cost the server more than
     # the sender.
-    usage = get_usage(
-        request,
-        group="virgo.channel-callback",
-        key="ip",
-        rate=settings.VIRGO_CHANNEL_CALLBACK_RATE_LIMIT,
-        increment=True,
+    retry_after = address_retry_after(
+        request, group="virgo.channel-callback", rate=settings.VIRGO_CHANNEL_CALLBACK_RATE_LIMIT
     )
-    if usage is not None and usage["should_limit"]:
+    if retry_after is not None:
         response = _error(429, "rate_limited", "too many callbacks from this address")
-        response["Retry-After"] = str(max(usage["time_left"], 1))
+        response["Retry-After"] = str(retry_after)
         return response
     limit = settings.VIRGO_CHANNEL_CALLBACK_MAX_BYTES
     declared = request.META.get("CONTENT_LENGTH") or "0"

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import transaction
 from django_ratelimit import UNSAFE
-from django_ratelimit.core import get_usage
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -45,6 +44,7 @@ from personas.catalogue import VERBS
 from personas.models import Agent, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
 from virgo.authentication import TokenAuthentication
+from virgo.clients import address_retry_after
 from virgo.openapi import refusal
 
 READ_ONLY_REASONS: dict[str, str] = {
@@ -397,15 +397,10 @@ class TokenView(ObtainAuthToken):
         tags=["auth"],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        usage = get_usage(
-            request,
-            group="virgo.token",
-            key="ip",
-            rate=settings.VIRGO_TOKEN_RATE_LIMIT,
-            increment=True,
+        retry_after = address_retry_after(
+            request, group="virgo.token", rate=settings.VIRGO_TOKEN_RATE_LIMIT
         )
-        if usage is not None and usage["should_limit"]:
-            retry_after = max(usage["time_left"], 1)
+        if retry_after is not None:
             return Response(
                 {"detail": "Too many token requests.", "code": "rate_limited"},
                 status=429,

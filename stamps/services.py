@@ -94,16 +94,7 @@ def build_generation_stamp(
             reasons = [problem.message for problem in rejected.problems]
             _record(generation, standing=False, reasons=reasons)
             return StampOutcome(generation, None, reasons)
-        _record(
-            generation,
-            standing=True,
-            reasons=[],
-            stamp_hash=stamp.stamp_hash,
-            composition_hash=composition_hash(
-                base_composition_hash=generation.base_composition_hash,
-                stamp_hash=stamp.stamp_hash,
-            ),
-        )
+        _record(generation, **_standing_outcome(generation, stamp))
         return StampOutcome(generation, stamp)
 
 
@@ -241,17 +232,21 @@ def _set_rejected(generation: Generation, rejected: StampRejected) -> StampOutco
 
 
 def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcome:
-    _set_outcome(
-        generation,
-        standing=True,
-        reasons=[],
-        stamp_hash=stamp.stamp_hash,
-        composition_hash=composition_hash(
+    _set_outcome(generation, **_standing_outcome(generation, stamp))
+    return StampOutcome(generation, stamp)
+
+
+def _standing_outcome(generation: Generation, stamp: CapabilityStamp) -> dict[str, Any]:
+    """What a generation records when its stamp is stored: standing, and both hashes."""
+    return {
+        "standing": True,
+        "reasons": [],
+        "stamp_hash": stamp.stamp_hash,
+        "composition_hash": composition_hash(
             base_composition_hash=generation.base_composition_hash,
             stamp_hash=stamp.stamp_hash,
         ),
-    )
-    return StampOutcome(generation, stamp)
+    }
 
 
 _OUTCOME_FIELDS = ["standing", "not_standing_reasons", "stamp_hash", "composition_hash"]

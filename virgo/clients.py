@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.http import HttpRequest
+from django_ratelimit.core import get_usage
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -40,6 +41,15 @@ def client_address(meta: Mapping[str, Any]) -> str:
 def client_ip(request: HttpRequest) -> str:
     """django-ratelimit's `ip` key (RATELIMIT_IP_META_KEY): the same address as client_address."""
     return client_address(request.META)
+
+
+def address_retry_after(request: HttpRequest, *, group: str, rate: str) -> int | None:
+    """Count this request against its client address in `group`; the seconds to wait when the
+    budget is spent (callers answer 429 with Retry-After), None while it is not."""
+    usage = get_usage(request, group=group, key="ip", rate=rate, increment=True)
+    if usage is None or not usage["should_limit"]:
+        return None
+    return max(usage["time_left"], 1)
 
 
 @functools.cache
