@@ -5,13 +5,18 @@ that is fsynced and then hard-linked into place. A link, unlike a rename, fails 
 exists, so two racing writers (a Celery retry and its original) can never swap one file for
 another; the loser finds the file and compares bytes instead.
 
+A writer killed mid-write leaves its temporary file; whoever writes that generation's stamp
+next (the retry, the reconciler) removes such files once they are too old to be a live write's.
+
 A batch (the fan-out's, the reconciler's) writes every temporary file, flushes the filesystem
 once, links them all and flushes once more: the same order of durable steps as one file's
 fsyncs, for two flushes per batch instead of three to five fsyncs per file.
 """
 
+import contextlib
 import ctypes
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +26,8 @@ STAMP_FILE_NAME = "CAPABILITY-STAMP.json"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _LIBC = ctypes.CDLL(None, use_errno=True)
+# No live write takes minutes: a temporary file this old was left by a writer that was killed.
+ABANDONED_AFTER_SECONDS = 600
 
 
 class StampFileConflict(Exception):
@@ -77,7 +84,8 @@ def write_stamp_file(path: Path, data: bytes) -> Path:
     """Write `data` to `path` once. Identical bytes already there are fine; different ones raise."""
     if path.exists():
         return _same_or_conflict(path, data)
-    _private_dirs(path.parent)
+    if not _private_dirs(path.parent):
+        _sweep_abandoned(path.parent)
     temporary = _write_temporary(path, data, sync=True)
     try:
         os.link(temporary, path)
@@ -100,9 +108,11 @@ def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFi
     try:
         for path, data in files:
             # A directory made just now holds nothing, so only an older one needs looking into.
-            if not _private_dirs(path.parent, sync=False) and path.exists():
-                _note_conflict(conflicts, path, data)
-                continue
+            if not _private_dirs(path.parent, sync=False):
+                if path.exists():
+                    _note_conflict(conflicts, path, data)
+                    continue
+                _sweep_abandoned(path.parent)
             pending.append((path, data, _write_temporary(path, data, sync=False)))
         if not pending:
             return conflicts
@@ -117,6 +127,18 @@ def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFi
         for _, _, temporary in pending:
             temporary.unlink(missing_ok=True)
     return conflicts
+
+
+def _sweep_abandoned(directory: Path) -> None:
+    """Remove the temporary stamp files that killed writers left in a generation's directory."""
+    cutoff = time.time() - ABANDONED_AFTER_SECONDS
+    prefix = f".{STAMP_FILE_NAME}."
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
 
 
 def _note_conflict(conflicts: dict[Path, StampFileConflict], path: Path, data: bytes) -> None:

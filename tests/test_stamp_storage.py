@@ -1,6 +1,8 @@
 """Stored stamps and their files: owner-private, written once, immutable in the ORM and the DB."""
 
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from personas.models import Generation, Persona
 from personas.publication import publish_generation
 from stamps.models import CapabilityStamp, StampImmutable
 from stamps.services import build_current_stamps, build_generation_stamp
-from stamps.storage import stamp_path
+from stamps.storage import ABANDONED_AFTER_SECONDS, stamp_path
 from tests.factories import (
     REVIEWER_VERBS,
     address,
@@ -258,3 +260,30 @@ def test_an_identical_file_already_there_is_kept_in_a_batch(virgo_home: Path) ->
     assert [bytes(stamp.data) for stamp in CapabilityStamp.objects.order_by("pk")] == [
         data for data, _ in before
     ]
+
+
+def leave_temporary(directory: Path, name: str, *, age_seconds: float) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    left = directory / f".CAPABILITY-STAMP.json.{name}.tmp"
+    left.write_bytes(b'{"half": ')
+    moment = time.time() - age_seconds
+    os.utime(left, (moment, moment))
+    return left
+
+
+@pytest.mark.parametrize("path", ["batch", "single"])
+def test_what_a_killed_writer_left_is_swept_by_the_next_one(virgo_home: Path, path: str) -> None:
+    """V1-STAMP-1: a temporary file a killed writer left in the generation's directory is
+    removed when the stamp is written again; one young enough to be a live write's stays."""
+    [persona] = owed_personas(1)
+    directory = stamp_path(persona.uuid, 1).parent
+    abandoned = leave_temporary(directory, "killed", age_seconds=2 * ABANDONED_AFTER_SECONDS)
+    live = leave_temporary(directory, "live", age_seconds=5)
+    if path == "batch":
+        [outcome] = build_current_stamps(personas=[persona])
+    else:
+        outcome = build_generation_stamp(generation=persona.generations.get())
+    assert outcome.standing
+    assert not abandoned.exists()
+    assert live.exists()
+    assert stamp_path(persona.uuid, 1).read_bytes() == CapabilityStamp.objects.get().data
