@@ -91,11 +91,11 @@ def build_generation_stamp(
         try:
             stamp = _store(generation, registry)
         except StampRejected as rejected:
-            reasons = [problem.message for problem in rejected.problems]
-            _record(generation, standing=False, reasons=reasons)
-            return StampOutcome(generation, None, reasons)
-        _record(generation, **_standing_outcome(generation, stamp))
-        return StampOutcome(generation, stamp)
+            outcome = _set_rejected(generation, rejected)
+        else:
+            outcome = _set_standing(generation, stamp)
+        _record(generation)
+        return outcome
 
 
 def build_current_stamp(
@@ -232,21 +232,17 @@ def _set_rejected(generation: Generation, rejected: StampRejected) -> StampOutco
 
 
 def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcome:
-    _set_outcome(generation, **_standing_outcome(generation, stamp))
-    return StampOutcome(generation, stamp)
-
-
-def _standing_outcome(generation: Generation, stamp: CapabilityStamp) -> dict[str, Any]:
-    """What a generation records when its stamp is stored: standing, and both hashes."""
-    return {
-        "standing": True,
-        "reasons": [],
-        "stamp_hash": stamp.stamp_hash,
-        "composition_hash": composition_hash(
+    _set_outcome(
+        generation,
+        standing=True,
+        reasons=[],
+        stamp_hash=stamp.stamp_hash,
+        composition_hash=composition_hash(
             base_composition_hash=generation.base_composition_hash,
             stamp_hash=stamp.stamp_hash,
         ),
-    }
+    )
+    return StampOutcome(generation, stamp)
 
 
 _OUTCOME_FIELDS = ["standing", "not_standing_reasons", "stamp_hash", "composition_hash"]
@@ -266,31 +262,14 @@ def _set_outcome(
     generation.composition_hash = composition_hash
 
 
-def _record(
-    generation: Generation,
-    *,
-    standing: bool,
-    reasons: list[str],
-    stamp_hash: str = "",
-    composition_hash: str = "",
-) -> None:
-    """Record the outcome on the generation, and on its persona while it is the current one."""
+def _record(generation: Generation) -> None:
+    """Save the outcome set on the generation, and on its persona while it is the current one."""
     Generation.objects.filter(pk=generation.pk).update(
-        standing=standing,
-        not_standing_reasons=reasons,
-        stamp_hash=stamp_hash,
-        composition_hash=composition_hash,
+        **{field: getattr(generation, field) for field in _OUTCOME_FIELDS}
     )
     if Persona.objects.filter(pk=generation.persona_id, generation=generation.number).update(
-        standing=standing
+        standing=generation.standing
     ):
         # Standing decides whether the card is public: the fast path must reload it (and will
         # again after the commit, when publish_card follows).
         card_changed([generation.composition["persona"]])
-    _set_outcome(
-        generation,
-        standing=standing,
-        reasons=reasons,
-        stamp_hash=stamp_hash,
-        composition_hash=composition_hash,
-    )

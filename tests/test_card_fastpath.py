@@ -22,7 +22,7 @@ from cards import fastpath
 from cards.models import PublishedCard
 from personas.models import Persona, PersonaClass
 from personas.services import persona_delete, persona_set_discoverable
-from stamps.services import _record
+from stamps.services import _record, _set_outcome
 from tests.factories import (
     REVIEWER_VERBS,
     make_agent,
@@ -191,7 +191,8 @@ def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: 
     """S9-AUTH-1, V1-INV-2: recorded as not standing, the card leaves the public path."""
     assert call(app, card_path(persona))[0] == 200
     generation = persona.generations.get(number=persona.generation)
-    _record(generation, standing=False, reasons=["not standing: missing tool list_tasks"])
+    _set_outcome(generation, standing=False, reasons=["not standing: missing tool list_tasks"])
+    _record(generation)
     assert call(app, card_path(persona))[0] == 404
 
 
