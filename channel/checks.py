@@ -10,13 +10,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
-from django.db import DatabaseError
-from django.db.models import F
 
 from personas.catalogue import VERBS, Bundle
-from personas.models import Generation
-from stamps.canonical import MalformedStamp
-from stamps.projections import handler_table
+from stamps.selectors import standing_handler_tables
 
 # Status is the one human-surface tool that answers without a hub (it reports the hub missing).
 HUB_ACTIONS = frozenset(
@@ -40,25 +36,9 @@ def check_channel(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         )
     if settings.VIRGO_CHANNEL_URL:
         return messages
-    try:
-        generations = list(
-            Generation.objects.filter(number=F("persona__generation"), standing=True)
-            .select_related("persona", "stamp")
-            .order_by("persona_id")
-        )
-    except DatabaseError:
-        return messages
-    for generation in generations:
-        stored = getattr(generation, "stamp", None)
-        if stored is None:
-            continue
-        try:
-            table = handler_table(stored.data)
-        except MalformedStamp:
-            continue
+    for persona, table in standing_handler_tables():
         tools = sorted(rule.tool for action, rule in table.items() if action in HUB_ACTIONS)
         if tools:
-            persona = generation.persona
             messages.append(
                 Warning(
                     f"persona {persona.name!r} ({persona.uuid}): VIRGO_CHANNEL_URL is not set, so "

@@ -9,41 +9,21 @@ still stands; the warning names the persona and the exact tools.
 from typing import Any
 
 from django.core.checks import CheckMessage, Warning, register
-from django.db import DatabaseError
-from django.db.models import F
 
-from personas.models import Generation
-from stamps.canonical import MalformedStamp
-from stamps.projections import handler_table
 from stamps.registry import HANDLERS
+from stamps.selectors import standing_handler_tables
 
 
 @register("virgo")
 def check_bound_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if app_configs is not None and not any(config.name == "runtime" for config in app_configs):
         return []
-    try:
-        generations = list(
-            Generation.objects.filter(number=F("persona__generation"), standing=True)
-            .select_related("persona", "stamp")
-            .order_by("persona_id")
-        )
-    except DatabaseError:
-        return []
     messages: list[CheckMessage] = []
-    for generation in generations:
-        stored = getattr(generation, "stamp", None)
-        if stored is None:
-            continue
-        try:
-            table = handler_table(stored.data)
-        except MalformedStamp:
-            continue
+    for persona, table in standing_handler_tables():
         unbound = sorted(
             rule.tool for action, rule in table.items() if HANDLERS.implementation(action) is None
         )
         if unbound:
-            persona = generation.persona
             messages.append(
                 Warning(
                     f"persona {persona.name!r} ({persona.uuid}): tools with no implementation "

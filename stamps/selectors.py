@@ -2,14 +2,18 @@
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db import DatabaseError
+from django.db.models import F, QuerySet
 
 from personas import selectors
 from personas.models import Generation, Persona
+from stamps.canonical import MalformedStamp
 from stamps.models import CapabilityStamp
+from stamps.projections import HandlerRule, handler_table
 
 
 def may_view_stamps(user: Any, persona: Persona) -> bool:
@@ -21,6 +25,30 @@ def generations_visible_to(user: Any, persona: Persona) -> QuerySet[Generation]:
     if not may_view_stamps(user, persona):
         return Generation.objects.none()
     return persona.generations.select_related("stamp").order_by("-number")
+
+
+def standing_handler_tables() -> Iterator[tuple[Persona, dict[str, HandlerRule]]]:
+    """Each standing persona's handler table, from its current generation's stored stamp.
+
+    For the boot checks of the apps that serve those handlers. Nothing before the tables are
+    migrated; a stamp that does not parse is left to the stamp checks, which report it.
+    """
+    try:
+        generations = list(
+            Generation.objects.filter(number=F("persona__generation"), standing=True)
+            .select_related("persona", "stamp")
+            .order_by("persona_id")
+        )
+    except DatabaseError:
+        return
+    for generation in generations:
+        stored = getattr(generation, "stamp", None)
+        if stored is None:
+            continue
+        try:
+            yield generation.persona, handler_table(stored.data)
+        except MalformedStamp:
+            continue
 
 
 class PersonaNotFound(LookupError):
