@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
 from personas.admin import ServiceAdmin
 from personas.forms import ServiceForm
@@ -24,6 +25,7 @@ from personas.selectors import is_moderator
 from runtime import confirmations, registry
 from runtime import decisions as decision_services
 from runtime.models import (
+    ArchivedStamp,
     Artifact,
     ConversationArchive,
     CoordinationMessage,
@@ -36,6 +38,7 @@ from runtime.models import (
     RefusalRecord,
     Run,
     RunEvent,
+    SnapshotImport,
     Task,
     TaskReport,
     Webhook,
@@ -140,14 +143,21 @@ class DecisionRecordAdmin(ReadOnlyAdmin):
 
 
 def registry_entries_visible_to(user: Any) -> QuerySet[PromptRegistryEntry]:
-    """An owner's personas' experience layers, and the shared class overlay every owner is under."""
+    """An owner's personas' experience layers, and the shared class overlay every owner is under.
+
+    Overlay entries still waiting for review concern staff alone.
+    """
     entries = PromptRegistryEntry.objects.select_related("persona", "reviewed_by")
     if not (user.is_authenticated and user.is_active):
         return entries.none()
     if is_moderator(user):
         return entries
     return entries.filter(
-        Q(persona__agent__owner=user) | Q(location=PromptRegistryEntry.Location.CLASS_OVERLAY)
+        Q(persona__agent__owner=user)
+        | Q(
+            location=PromptRegistryEntry.Location.CLASS_OVERLAY,
+            review=PromptRegistryEntry.Review.ACCEPTED,
+        )
     )
 
 
@@ -160,15 +170,43 @@ class PromptRegistryEntryAdmin(ReadOnlyAdmin):
         "persona_class",
         "handler_action",
         "target_scope",
+        "operation_shape",
         "choice",
+        "review",
         "stamp_hash",
         "reviewed_by",
     )
-    list_filter = ("location", "choice")
-    actions = ("carry_forward",)
+    list_filter = ("review", "location", "choice")
+    actions = ("accept", "reject", "carry_forward")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PromptRegistryEntry]:
         return registry_entries_visible_to(request.user)
+
+    def _review(
+        self, request: HttpRequest, queryset: QuerySet[PromptRegistryEntry], *, accept: bool
+    ) -> None:
+        try:
+            outcomes = registry.review(entries=list(queryset), reviewer=request.user, accept=accept)
+        except PermissionDenied as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        reviewed = sum(outcome.reviewed for outcome in outcomes)
+        if reviewed:
+            verb = "accepted: they apply from now on" if accept else "rejected"
+            self.message_user(request, f"{reviewed} choice(s) {verb}.", messages.SUCCESS)
+        for outcome in outcomes:
+            if not outcome.reviewed:
+                self.message_user(
+                    request, f"Not reviewed ({outcome.entry}): {outcome.reason}", messages.WARNING
+                )
+
+    @admin.action(description="Accept: apply these choices, exactly as shown, to the current stamp")
+    def accept(self, request: HttpRequest, queryset: QuerySet[PromptRegistryEntry]) -> None:
+        self._review(request, queryset, accept=True)
+
+    @admin.action(description="Reject: these choices never apply")
+    def reject(self, request: HttpRequest, queryset: QuerySet[PromptRegistryEntry]) -> None:
+        self._review(request, queryset, accept=False)
 
     @admin.action(
         description="Reviewed: carry these choices forward to the persona's current stamp"
@@ -352,6 +390,46 @@ class WebhookAdmin(ReadOnlyAdmin):
     inlines = (WebhookDeliveryInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Webhook]:
+        return _owned_by(request.user, super().get_queryset(request), "persona__agent__owner")
+
+
+class ArchivedStampInline(ReadOnlyInline):
+    """The stamps the archive carried: history to read, never a generation's stamp."""
+
+    model = ArchivedStamp
+    fields = ("generation_number", "stamp_hash", "document")
+    readonly_fields = fields
+    verbose_name_plural = "archived stamps (history only; never active)"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ArchivedStamp]:
+        # Not super(): it empties the queryset unless the user may view the model in general;
+        # who sees these rows is decided by the import they belong to (has_view_permission).
+        return ArchivedStamp.objects.order_by("generation_number")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return (
+            isinstance(obj, SnapshotImport)
+            and _owned_by(request.user, SnapshotImport.objects, "persona__agent__owner")
+            .filter(pk=obj.pk)
+            .exists()
+        )
+
+    @admin.display(description="stamp as archived")
+    def document(self, stamp: ArchivedStamp) -> str:
+        return format_html("<pre>{}</pre>", bytes(stamp.body).decode(errors="replace"))
+
+
+@admin.register(SnapshotImport)
+class SnapshotImportAdmin(ReadOnlyAdmin):
+    """Each `virgo persona import`: the new persona, where it came from, the archived stamps."""
+
+    list_display = ("imported_at", "persona", "source_persona", "imported_by")
+    list_select_related = ("persona", "imported_by")
+    readonly_fields = ("persona", "source_persona", "manifest_sha256", "imported_by", "imported_at")
+    fields = readonly_fields
+    inlines = (ArchivedStampInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SnapshotImport]:
         return _owned_by(request.user, super().get_queryset(request), "persona__agent__owner")
 
 

@@ -115,6 +115,9 @@ class PromptRegistryEntry(models.Model):
     only exactly. An experience-layer entry belongs to one persona; a class-overlay entry is shared
     by the personas of one class and is keyed by the class-profile hash of the stamp in place of
     the stamp hash (see runtime.registry).
+
+    Only an accepted entry applies. One a snapshot brought in waits for review unkeyed (no stamp
+    hash, no digest): the review keys it from its shown fields onto the stamp current then.
     """
 
     class Location(models.TextChoices):
@@ -125,6 +128,11 @@ class PromptRegistryEntry(models.Model):
         APPROVE = "approve", "Approve without asking"
         DENY = "deny", "Refuse without asking"
 
+    class Review(models.TextChoices):
+        PENDING = "pending", "Waits for review"
+        ACCEPTED = "accepted", "Accepted: applies"
+        REJECTED = "rejected", "Rejected: never applies"
+
     location = models.CharField(max_length=16, choices=Location.choices)
     persona = models.ForeignKey(
         Persona,
@@ -134,12 +142,21 @@ class PromptRegistryEntry(models.Model):
         related_name="prompt_registry_entries",
     )
     persona_class = models.CharField(max_length=32, blank=True, choices=PersonaClass.choices)
-    stamp_hash = models.CharField(max_length=64)
+    stamp_hash = models.CharField(max_length=64, blank=True)
     handler_action = models.CharField(max_length=100)
     target_scope = models.JSONField()
     operation_shape = models.JSONField()
-    key_digest = models.CharField(max_length=64, editable=False)
+    key_digest = models.CharField(max_length=64, blank=True, editable=False)
     choice = models.CharField(max_length=8, choices=Choice.choices)
+    # Fails closed: an entry is created accepted only by the code paths that are a review.
+    review = models.CharField(max_length=8, choices=Review.choices, default=Review.PENDING)
+    imported_with = models.ForeignKey(
+        "SnapshotImport",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="registry_entries",
+    )
     learned_from = models.ForeignKey(
         DecisionRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -161,13 +178,20 @@ class PromptRegistryEntry(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["persona", "key_digest"],
-                condition=models.Q(location="experience"),
+                condition=models.Q(location="experience", review="accepted"),
                 name="registry_unique_experience_key",
             ),
             models.UniqueConstraint(
                 fields=["persona_class", "key_digest"],
-                condition=models.Q(location="class-overlay"),
+                condition=models.Q(location="class-overlay", review="accepted"),
                 name="registry_unique_overlay_key",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(review="accepted") & ~models.Q(key_digest="")
+                    | ~models.Q(review="accepted") & models.Q(key_digest="")
+                ),
+                name="registry_only_accepted_entries_are_keyed",
             ),
             models.CheckConstraint(
                 condition=(
@@ -181,6 +205,51 @@ class PromptRegistryEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.choice} {self.handler_action} {self.target_scope}"
+
+
+class SnapshotImport(models.Model):
+    """One `virgo persona import`: who brought which archived persona in, as which new persona.
+
+    The archive's stamps are kept beside it as history (ArchivedStamp); the persona itself was
+    created by the services and stamped by the factory like any other.
+    """
+
+    persona = models.ForeignKey(Persona, on_delete=models.CASCADE, related_name="snapshot_imports")
+    source_persona = models.UUIDField(help_text="The persona the archive names: provenance only.")
+    manifest_sha256 = models.CharField(max_length=64)
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-imported_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import of {self.source_persona} as {self.persona}"
+
+
+class ArchivedStamp(models.Model):
+    """A stamp a snapshot carried, as history: never a generation's stamp, file or authority."""
+
+    snapshot_import = models.ForeignKey(
+        SnapshotImport, on_delete=models.CASCADE, related_name="archived_stamps"
+    )
+    generation_number = models.PositiveIntegerField()
+    stamp_hash = models.CharField(max_length=64)
+    body = models.BinaryField()
+
+    class Meta:
+        ordering = ["snapshot_import", "generation_number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["snapshot_import", "generation_number"],
+                name="archived_stamp_unique_per_generation",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"archived stamp {self.stamp_hash[:12]} (generation {self.generation_number})"
 
 
 class RefusalRecord(models.Model):

@@ -11,6 +11,10 @@ shared class overlay instead; that layer is shared by personas of one class, so 
 keyed by the stamp's class-profile hash (class plus every tool's name, action and access) in
 place of the persona-specific stamp hash, and only staff may write it. Both layers are database
 rows that travel with a persona snapshot; nothing machine-local is consulted.
+
+Only accepted entries apply. An entry a snapshot brought in waits, unkeyed, for review (`review`):
+accepted, it is keyed from the fields it shows onto the stamp current at that moment, so it can
+only ever answer the operation a human read.
 """
 
 import hashlib
@@ -28,6 +32,7 @@ from runtime.policy import Operation
 from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
 
 Location = PromptRegistryEntry.Location
+Review = PromptRegistryEntry.Review
 
 
 def key_digest(
@@ -56,6 +61,7 @@ def lookup(*, persona: Persona, stamp: ActiveStamp, op: Operation) -> PromptRegi
     entry = PromptRegistryEntry.objects.filter(
         location=Location.EXPERIENCE,
         persona=persona,
+        review=Review.ACCEPTED,
         key_digest=operation_digest(stamp, op),
     ).first()
     if entry is not None:
@@ -63,6 +69,7 @@ def lookup(*, persona: Persona, stamp: ActiveStamp, op: Operation) -> PromptRegi
     return PromptRegistryEntry.objects.filter(
         location=Location.CLASS_OVERLAY,
         persona_class=stamp.persona_class,
+        review=Review.ACCEPTED,
         key_digest=operation_digest(stamp, op, overlay=True),
     ).first()
 
@@ -100,6 +107,7 @@ def learn(*, record: DecisionRecord, user: Any) -> PromptRegistryEntry:
         ),
         learned_from=record,
         created_by=user,
+        review=Review.ACCEPTED,
         key_digest=key_digest(stamp_hash=record.stamp_hash, **_key_args(fields)),
         **fields,
     )
@@ -128,6 +136,7 @@ def learn_for_class(*, record: DecisionRecord, user: Any) -> PromptRegistryEntry
         ),
         learned_from=record,
         created_by=user,
+        review=Review.ACCEPTED,
         key_digest=key_digest(stamp_hash=stamp.profile_hash, **_key_args(fields)),
         **fields,
     )
@@ -180,6 +189,11 @@ def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[
             continue
         if not (reviewer.is_authenticated and persona.agent.owner_id == reviewer.pk):
             raise PermissionDenied("only the persona's owner may review its learned choices")
+        if entry.review != Review.ACCEPTED:
+            waiting = entry.review == Review.PENDING
+            reason = "it waits for review: accept it instead" if waiting else "it was rejected"
+            outcomes.append(CarryOutcome(entry, None, reason))
+            continue
         try:
             stamp = load_active_stamp(persona)
         except StampUnavailable as exc:
@@ -200,7 +214,7 @@ def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[
             shape=entry.operation_shape,
         )
         if PromptRegistryEntry.objects.filter(
-            location=Location.EXPERIENCE, persona=persona, key_digest=digest
+            location=Location.EXPERIENCE, persona=persona, review=Review.ACCEPTED, key_digest=digest
         ).exists():
             outcomes.append(CarryOutcome(entry, None, "the current stamp already has this choice"))
             continue
@@ -215,9 +229,106 @@ def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[
             choice=entry.choice,
             learned_from=entry.learned_from,
             created_by=entry.created_by,
+            review=Review.ACCEPTED,
             reviewed_by=reviewer,
             reviewed_at=now,
             carried_from=entry,
         )
         outcomes.append(CarryOutcome(entry, carried, "carried forward"))
     return outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewOutcome:
+    """`reviewed`: the entry was accepted or rejected now; otherwise `reason` says why not."""
+
+    entry: PromptRegistryEntry
+    reviewed: bool
+    reason: str
+
+
+_REVIEWED_FIELDS = ["stamp_hash", "key_digest", "review", "reviewed_by", "reviewed_at"]
+
+
+@transaction.atomic
+def review(
+    *, entries: list[PromptRegistryEntry], reviewer: Any, accept: bool
+) -> list[ReviewOutcome]:
+    """Decide entries that wait for review (those a snapshot brought in).
+
+    Accepted, an entry is keyed from the fields it shows (handler action, target scope, shape)
+    onto its persona's current stamp (the class-profile hash for the class overlay) and applies
+    from then on, to exactly that operation. Rejected, it never applies. The persona's owner
+    reviews its experience layer; the shared class overlay is reviewed by staff. An entry that
+    cannot apply yet (no standing stamp, a tool the stamp does not grant, the operation already
+    answered) keeps waiting, with the reason.
+    """
+    outcomes = []
+    now = timezone.now()
+    locked = PromptRegistryEntry.objects.select_for_update(of=("self",)).select_related(
+        "persona__agent", "imported_with__persona"
+    )
+    for entry in locked.filter(pk__in=[entry.pk for entry in entries]).order_by("pk"):
+        persona = _review_persona(entry, reviewer)
+        if entry.review != Review.PENDING:
+            outcomes.append(ReviewOutcome(entry, False, "it was reviewed already"))
+            continue
+        if not accept:
+            entry.review, entry.reviewed_by, entry.reviewed_at = Review.REJECTED, reviewer, now
+            entry.save(update_fields=["review", "reviewed_by", "reviewed_at"])
+            outcomes.append(ReviewOutcome(entry, True, "rejected: it never applies"))
+            continue
+        if persona is None:
+            outcomes.append(ReviewOutcome(entry, False, "the persona it came with is gone"))
+            continue
+        try:
+            stamp = load_active_stamp(persona)
+        except StampUnavailable as exc:
+            outcomes.append(ReviewOutcome(entry, False, f"no standing stamp: {exc.reason}"))
+            continue
+        if entry.handler_action not in stamp.handlers:
+            outcomes.append(
+                ReviewOutcome(entry, False, f"the stamp does not grant {entry.handler_action}")
+            )
+            continue
+        overlay = entry.location == Location.CLASS_OVERLAY
+        if overlay and stamp.persona_class != entry.persona_class:
+            outcomes.append(
+                ReviewOutcome(entry, False, f"its persona is no longer a {entry.persona_class}")
+            )
+            continue
+        stamp_hash = stamp.profile_hash if overlay else stamp.stamp_hash
+        entry.stamp_hash = stamp_hash
+        entry.key_digest = key_digest(stamp_hash=stamp_hash, **_key_args(_shown_fields(entry)))
+        entry.review, entry.reviewed_by, entry.reviewed_at = Review.ACCEPTED, reviewer, now
+        try:
+            with transaction.atomic():
+                entry.save(update_fields=_REVIEWED_FIELDS)
+        except IntegrityError:
+            # The unique key of accepted entries: this exact operation is answered already.
+            entry.refresh_from_db()
+            outcomes.append(
+                ReviewOutcome(entry, False, "the stamp already has a choice for this operation")
+            )
+            continue
+        outcomes.append(ReviewOutcome(entry, True, "accepted: it applies from now on"))
+    return outcomes
+
+
+def _review_persona(entry: PromptRegistryEntry, reviewer: Any) -> Persona | None:
+    """The persona whose stamp the entry is keyed onto, once `reviewer` may review it."""
+    if entry.location == Location.CLASS_OVERLAY:
+        if not (reviewer.is_authenticated and getattr(reviewer, "is_superuser", False)):
+            raise PermissionDenied("only staff may review the shared class overlay")
+        return entry.imported_with.persona if entry.imported_with else None
+    if not (reviewer.is_authenticated and entry.persona.agent.owner_id == reviewer.pk):
+        raise PermissionDenied("only the persona's owner may review its learned choices")
+    return entry.persona
+
+
+def _shown_fields(entry: PromptRegistryEntry) -> dict[str, Any]:
+    return {
+        "handler_action": entry.handler_action,
+        "target_scope": entry.target_scope,
+        "operation_shape": entry.operation_shape,
+    }

@@ -1,6 +1,6 @@
 """Persona snapshots: a versioned archive of a persona, its generations, stamps and experience.
 
-Format (`virgo-persona-snapshot`, version 1): a gzipped tar holding
+Format (`virgo-persona-snapshot`, version 1): a gzipped tar holding exactly
 
     manifest.json                       format, version, persona uuid, sha256 of every other file
     persona.json                        what the persona is (its authored fields)
@@ -9,13 +9,18 @@ Format (`virgo-persona-snapshot`, version 1): a gzipped tar holding
     experience/prompt-registry.json     the persona's learned choices (its experience layer)
     class-overlay/prompt-registry.json  the shared class overlay entries of its class
 
-Importing restores all of it under a target agent of the importer, stamps unchanged (rows and
-owner-private files), then settles the persona like any other change: if it is no longer what its
-last generation says (another agent, another owner), a new generation and stamp follow, and its
-learned choices wait for the owner's review before they apply to that new stamp. The persona comes
-back not discoverable: listing it is again its owner's explicit choice. Class-overlay entries bind
-every owner of the class, so they are imported only by staff. Decision records and refusals are
-operational history of one installation and are not part of a snapshot.
+An archive is a file anyone can write, so importing one adopts nothing it claims. The persona is
+created anew (a fresh uuid) through personas.services under an agent of the importer, validated
+against that agent's grant like any other; its generation is stamped by the factory on the normal
+settle path. The archive's stamps are kept as read-only history (ArchivedStamp), never as a
+generation's stamp or file. Every learned choice is re-read from the fields it shows (never its
+key digest or stamp hash) and waits, unkeyed and inactive, for review (runtime.registry.review);
+class-overlay entries come in only with a superuser's import and wait for a superuser's review. A
+reference to a persona the importer does not own is refused. Member names, their number and their
+uncompressed size are bounded, and nothing is written unless all of it is valid.
+
+Decision records and refusals are operational history of one installation and are not part of a
+snapshot.
 """
 
 import hashlib
@@ -28,46 +33,29 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.utils.dateparse import parse_datetime
 
-from personas import tasks
-from personas.models import Agent, Generation, Persona
-from personas.services import resolve_address, validate_scope
-from runtime.models import PromptRegistryEntry
+from personas import services
+from personas.models import Agent, Persona
+from runtime.models import ArchivedStamp, PromptRegistryEntry, SnapshotImport
+from runtime.snapshot_format import (
+    ENTRY_FIELDS,
+    EXPERIENCE,
+    FORMAT,
+    OVERLAY,
+    PERSONA_FIELDS,
+    VERSION,
+    Entry,
+    Plan,
+    SnapshotError,
+    plan_import,
+    read_archive,
+)
 from stamps.models import CapabilityStamp
-from stamps.storage import stamp_path, write_stamp_file
 
-FORMAT = "virgo-persona-snapshot"
-VERSION = 1
-SUPPORTED_VERSIONS = frozenset({1})
-MAX_MEMBER_BYTES = 16 * 1024 * 1024
-MAX_MEMBERS = 10_000
-
-PERSONA_FIELDS = (
-    "name",
-    "description",
-    "system_prompt",
-    "verb_subset",
-    "queues",
-    "skills",
-    "persona_class",
-    "graph_namespace",
-    "human_surface_bindings",
-    "generation",
-    "standing",
-)
-ENTRY_FIELDS = (
-    "stamp_hash",
-    "handler_action",
-    "target_scope",
-    "operation_shape",
-    "key_digest",
-    "choice",
-)
+Review = PromptRegistryEntry.Review
 
 
-class SnapshotError(ValidationError):
-    """The archive cannot be read or restored; nothing was written."""
+# Export ---------------------------------------------------------------------------------------
 
 
 def _json(value: Any) -> bytes:
@@ -76,7 +64,7 @@ def _json(value: Any) -> bytes:
 
 def _entries(queryset: Any) -> list[dict[str, Any]]:
     rows = []
-    for entry in queryset.order_by("id"):
+    for entry in queryset.filter(review=Review.ACCEPTED).order_by("id"):
         row = {name: getattr(entry, name) for name in ENTRY_FIELDS}
         row["reviewed_at"] = entry.reviewed_at.isoformat() if entry.reviewed_at else None
         row["created_at"] = entry.created_at.isoformat()
@@ -85,7 +73,11 @@ def _entries(queryset: Any) -> list[dict[str, Any]]:
 
 
 def export_persona(persona: Persona, archive: Path) -> Path:
-    """Write the persona's snapshot to `archive` (a new file; an existing one is not replaced)."""
+    """Write the persona's snapshot to `archive` (a new file; an existing one is not replaced).
+
+    Learned choices travel only once accepted: one still waiting for review is not yet the
+    persona's.
+    """
     files: dict[str, bytes] = {}
     record = {name: getattr(persona, name) for name in PERSONA_FIELDS}
     record.update(
@@ -114,10 +106,10 @@ def export_persona(persona: Persona, archive: Path) -> Path:
                 raise SnapshotError(f"stored stamp of generation {generation.number} is altered")
             files[f"stamps/{generation.number}/CAPABILITY-STAMP.json"] = stored.data
     files["generations.json"] = _json(generations)
-    files["experience/prompt-registry.json"] = _json(
+    files[EXPERIENCE] = _json(
         _entries(persona.prompt_registry_entries.filter(location="experience"))
     )
-    files["class-overlay/prompt-registry.json"] = _json(
+    files[OVERLAY] = _json(
         _entries(
             PromptRegistryEntry.objects.filter(
                 location="class-overlay", persona_class=persona.persona_class
@@ -139,142 +131,127 @@ def export_persona(persona: Persona, archive: Path) -> Path:
     return archive
 
 
-def read_archive(archive: Path) -> dict[str, bytes]:
-    """Every member of a snapshot, checked against its manifest. Raises SnapshotError."""
-    members: dict[str, bytes] = {}
-    try:
-        with tarfile.open(archive, mode="r:*") as tar:
-            for count, info in enumerate(tar, start=1):
-                if count > MAX_MEMBERS:
-                    raise SnapshotError("the archive has too many members")
-                if not info.isfile() or info.name.startswith("/") or ".." in info.name.split("/"):
-                    raise SnapshotError(f"unexpected archive member {info.name!r}")
-                if info.size > MAX_MEMBER_BYTES:
-                    raise SnapshotError(f"archive member {info.name!r} is too large")
-                handle = tar.extractfile(info)
-                assert handle is not None
-                members[info.name] = handle.read()
-    except (OSError, tarfile.TarError) as exc:
-        raise SnapshotError(f"not a readable snapshot archive: {exc}") from None
-    try:
-        manifest = json.loads(members.pop("manifest.json"))
-    except (KeyError, ValueError):
-        raise SnapshotError("the archive has no readable manifest.json") from None
-    if manifest.get("format") != FORMAT:
-        raise SnapshotError(f"not a {FORMAT} archive")
-    if manifest.get("version") not in SUPPORTED_VERSIONS:
-        raise SnapshotError(
-            f"snapshot version {manifest.get('version')!r} is not supported "
-            f"(this Virgo reads {', '.join(map(str, sorted(SUPPORTED_VERSIONS)))})"
-        )
-    listed = manifest.get("files") or {}
-    if set(listed) != set(members):
-        raise SnapshotError("the archive's members differ from its manifest")
-    for name, data in members.items():
-        if hashlib.sha256(data).hexdigest() != listed[name]:
-            raise SnapshotError(f"{name} does not match its manifest hash")
-    return members
+# Import ---------------------------------------------------------------------------------------
+
+
+class _ArchivedLead:
+    """The default of import_persona's `owning_lead`: the lead persona.json names."""
+
+
+ARCHIVED_LEAD = _ArchivedLead()
 
 
 @dataclass
 class ImportOutcome:
     persona: Persona
-    generations: int = 0
-    stamps: int = 0
+    snapshot_import: SnapshotImport
+    archived_stamps: int = 0
     experience_entries: int = 0
     overlay_entries: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
-def import_persona(archive: Path, *, agent: Agent, actor: Any) -> ImportOutcome:
-    """Restore a snapshot as a persona of `agent`, on behalf of that agent's owner."""
+def _lead(plan: Plan, actor: Any, owning_lead: Persona | _ArchivedLead | None) -> Any:
+    if not isinstance(owning_lead, _ArchivedLead):
+        return owning_lead
+    if plan.owning_lead is None:
+        return None
+    lead = Persona.objects.filter(uuid=plan.owning_lead, agent__owner=actor).first()
+    if lead is None:
+        raise SnapshotError(
+            f"persona.json: owning_lead: names persona {plan.owning_lead}, which is not one of "
+            "yours; import it with one of your project leads or none"
+        )
+    return lead
+
+
+def _create_persona(plan: Plan, agent: Agent, actor: Any, lead: Persona | None) -> Persona:
+    """The persona, created like any other; a refusal of a field from persona.json names it so."""
+    try:
+        return services.persona_create(agent=agent, actor=actor, owning_lead=lead, **plan.fields)
+    except ValidationError as exc:
+        problems = exc.message_dict if hasattr(exc, "error_dict") else {"persona": exc.messages}
+        raise SnapshotError(
+            "; ".join(
+                f"{'persona.json: ' if name in plan.fields else ''}{name}: {' '.join(messages)}"
+                for name, messages in problems.items()
+            )
+        ) from None
+
+
+def import_persona(
+    archive: Path,
+    *,
+    agent: Agent,
+    actor: Any,
+    owning_lead: Persona | _ArchivedLead | None = ARCHIVED_LEAD,
+) -> ImportOutcome:
+    """Create a new persona of `agent` from a snapshot, on behalf of that agent's owner.
+
+    `owning_lead`, when given, replaces the lead the archive names (None: no lead). Raises
+    SnapshotError (or PermissionDenied) with nothing written.
+    """
     if not (actor.is_authenticated and agent.owner_id == actor.pk):
         raise PermissionDenied("only the agent's owner may import a persona onto it")
-    members = read_archive(archive)
-    record = json.loads(members["persona.json"])
-    generations = json.loads(members["generations.json"])
-    if Persona.objects.filter(uuid=record["uuid"]).exists():
-        raise SnapshotError(f"persona {record['uuid']} already exists here")
-    validate_scope(agent, record["verb_subset"], record["queues"])
-    address = resolve_address(record["address"])
-    lead = None
-    if record["owning_lead"]:
-        lead = Persona.objects.filter(uuid=record["owning_lead"], agent__owner=agent.owner).first()
+    read = read_archive(archive)
+    plan = plan_import(read, actor)
+    lead = _lead(plan, actor, owning_lead)
     with transaction.atomic():
-        persona = Persona.objects.create(
-            uuid=record["uuid"],
-            agent=agent,
-            address=address,
-            owning_lead=lead,
-            discoverable=False,
-            **{name: record[name] for name in PERSONA_FIELDS},
-        )
-        outcome = ImportOutcome(persona)
-        if record["owning_lead"] and lead is None:
-            outcome.skipped.append(f"owning lead {record['owning_lead']} is not here")
-        for row in generations:
-            _restore_generation(persona, row, members, outcome)
-        _restore_entries(persona, members, actor, outcome)
-        persona_pk = persona.pk
-        transaction.on_commit(lambda: tasks.settle_persona.delay(persona_pk))
-    return outcome
-
-
-def _restore_generation(
-    persona: Persona, row: dict[str, Any], members: dict[str, bytes], outcome: ImportOutcome
-) -> None:
-    generation = Generation.objects.create(
-        persona=persona,
-        number=row["number"],
-        composition=row["composition"],
-        base_composition_hash=row["base_composition_hash"],
-        standing=row["standing"],
-        not_standing_reasons=row["not_standing_reasons"],
-        stamp_hash=row["stamp_hash"],
-        composition_hash=row["composition_hash"],
-    )
-    Generation.objects.filter(pk=generation.pk).update(created_at=parse_datetime(row["created_at"]))
-    outcome.generations += 1
-    data = members.get(f"stamps/{row['number']}/CAPABILITY-STAMP.json")
-    if data is None:
-        return
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != row["stamp_hash"]:
-        raise SnapshotError(f"the stamp of generation {row['number']} does not match its hash")
-    CapabilityStamp.objects.create(
-        generation=generation,
-        persona_uuid=persona.uuid,
-        generation_number=generation.number,
-        schema_version=json.loads(data).get("schema_version", 3),
-        stamp_hash=digest,
-        body=data,
-    )
-    write_stamp_file(stamp_path(persona.uuid, generation.number), data)
-    outcome.stamps += 1
-
-
-def _restore_entries(
-    persona: Persona, members: dict[str, bytes], actor: Any, outcome: ImportOutcome
-) -> None:
-    for row in json.loads(members["experience/prompt-registry.json"]):
-        PromptRegistryEntry.objects.create(
-            location=PromptRegistryEntry.Location.EXPERIENCE,
+        persona = _create_persona(plan, agent, actor, lead)
+        record = SnapshotImport.objects.create(
             persona=persona,
-            reviewed_at=parse_datetime(row["reviewed_at"]) if row["reviewed_at"] else None,
-            **{name: row[name] for name in ENTRY_FIELDS},
+            source_persona=plan.source,
+            manifest_sha256=read.manifest_sha256,
+            imported_by=actor,
         )
-        outcome.experience_entries += 1
-    overlay = json.loads(members["class-overlay/prompt-registry.json"])
-    if overlay and not getattr(actor, "is_superuser", False):
-        outcome.skipped.append(
-            f"{len(overlay)} class-overlay entries (the shared overlay is imported by staff only)"
+        ArchivedStamp.objects.bulk_create(
+            ArchivedStamp(
+                snapshot_import=record, generation_number=number, stamp_hash=digest, body=data
+            )
+            for number, digest, data in plan.stamps
         )
-        return
-    for row in overlay:
-        _, created = PromptRegistryEntry.objects.get_or_create(
-            location=PromptRegistryEntry.Location.CLASS_OVERLAY,
-            persona_class=persona.persona_class,
-            key_digest=row["key_digest"],
-            defaults={name: row[name] for name in ENTRY_FIELDS if name != "key_digest"},
+        PromptRegistryEntry.objects.bulk_create(
+            [
+                *(_pending(entry, record, persona=persona) for entry in plan.experience),
+                *(
+                    _pending(entry, record, persona_class=persona.persona_class)
+                    for entry in plan.overlay
+                ),
+            ]
         )
-        outcome.overlay_entries += int(created)
+    return ImportOutcome(
+        persona=persona,
+        snapshot_import=record,
+        archived_stamps=len(plan.stamps),
+        experience_entries=len(plan.experience),
+        overlay_entries=len(plan.overlay),
+        skipped=plan.skipped,
+    )
+
+
+def _pending(
+    entry: Entry,
+    record: SnapshotImport,
+    *,
+    persona: Persona | None = None,
+    persona_class: str = "",
+) -> PromptRegistryEntry:
+    """A learned choice as it waits for review: what it shows, keyed to no stamp yet."""
+    return PromptRegistryEntry(
+        location=(
+            PromptRegistryEntry.Location.EXPERIENCE
+            if persona is not None
+            else PromptRegistryEntry.Location.CLASS_OVERLAY
+        ),
+        persona=persona,
+        persona_class=persona_class,
+        stamp_hash="",
+        key_digest="",
+        handler_action=entry.handler_action,
+        target_scope=entry.target_scope,
+        operation_shape=entry.operation_shape,
+        choice=entry.choice,
+        review=Review.PENDING,
+        imported_with=record,
+        created_by=record.imported_by,
+    )

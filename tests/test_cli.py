@@ -1,10 +1,13 @@
 """The installed `virgo` command, run as a real process on a fresh installation of its own."""
 
+import hashlib
+import io
 import json
 import os
 import secrets
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,3 +129,50 @@ def test_boot_refuses_a_stamp_missing_a_tool(installation: Installation) -> None
     finally:
         path.write_bytes(original)
     assert installation.run("check").returncode == 0
+
+
+def test_virgo_persona_import_of_a_bad_archive_is_one_line_and_status_1(
+    installation: Installation, tmp_path: Path
+) -> None:
+    """VX-SEC-1: a snapshot the importer cannot take is refused in one line naming the problem,
+    with no traceback and a non-zero status, and nothing is imported."""
+
+    def virgo(*args: str) -> subprocess.CompletedProcess[str]:
+        # Run beside VIRGO_HOME, not in it: a directory there named like an app (`personas/`)
+        # would shadow that app, since Celery's Django fixup puts the working directory first
+        # on sys.path.
+        return subprocess.run(
+            [str(VIRGO), *args],
+            env=installation.env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+
+    if not list((installation.home / "personas").glob("*")):
+        virgo(
+            "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
+            "--queues", "inbox", "--prompt", "You answer for me.",
+        )  # fmt: skip
+    [persona] = [path.name for path in (installation.home / "personas").iterdir()]
+    archive = tmp_path / "secretary.tar.gz"
+    exported = virgo("persona", "export", persona, str(archive))
+    assert exported.returncode == 0, exported.stderr
+    with tarfile.open(archive) as tar:
+        members = {info.name: tar.extractfile(info).read() for info in tar}
+    members["persona.json"] = b"{not json"
+    manifest = json.loads(members["manifest.json"])
+    manifest["files"]["persona.json"] = hashlib.sha256(members["persona.json"]).hexdigest()
+    members["manifest.json"] = json.dumps(manifest).encode()
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    refused = virgo("persona", "import", str(bad), "--agent", "1")
+    assert refused.returncode == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith("CommandError: persona.json is not valid JSON")
+    assert len(list((installation.home / "personas").iterdir())) == 1

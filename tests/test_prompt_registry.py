@@ -167,6 +167,7 @@ def _forge(persona, *, action: str, target: dict, shape: dict) -> PromptRegistry
             stamp_hash=stamp.stamp_hash, handler_action=action, target_scope=target, shape=shape
         ),
         choice=Choice.APPROVE,
+        review=PromptRegistryEntry.Review.ACCEPTED,
     )
 
 

@@ -1,27 +1,46 @@
-"""Persona snapshots: versioned, stamps byte for byte, the experience layer travelling along."""
+"""Persona snapshots: versioned, and an import that adopts nothing the archive merely claims."""
 
+import dataclasses
+import gzip
+import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, transaction
+from django.test import Client
+from django.urls import reverse
 
+from cards.models import PublishedCard
 from personas import services
+from personas.models import Persona
 from runtime import confirmations, registry
-from runtime.models import DecisionRecord, PromptRegistryEntry
-from runtime.snapshot import SnapshotError, export_persona, import_persona, read_archive
+from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
+from runtime.policy import normalise
+from runtime.snapshot import SnapshotError, export_persona, import_persona
+from runtime.snapshot_format import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, read_archive
 from runtime.stamp import load_active_stamp
+from stamps.canonical import stamp_bytes
+from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
+from stamps.services import stamp_inputs
 from stamps.storage import stamp_path
-from tests.factories import make_agent, make_owner, run_on_commit, update_persona
+from tests.factories import class_verbs, make_agent, make_owner, run_on_commit, update_persona
 from tests.runtime_support import call, correlation, standing_persona
 
 pytestmark = pytest.mark.django_db
 
+Review = PromptRegistryEntry.Review
 DELETE = {"path": "memory/old.md", "mode": "delete"}
+EXPERIENCE = "experience/prompt-registry.json"
+OVERLAY = "class-overlay/prompt-registry.json"
+MIB = 1024 * 1024
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +49,11 @@ def private_home(tmp_path: Path, settings) -> Path:
     return settings.VIRGO_HOME
 
 
-def taught(persona) -> PromptRegistryEntry:
-    call(persona, "workspace_write", {"path": "memory/old.md", "content": "x"})
+def taught(persona, path: str = "memory/old.md") -> PromptRegistryEntry:
+    """The owner approves one held delete and asks for the answer to be remembered."""
+    call(persona, "workspace_write", {"path": path, "content": "x"})
     cid = correlation()
-    call(persona, "workspace_write", DELETE, cid)
+    call(persona, "workspace_write", {"path": path, "mode": "delete"}, cid)
     record = DecisionRecord.objects.get(correlation_id=cid)
     record = confirmations.decide(record=record, approve=True, user=persona.agent.owner)
     return registry.learn(record=record, user=persona.agent.owner)
@@ -48,11 +68,71 @@ def delete_persona(persona) -> None:
         services.persona_delete(persona=persona, actor=persona.agent.owner)
 
 
-def import_as(archive: Path, agent, actor=None):
+def import_as(archive: Path, agent, actor=None, **options: Any):
     with run_on_commit():
-        outcome = import_persona(archive, agent=agent, actor=actor or agent.owner)
+        outcome = import_persona(archive, agent=agent, actor=actor or agent.owner, **options)
     outcome.persona.refresh_from_db()
     return outcome
+
+
+def make_superuser():
+    staff = make_owner()
+    staff.is_superuser = True
+    staff.save()
+    return staff
+
+
+def written() -> tuple[int, int, int, int]:
+    """What an import writes: personas, imports, archived stamps, learned choices."""
+    return (
+        Persona.objects.count(),
+        SnapshotImport.objects.count(),
+        ArchivedStamp.objects.count(),
+        PromptRegistryEntry.objects.count(),
+    )
+
+
+# Crafting archives the way an attacker would: any content, a manifest signed to match ----------
+
+
+def members_of(archive: Path) -> dict[str, bytes]:
+    with tarfile.open(archive) as tar:
+        return {info.name: tar.extractfile(info).read() for info in tar}
+
+
+def pack(target: Path, members: dict[str, bytes] | list[tuple[str, bytes]]) -> Path:
+    items = members.items() if isinstance(members, dict) else members
+    with tarfile.open(target, "w:gz") as tar:
+        for name, data in items:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return target
+
+
+def craft(archive: Path, target: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """`archive` with `change` applied to its members (JSON ones parsed), manifest re-signed."""
+    members = members_of(archive)
+    manifest = json.loads(members.pop("manifest.json"))
+    parsed: dict[str, Any] = {
+        name: json.loads(data) if not name.startswith("stamps/") else data
+        for name, data in members.items()
+    }
+    change(parsed)
+    files = {
+        name: value if isinstance(value, bytes) else json.dumps(value).encode()
+        for name, value in parsed.items()
+    }
+    manifest["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    return pack(target, {"manifest.json": json.dumps(manifest).encode(), **files})
+
+
+def moved_elsewhere(settings, tmp_path: Path) -> None:
+    """The importing installation has a VIRGO_HOME of its own (as after a move to a new host)."""
+    settings.VIRGO_HOME = tmp_path / "elsewhere"
+
+
+# The archive ------------------------------------------------------------------------------------
 
 
 def test_the_archive_is_versioned_and_holds_stamps_byte_for_byte(tmp_path: Path) -> None:
@@ -63,7 +143,7 @@ def test_the_archive_is_versioned_and_holds_stamps_byte_for_byte(tmp_path: Path)
     with tarfile.open(archive) as tar:
         assert tar.getnames()[0] == "manifest.json"
         manifest = json.loads(tar.extractfile("manifest.json").read())
-    members = read_archive(archive)
+    members = read_archive(archive).members
     assert (manifest["format"], manifest["version"], manifest["persona"]) == (
         "virgo-persona-snapshot",
         1,
@@ -72,44 +152,72 @@ def test_the_archive_is_versioned_and_holds_stamps_byte_for_byte(tmp_path: Path)
     for number in (1, 2):
         on_disk = stamp_path(persona.uuid, number).read_bytes()
         assert members[f"stamps/{number}/CAPABILITY-STAMP.json"] == on_disk
-    [entry] = json.loads(members["experience/prompt-registry.json"])
+    [entry] = json.loads(members[EXPERIENCE])
     assert entry["target_scope"] == {"path": "memory/old.md"}
     with pytest.raises(FileExistsError):
         export_persona(persona, archive)
 
 
-def test_restoring_onto_the_same_agent_keeps_the_stamp_and_the_learned_choices(
-    tmp_path: Path,
-) -> None:
-    """V1-PR-4, V1-STAMP-2: the restored persona stands on its own stamp; its choices apply."""
+def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path) -> None:
+    """VX-SEC-1, V1-PR-4: export -> import gives the same authored persona under a fresh uuid,
+    its generation built by the factory on the settle path (skills, stamp, card); the archived
+    stamps are history only; the learned choice waits for the owner's review, then applies."""
     persona = two_generations(standing_persona())
-    entry = taught(persona)
-    stamp_hash = load_active_stamp(persona).stamp_hash
-    stored = {
+    taught(persona)
+    archived = {
         s.generation_number: s.data
         for s in CapabilityStamp.objects.filter(persona_uuid=persona.uuid)
     }
+    authored = services.PERSONA_FIELDS
+    before = {name: getattr(persona, name) for name in authored}
     archive = export_persona(persona, tmp_path / "p.tar.gz")
-    agent, uuid = persona.agent, persona.uuid
+    agent, old_uuid = persona.agent, persona.uuid
     delete_persona(persona)
+
     outcome = import_as(archive, agent)
     restored = outcome.persona
-    assert (restored.uuid, restored.generation, restored.standing) == (uuid, 2, True)
-    assert restored.discoverable is False
-    assert {
-        s.generation_number: s.data for s in CapabilityStamp.objects.filter(persona_uuid=uuid)
-    } == stored
-    assert load_active_stamp(restored).stamp_hash == stamp_hash
-    [copy] = restored.prompt_registry_entries.all()
-    assert (copy.key_digest, copy.stamp_hash) == (entry.key_digest, entry.stamp_hash)
+    assert restored.uuid != old_uuid
+    assert {name: getattr(restored, name) for name in authored} == before
+    assert (restored.generation, restored.standing, restored.discoverable) == (1, True, False)
+    assert restored.skills == persona.skills
+    generation = restored.generations.get()
+    assert CapabilityStamp.objects.get(generation=generation).data == stamp_bytes(
+        build_stamp(**stamp_inputs(generation))
+    )
+    assert load_active_stamp(restored).human_owner == f"user:{agent.owner_id}"
+    assert PublishedCard.objects.get(persona=restored).generation == 1
+
+    history = outcome.snapshot_import
+    assert (history.source_persona, history.imported_by) == (old_uuid, agent.owner)
+    assert {s.generation_number: bytes(s.body) for s in history.archived_stamps.all()} == archived
+    assert not CapabilityStamp.objects.filter(
+        stamp_hash__in=[hashlib.sha256(data).hexdigest() for data in archived.values()],
+        persona_uuid=restored.uuid,
+    ).exists()
+    own_files = stamp_path(restored.uuid, 1).parents[2].rglob("*")
+    assert [path for path in own_files if path.is_file()] == [stamp_path(restored.uuid, 1)]
+
+    [entry] = restored.prompt_registry_entries.all()
+    assert (entry.review, entry.key_digest, entry.stamp_hash) == (Review.PENDING, "", "")
+    assert entry.imported_with == history
     call(restored, "workspace_write", {"path": "memory/old.md", "content": "x"})
+    assert call(restored, "workspace_write", DELETE)["code"] == "confirmation_required"
+    [carried] = registry.carry_forward(entries=[entry], reviewer=agent.owner)
+    assert carried.carried is None and "waits for review" in carried.reason
+    with pytest.raises(PermissionDenied):
+        registry.review(entries=[entry], reviewer=make_owner(), accept=True)
+    [reviewed] = registry.review(entries=[entry], reviewer=agent.owner, accept=True)
+    assert reviewed.reviewed
+    entry.refresh_from_db()
+    assert (entry.review, entry.reviewed_by) == (Review.ACCEPTED, agent.owner)
+    assert entry.stamp_hash == load_active_stamp(restored).stamp_hash
     assert call(restored, "workspace_write", DELETE)["ok"] is True
 
 
-def test_moving_to_another_owner_opens_a_generation_and_choices_wait_for_review(
-    tmp_path: Path,
-) -> None:
-    """V1-PR-3, V1-PR-4: a new owner means a new stamp; learned choices wait for their review."""
+def test_moving_to_another_owner_stamps_for_the_new_owner(tmp_path: Path) -> None:
+    """VX-SEC-1, V1-PR-3: onto another owner's agent, the stamp names the new owner, held
+    operations go to them, and the learned choice applies only once they accept it; a rejected
+    one never does. Only accepted choices travel on."""
     persona = standing_persona()
     taught(persona)
     archive = export_persona(persona, tmp_path / "p.tar.gz")
@@ -117,61 +225,486 @@ def test_moving_to_another_owner_opens_a_generation_and_choices_wait_for_review(
     new_owner = make_owner()
     outcome = import_as(archive, make_agent(new_owner))
     restored = outcome.persona
-    assert restored.generation == 2 and restored.standing is True
-    stamp = load_active_stamp(restored)
-    assert stamp.human_owner == f"user:{new_owner.pk}"
+    assert load_active_stamp(restored).human_owner == f"user:{new_owner.pk}"
     call(restored, "workspace_write", {"path": "memory/old.md", "content": "x"})
     held = call(restored, "workspace_write", DELETE)
     assert held["code"] == "confirmation_required"
-    assert DecisionRecord.objects.get(correlation_id=held["correlation_id"]).authority_user == (
-        new_owner
+    record = DecisionRecord.objects.get(correlation_id=held["correlation_id"])
+    assert record.authority_user == new_owner
+    assert (
+        json.loads(
+            read_archive(export_persona(restored, tmp_path / "r.tar.gz")).members[EXPERIENCE]
+        )
+        == []
     )
-    [outcome_] = registry.carry_forward(
-        entries=list(restored.prompt_registry_entries.all()), reviewer=new_owner
-    )
-    assert outcome_.carried is not None
-    assert call(restored, "workspace_write", DELETE)["ok"] is True
+    [entry] = restored.prompt_registry_entries.all()
+    [rejected] = registry.review(entries=[entry], reviewer=new_owner, accept=False)
+    assert rejected.reviewed
+    [again] = registry.review(entries=[entry], reviewer=new_owner, accept=True)
+    assert not again.reviewed and "reviewed already" in again.reason
+    assert call(restored, "workspace_write", DELETE)["code"] == "confirmation_required"
 
 
-def test_only_the_agents_owner_imports_and_staff_alone_bring_class_overlay_entries(
+# The attacks of issue 11 ------------------------------------------------------------------------
+
+
+def test_a_crafted_stamp_granting_tools_outside_the_verb_subset_is_never_active(
+    tmp_path: Path, settings
+) -> None:
+    """VX-SEC-1: an archive whose stamp grants a tool outside the persona's verb subset (and
+    names another owner's lead) is imported with a factory stamp holding exactly the subset."""
+    persona = standing_persona()
+    foreign_lead = standing_persona(persona_class="project-lead")
+    generation = persona.generations.get()
+    inputs = stamp_inputs(generation)
+    inputs["verb_subset"] = [*inputs["verb_subset"], "trigger_webhook"]
+    inputs["persona"] = dataclasses.replace(inputs["persona"], owning_lead=str(foreign_lead.uuid))
+    forged = stamp_bytes(build_stamp(**inputs))
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+
+    def grant_more(members: dict[str, Any]) -> None:
+        members["stamps/1/CAPABILITY-STAMP.json"] = forged
+        members["generations.json"][0]["stamp_hash"] = hashlib.sha256(forged).hexdigest()
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", grant_more)
+    agent = persona.agent
+    delete_persona(persona)
+    moved_elsewhere(settings, tmp_path)
+
+    restored = import_as(crafted, agent).persona
+    stamp = load_active_stamp(restored)
+    assert sorted(stamp.tools) == sorted(restored.verb_subset)
+    assert "trigger_webhook" not in stamp.tools
+    assert (stamp.owning_lead, stamp.human_owner) == (None, f"user:{agent.owner_id}")
+    assert call(restored, "trigger_webhook", {"webhook": "prod"})["code"] == "not_granted"
+    [kept] = ArchivedStamp.objects.filter(snapshot_import__persona=restored)
+    assert bytes(kept.body) == forged
+    assert not CapabilityStamp.objects.filter(stamp_hash=kept.stamp_hash).exists()
+
+
+def test_another_owners_persona_as_lead_is_refused_naming_owning_lead(tmp_path: Path) -> None:
+    """VX-SEC-1: an archive naming a persona the importer does not own as its lead is refused,
+    naming owning_lead, and nothing is written; the importer may name a lead of their own."""
+    owner = make_owner()
+    agent = make_agent(owner)
+    lead = standing_persona(owner, persona_class="project-lead", agent=agent)
+    deputy = standing_persona(owner, agent=agent, owning_lead=lead)
+    foreign_lead = standing_persona(persona_class="project-lead")
+    archive = export_persona(deputy, tmp_path / "p.tar.gz")
+
+    def reroute(members: dict[str, Any]) -> None:
+        members["persona.json"]["owning_lead"] = str(foreign_lead.uuid)
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", reroute)
+    delete_persona(deputy)
+    before = written()
+    with pytest.raises(SnapshotError, match=f"persona.json: owning_lead: .*{foreign_lead.uuid}"):
+        import_persona(crafted, agent=agent, actor=owner)
+    with pytest.raises(CommandError, match="owning_lead"):
+        call_command("persona", "import", str(crafted), "--agent", str(agent.pk))
+    assert written() == before
+
+    assert import_as(archive, agent).persona.owning_lead == lead
+    assert import_as(crafted, agent, owning_lead=lead).persona.owning_lead == lead
+    with run_on_commit():
+        call_command(
+            "persona", "import", str(crafted), "--agent", str(agent.pk), "--lead", "none",
+            stdout=io.StringIO(),
+        )  # fmt: skip
+    assert Persona.objects.filter(name=deputy.name, owning_lead=None).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("where", "change"),
+    [
+        (
+            "persona.json: human_surface_bindings",
+            lambda m, other: m["persona.json"].update(
+                human_surface_bindings=[f"virgo:persona/{other}"]
+            ),
+        ),
+        (
+            f"{EXPERIENCE} row 1: target_scope",
+            lambda m, other: m[EXPERIENCE][0].update(
+                target_scope={"path": "memory/old.md", "recipient": str(other)}
+            ),
+        ),
+        (
+            f"{EXPERIENCE} row 1: operation_shape",
+            lambda m, other: m[EXPERIENCE][0]["operation_shape"].update(peer=other.hex.upper()),
+        ),
+    ],
+)
+def test_any_other_reference_to_a_foreign_persona_is_refused_naming_the_field(
+    tmp_path: Path, where: str, change
+) -> None:
+    """VX-SEC-1: a binding or learned choice naming another owner's persona is refused."""
+    persona = standing_persona()
+    taught(persona)
+    other = standing_persona().uuid
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", lambda m: change(m, other))
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(SnapshotError, match=f"{where}: names persona {other}"):
+        import_persona(crafted, agent=persona.agent, actor=persona.agent.owner)
+    assert written() == before
+
+
+def test_a_choice_shown_as_a_write_but_keyed_to_a_delete_applies_only_as_shown(
+    tmp_path: Path, settings
+) -> None:
+    """VX-SEC-1, V1-PR-1: a learned choice shown as "write QUEUE.md" whose key digest is that of
+    "delete QUEUE.md": after import nothing applies; once the owner accepts what they see in the
+    admin, each choice is keyed from its shown fields and answers only that operation."""
+    persona = standing_persona()
+    taught(persona)
+    stamp = load_active_stamp(persona)
+    tool = stamp.tools["workspace_write"]
+
+    def op(arguments: dict[str, Any], on=stamp, binding_tool=tool):
+        return normalise(
+            tool="workspace_write",
+            action=binding_tool.action,
+            arguments=arguments,
+            binding=on.binding_for(binding_tool),
+        )
+
+    write_queue = {"path": "QUEUE.md", "content": "# queue"}
+    delete_queue = {"path": "QUEUE.md", "mode": "delete"}
+    shown = op(write_queue)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+
+    def disguise(members: dict[str, Any]) -> None:
+        members[EXPERIENCE].append(
+            {
+                "stamp_hash": stamp.stamp_hash,
+                "handler_action": shown.action,
+                "target_scope": shown.scope_key,
+                "operation_shape": shown.shape,
+                "key_digest": registry.operation_digest(stamp, op(delete_queue)),
+                "choice": "approve",
+                "reviewed_at": None,
+                "created_at": "2026-01-01T00:00:00+00:00",
+            }
+        )
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", disguise)
+    agent = persona.agent
+    delete_persona(persona)
+    moved_elsewhere(settings, tmp_path)
+
+    restored = import_as(crafted, agent).persona
+    for arguments in (write_queue, {"path": "memory/old.md", "content": "x"}):
+        assert call(restored, "workspace_write", arguments)["ok"] is True
+    assert call(restored, "workspace_write", delete_queue)["code"] == "confirmation_required"
+    assert call(restored, "workspace_write", DELETE)["code"] == "confirmation_required"
+    entries = list(restored.prompt_registry_entries.order_by("id"))
+    assert [(e.review, e.key_digest) for e in entries] == [(Review.PENDING, "")] * 2
+
+    url = reverse("admin:runtime_promptregistryentry_changelist")
+    form = {"action": "accept", "_selected_action": [e.pk for e in entries]}
+    stranger = Client()
+    stranger.force_login(make_owner())
+    stranger.post(url, form, follow=True)
+    assert not restored.prompt_registry_entries.filter(review=Review.ACCEPTED).exists()
+    owner = Client()
+    owner.force_login(agent.owner)
+    listing = owner.get(url).content.decode()
+    assert "QUEUE.md" in listing and "Waits for review" in listing
+    assert owner.post(url, form, follow=True).status_code == 200
+
+    honest, disguised = (PromptRegistryEntry.objects.get(pk=e.pk) for e in entries)
+    assert (honest.review, disguised.review) == (Review.ACCEPTED, Review.ACCEPTED)
+    now = load_active_stamp(restored)
+    now_tool = now.tools["workspace_write"]
+    assert disguised.key_digest == registry.operation_digest(
+        now, op(write_queue, on=now, binding_tool=now_tool)
+    )
+    assert call(restored, "workspace_write", delete_queue)["code"] == "confirmation_required"
+    cid = correlation()
+    assert call(restored, "workspace_write", DELETE, cid)["ok"] is True
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    assert (record.decided_via, record.registry_entry) == (
+        DecisionRecord.Via.PROMPT_REGISTRY,
+        honest,
+    )
+
+
+def test_class_overlay_rows_come_only_with_a_superuser_and_wait_for_a_superusers_review(
     tmp_path: Path,
 ) -> None:
+    """VX-SEC-1, V1-PR-4: a non-superuser's import leaves the shared overlay alone; a
+    superuser's brings its rows in inactive, and only a superuser's review makes them apply."""
     persona = standing_persona()
-    record_cid = correlation()
-    call(persona, "workspace_write", {"path": "memory/old.md", "content": "x"})
-    call(persona, "workspace_write", DELETE, record_cid)
+    call(persona, "workspace_write", {"path": "memory/scratch.md", "content": "x"})
+    cid = correlation()
+    call(persona, "workspace_write", {"path": "memory/scratch.md", "mode": "delete"}, cid)
     record = confirmations.decide(
-        record=DecisionRecord.objects.get(correlation_id=record_cid),
+        record=DecisionRecord.objects.get(correlation_id=cid),
         approve=True,
         user=persona.agent.owner,
     )
-    staff = make_owner()
-    staff.is_superuser = True
-    staff.save()
-    registry.learn_for_class(record=record, user=staff)
+    registry.learn_for_class(record=record, user=make_superuser())
     archive = export_persona(persona, tmp_path / "p.tar.gz")
     delete_persona(persona)
     PromptRegistryEntry.objects.all().delete()
+
     target = make_agent(make_owner())
     with pytest.raises(PermissionDenied):
         import_persona(archive, agent=target, actor=make_owner())
     outcome = import_as(archive, target)
     assert outcome.overlay_entries == 0 and "staff only" in outcome.skipped[0]
     assert not PromptRegistryEntry.objects.filter(location="class-overlay").exists()
+    delete_persona(outcome.persona)
+
+    staff = make_superuser()
+    outcome = import_as(archive, make_agent(staff))
+    peer = standing_persona()
+    scratch = {"path": "memory/scratch.md", "mode": "delete"}
+    call(peer, "workspace_write", {"path": "memory/scratch.md", "content": "x"})
+    assert call(peer, "workspace_write", scratch)["code"] == "confirmation_required"
+    [entry] = PromptRegistryEntry.objects.filter(location="class-overlay")
+    assert (entry.review, entry.key_digest, entry.imported_with) == (
+        Review.PENDING,
+        "",
+        outcome.snapshot_import,
+    )
+    url = reverse("admin:runtime_promptregistryentry_changelist")
+    owner = Client()
+    owner.force_login(peer.agent.owner)
+    assert entry.pk not in [shown.pk for shown in owner.get(url).context["cl"].result_list]
+    with pytest.raises(PermissionDenied):
+        registry.review(entries=[entry], reviewer=peer.agent.owner, accept=True)
+    [reviewed] = registry.review(entries=[entry], reviewer=staff, accept=True)
+    assert reviewed.reviewed
+    entry.refresh_from_db()
+    assert entry.stamp_hash == load_active_stamp(outcome.persona).profile_hash
+    assert call(peer, "workspace_write", scratch)["ok"] is True
+
+
+def test_an_entry_waiting_for_review_is_never_keyed_and_an_answered_operation_stays_answered(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: the database holds a waiting entry unkeyed (and an accepted one keyed); an
+    imported choice for an operation the owner has answered since is not accepted over it."""
+    persona = standing_persona()
+    taught(persona)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    restored = import_as(archive, make_agent(make_owner())).persona
+    [waiting] = restored.prompt_registry_entries.all()
+    for review, digest in ((Review.PENDING, "f" * 64), (Review.ACCEPTED, "")):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            PromptRegistryEntry.objects.filter(pk=waiting.pk).update(
+                review=review, key_digest=digest
+            )
+    answered = taught(restored)
+    [outcome] = registry.review(entries=[waiting], reviewer=restored.agent.owner, accept=True)
+    assert not outcome.reviewed and "already has a choice" in outcome.reason
+    waiting.refresh_from_db()
+    assert (waiting.review, waiting.key_digest) == (Review.PENDING, "")
+    assert answered.review == Review.ACCEPTED
+
+
+# Validation: every row, with an error naming the row and field; nothing written on error ---------
+
+
+def _first_entry(members: dict[str, Any]) -> dict[str, Any]:
+    return members[EXPERIENCE][0]
+
+
+BAD_ROWS = [
+    (
+        "unknown action",
+        lambda m: _first_entry(m).update(handler_action="workspace.nuke"),
+        f"{EXPERIENCE} row 1: handler_action: unknown handler action 'workspace.nuke'",
+    ),
+    (
+        "target not an object",
+        lambda m: _first_entry(m).update(target_scope="QUEUE.md"),
+        f"{EXPERIENCE} row 1: target_scope: must be a JSON object",
+    ),
+    (
+        "target too large",
+        lambda m: _first_entry(m).update(target_scope={"path": "m" * 5000}),
+        f"{EXPERIENCE} row 1: target_scope: larger than 4096 bytes",
+    ),
+    (
+        "target naming the binding",
+        lambda m: _first_entry(m)["target_scope"].update(workspace="elsewhere"),
+        f"{EXPERIENCE} row 1: target_scope: holds 'workspace'",
+    ),
+    (
+        "shape not an object",
+        lambda m: _first_entry(m).update(operation_shape=["mode"]),
+        f"{EXPERIENCE} row 1: operation_shape: must be a JSON object",
+    ),
+    (
+        "shape out of I-JSON",
+        lambda m: _first_entry(m)["operation_shape"].update(mode=2**60),
+        f"{EXPERIENCE} row 1: operation_shape: is not I-JSON",
+    ),
+    (
+        "choice",
+        lambda m: _first_entry(m).update(choice="always"),
+        f"{EXPERIENCE} row 1: choice: must be one of approve, deny",
+    ),
+    (
+        "missing choice",
+        lambda m: _first_entry(m).pop("choice"),
+        f"{EXPERIENCE} row 1: choice: this field is required",
+    ),
+    (
+        "unknown field",
+        lambda m: _first_entry(m).update(review="accepted"),
+        f"{EXPERIENCE} row 1: review: not a field of a learned choice",
+    ),
+    (
+        "row not an object",
+        lambda m: m[EXPERIENCE].append("approve everything"),
+        f"{EXPERIENCE} row 2: must be a JSON object",
+    ),
+    (
+        "overlay row, even when not imported",
+        lambda m: m[OVERLAY].append({**_first_entry(m), "choice": "yes"}),
+        f"{OVERLAY} row 1: choice: must be one of approve, deny",
+    ),
+    (
+        "persona field",
+        lambda m: m["persona.json"].update(is_superuser=True),
+        "persona.json: is_superuser: not a field of a persona snapshot",
+    ),
+    (
+        "persona name",
+        lambda m: m["persona.json"].update(name="n" * 500),
+        "persona.json: name: longer than 120 characters",
+    ),
+    (
+        "persona verbs",
+        lambda m: m["persona.json"].update(verb_subset="everything"),
+        "persona.json: verb_subset: must be a list",
+    ),
+    (
+        "persona verbs outside the grant",
+        lambda m: m["persona.json"]["verb_subset"].append("create_for"),
+        "persona.json: verb_subset: not in agent",
+    ),
+    (
+        "generations",
+        lambda m: m.update({"generations.json": {"1": "standing"}}),
+        "generations.json: must be a JSON list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "message"), BAD_ROWS, ids=[c[0] for c in BAD_ROWS])
+def test_every_row_is_validated_with_an_error_naming_the_row_and_field(
+    tmp_path: Path, case: str, change, message: str
+) -> None:
+    """VX-SEC-1: a malformed row is refused naming its file, row and field; nothing written."""
+    owner = make_owner()
+    agent = make_agent(owner, granted_verbs=class_verbs("coder-deputy"))
+    persona = standing_persona(owner, agent=agent)
+    taught(persona)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", change)
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(crafted, agent=agent, actor=owner)
+    assert message in str(refused.value)
+    assert written() == before
+
+
+# Archive limits -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "notes.txt",
+        "stamps/1/extra.json",
+        "stamps/01/CAPABILITY-STAMP.json",
+        "experience/other.json",
+        "persona.json.bak",
+    ],
+)
+def test_only_the_known_member_names_are_read(tmp_path: Path, name: str) -> None:
+    """VX-SEC-1: a member the format does not name is refused, even when its manifest lists it."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", lambda m: m.update({name: b"{}"}))
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(SnapshotError, match=f"unexpected archive member '{name}'"):
+        import_persona(crafted, agent=persona.agent, actor=persona.agent.owner)
+    assert written() == before
+
+
+def test_a_member_twice_is_refused(tmp_path: Path) -> None:
+    """VX-SEC-1: a second copy of a member (the one a reader would keep) is refused."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    members = list(members_of(archive).items())
+    doubled = pack(tmp_path / "doubled.tar.gz", [*members, members[1]])
+    delete_persona(persona)
+    with pytest.raises(SnapshotError, match=f"archive member '{members[1][0]}' appears twice"):
+        import_persona(doubled, agent=persona.agent, actor=persona.agent.owner)
+
+
+def test_an_archive_with_too_many_members_is_refused(tmp_path: Path) -> None:
+    """VX-SEC-1: members are counted as they are read; one past the cap stops the import."""
+    many = [(f"stamps/{n}/CAPABILITY-STAMP.json", b"{}") for n in range(1, MAX_MEMBERS + 2)]
+    archive = pack(tmp_path / "many.tar.gz", many)
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError, match=f"more than {MAX_MEMBERS} members"):
+        import_persona(archive, agent=agent, actor=agent.owner)
+
+
+_ZERO_MIB = gzip.compress(bytes(MIB), compresslevel=9)
+
+
+def _zeros(mebibytes: int) -> bytes:
+    """gzip members that decompress to `mebibytes` MiB of zeros (concatenated gzip is gzip)."""
+    return _ZERO_MIB * mebibytes
+
+
+def test_an_archive_too_large_in_total_is_refused_at_the_member_that_crosses(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: members each under the member cap, together over the total, are refused at the
+    header of the member that crosses it, before its data is read."""
+    each = MAX_MEMBER_BYTES // MIB
+    stream = b""
+    for number in range(1, MAX_TOTAL_BYTES // MAX_MEMBER_BYTES + 2):
+        info = tarfile.TarInfo(f"stamps/{number}/CAPABILITY-STAMP.json")
+        info.size = each * MIB
+        stream += gzip.compress(info.tobuf(format=tarfile.USTAR_FORMAT)) + _zeros(each)
+    archive = tmp_path / "large.tar.gz"
+    archive.write_bytes(stream + gzip.compress(bytes(2 * tarfile.BLOCKSIZE)))
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError, match=f"larger than {MAX_TOTAL_BYTES // MIB} MiB"):
+        import_persona(archive, agent=agent, actor=agent.owner)
+
+
+def test_a_gzip_bomb_stops_early(tmp_path: Path) -> None:
+    """VX-SEC-1: an extended header claiming 256 MiB (which a tar reader buffers whole) is cut
+    off once the archive's uncompressed limit is read."""
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type = tarfile.XHDTYPE
+    header.size = 256 * MIB
+    archive = tmp_path / "bomb.tar.gz"
+    archive.write_bytes(gzip.compress(header.tobuf(format=tarfile.USTAR_FORMAT)) + _zeros(256))
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError, match=f"larger than {MAX_TOTAL_BYTES // MIB} MiB"):
+        import_persona(archive, agent=agent, actor=agent.owner)
 
 
 def _rewrite(archive: Path, target: Path, change) -> Path:
-    members = {}
-    with tarfile.open(archive) as tar:
-        for info in tar:
-            members[info.name] = tar.extractfile(info).read()
+    members = members_of(archive)
     change(members)
-    with tarfile.open(target, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return target
+    return pack(target, members)
 
 
 def test_bad_archives_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
@@ -190,9 +723,8 @@ def test_bad_archives_are_refused_and_nothing_is_written(tmp_path: Path) -> None
     def escaping(members):
         members["../evil"] = b"x"
 
-    with pytest.raises(SnapshotError, match="already exists"):
-        import_persona(archive, agent=agent, actor=agent.owner)
     delete_persona(persona)
+    before = written()
     for name, change, message in [
         ("future", future, "not supported"),
         ("tampered", tampered, "manifest hash"),
@@ -201,7 +733,12 @@ def test_bad_archives_are_refused_and_nothing_is_written(tmp_path: Path) -> None
         bad = _rewrite(archive, tmp_path / f"{name}.tar.gz", change)
         with pytest.raises(SnapshotError, match=message):
             import_persona(bad, agent=agent, actor=agent.owner)
-    assert not agent.personas.exists()
+    with pytest.raises(SnapshotError, match="not a readable snapshot archive"):
+        import_persona(tmp_path / "missing.tar.gz", agent=agent, actor=agent.owner)
+    assert written() == before
+
+
+# The command ------------------------------------------------------------------------------------
 
 
 def test_the_export_and_import_commands(tmp_path: Path) -> None:
@@ -214,10 +751,66 @@ def test_the_export_and_import_commands(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="never overwritten"):
         call_command("persona", "export", str(persona.uuid), str(archive))
     agent = persona.agent
-    delete_persona(persona)
     out = io.StringIO()
     with run_on_commit():
         call_command("persona", "import", str(archive), "--agent", str(agent.pk), stdout=out)
-    assert f"({persona.uuid})" in out.getvalue()
-    with pytest.raises(CommandError, match="already exists"):
-        call_command("persona", "import", str(archive), "--agent", str(agent.pk))
+    assert f"(archived as {persona.uuid})" in out.getvalue()
+    assert agent.personas.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.update({"persona.json": b"{not json"}), "persona.json is not valid JSON"),
+        (lambda m: m.pop("persona.json"), "the archive has no persona.json"),
+        (lambda m: m.update({"persona.json": b"[" * 100_000}), "persona.json nests too deeply"),
+    ],
+)
+def test_a_bad_archive_is_one_clear_line_from_the_command(
+    tmp_path: Path, change, message: str
+) -> None:
+    """VX-SEC-1: the command refuses with one line naming the problem, never a traceback (the
+    installed command's exit status: tests/test_cli.py)."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+
+    def raw(members: dict[str, Any]) -> None:
+        data = {
+            k: v if isinstance(v, bytes) else json.dumps(v).encode() for k, v in members.items()
+        }
+        members.clear()
+        change(data)
+        members.update(data)
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", raw)
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(CommandError) as refused:
+        call_command("persona", "import", str(crafted), "--agent", str(persona.agent.pk))
+    [line] = str(refused.value).splitlines()
+    assert line.startswith(message)
+    assert written() == before
+
+
+# The history in the admin -------------------------------------------------------------------------
+
+
+def test_the_owner_reads_the_archived_stamps_in_the_admin_and_nobody_else(tmp_path: Path) -> None:
+    """VX-SEC-1: an import and the stamps it archived are read-only history for its owner."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    outcome = import_as(archive, persona.agent)
+    record = outcome.snapshot_import
+    [archived] = record.archived_stamps.all()
+    url = reverse("admin:runtime_snapshotimport_change", args=[record.pk])
+    owner = Client()
+    owner.force_login(persona.agent.owner)
+    page = owner.get(url)
+    assert page.status_code == 200
+    assert archived.stamp_hash in page.content.decode()
+    assert 'name="_save"' not in page.content.decode()
+    stranger = Client()
+    stranger.force_login(make_owner())
+    assert stranger.get(url).status_code in (302, 403, 404)
+    assert archived.stamp_hash not in stranger.get(url, follow=True).content.decode()

@@ -8,6 +8,7 @@ must be given and registered.
 
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -18,7 +19,7 @@ from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
 from personas.models import Agent, Persona, PersonaClass, RegisteredAddress
 from runtime.launcher import persona_by_uuid
-from runtime.snapshot import SnapshotError, export_persona, import_persona
+from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path
 
@@ -80,10 +81,21 @@ class Command(BaseCommand):
         export.add_argument("archive", type=Path, help="the archive to create (.tar.gz)")
 
         restore = actions.add_parser(
-            "import", help="restore a snapshot onto an agent, on behalf of that agent's owner"
+            "import",
+            help=(
+                "create a persona from a snapshot on an agent, on behalf of that agent's owner; "
+                "its learned choices wait for the owner's review in the admin"
+            ),
         )
         restore.add_argument("archive", type=Path, help="a snapshot made by `persona export`")
         restore.add_argument("--agent", required=True, type=int, help="the target agent's id")
+        restore.add_argument(
+            "--lead",
+            help=(
+                "UUID of one of the owner's project-lead personas to own the imported persona in "
+                "place of the lead the archive names, or 'none'"
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         {"add": self._add, "export": self._export, "import": self._import}[options["action"]](
@@ -106,20 +118,39 @@ class Command(BaseCommand):
         agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
         if agent is None:
             raise CommandError(f"no agent with id {options['agent']}")
+        lead: Any = ARCHIVED_LEAD
+        if options["lead"] == "none":
+            lead = None
+        elif options["lead"]:
+            lead = Persona.objects.filter(uuid=self._uuid(options["lead"])).first()
+            if lead is None:
+                raise CommandError(f"--lead: no persona with UUID {options['lead']}")
         try:
-            outcome = import_persona(options["archive"], agent=agent, actor=agent.owner)
+            outcome = import_persona(
+                options["archive"], agent=agent, actor=agent.owner, owning_lead=lead
+            )
         except ValidationError as exc:
             raise CommandError(self._explain(exc)) from None
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
         persona = outcome.persona
         self.stdout.write(
-            f"Imported persona {persona.name} ({persona.uuid}): {outcome.generations} "
-            f"generations, {outcome.stamps} stamps, {outcome.experience_entries} learned choices, "
-            f"{outcome.overlay_entries} class-overlay entries."
+            f"Imported persona {persona.name} as {persona.uuid} (archived as "
+            f"{outcome.snapshot_import.source_persona}): {outcome.archived_stamps} archived "
+            f"stamps kept as history; {outcome.experience_entries} learned choices and "
+            f"{outcome.overlay_entries} class-overlay entries wait for review in the admin."
         )
         for skipped in outcome.skipped:
             self.stdout.write(f"Skipped: {skipped}")
+        persona.refresh_from_db()
+        self._report(persona)
+
+    @staticmethod
+    def _uuid(value: str) -> str:
+        try:
+            return str(UUID(value))
+        except ValueError:
+            raise CommandError(f"--lead: {value!r} is not a UUID") from None
 
     def _add(self, options: dict[str, Any]) -> None:
         owner = self._owner(options["owner"])
