@@ -133,8 +133,8 @@ def surface_register(
             f"{binding!r}: ids starting with {RESERVED_PREFIX!r} are Virgo's own; a persona "
             "mailbox is bound directly and never registered"
         ]
-    if not isinstance(label, str) or len(label) > LABEL_MAX:
-        errors["label"] = [f"must be a string of at most {LABEL_MAX} characters"]
+    if not isinstance(label, str) or len(label) > LABEL_MAX or "\x00" in label:
+        errors["label"] = [f"must be text of at most {LABEL_MAX} characters"]
     if errors:
         raise ValidationError(errors)
     assert isinstance(binding, str) and isinstance(label, str)
