@@ -364,11 +364,13 @@ def get_human_surface_status(call: "ToolCall", args: Arguments) -> dict[str, Any
     An unreachable or unconfigured hub is a status, and reported as one (`reachable: false`),
     with every surface `unknown`; nothing is claimed that the hub did not say.
     """
-    surfaces = (
-        [_bound(call, args["binding"])]
-        if args.given("binding")
-        else list(call.tool.scope.get("surfaces", ()))
-    )
+    if args.given("binding"):
+        surfaces = [_bound(call, args["binding"])]
+    else:
+        # Only the places the owner still holds: the hub is not asked about anyone else's.
+        bound = list(call.tool.scope.get("surfaces", ()))
+        foreign = set(unowned_bindings(call.persona.agent.owner_id, bound))
+        surfaces = [binding for binding in bound if binding not in foreign]
     unknown = [{"binding": binding, "state": "unknown"} for binding in surfaces]
     try:
         hub = deliveries.client()

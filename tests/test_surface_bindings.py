@@ -275,6 +275,8 @@ def test_send_human_message_reaches_only_the_owners_surface(hub: Hub) -> None:
     assert [m["binding"] for m in hub.messages.values()] == [OPS]
     assert [r.route for r in hub.received] == ["send"]
     assert not Delivery.objects.filter(correlation_id=smuggled["correlation_id"]).exists()
+    status = call(persona, "get_human_surface_status")["result"]["surfaces"]
+    assert status == [{"binding": OPS, "state": "connected"}]
     again = call(persona, "send_human_message", {"binding": OPS, "text": "still mine"})
     assert again["ok"] is True
 
