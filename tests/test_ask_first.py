@@ -109,6 +109,9 @@ def test_asking_first_opens_a_generation_whose_stamp_says_confirm() -> None:
     persona = update_persona(persona, ask_first_verbs=[])
     assert persona.generation == 3
     assert tool(persona, "workspace_write")["access"] == "allow"
+    # Without ask-first verbs the composition is what it was before they existed.
+    for number in (1, 3):
+        assert "ask_first_verbs" not in persona.generations.get(number=number).composition
 
 
 def test_narrowing_the_agent_drops_its_ask_first_verbs_too() -> None:
