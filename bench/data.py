@@ -97,6 +97,7 @@ def add_personas(fleet: Fleet, count: int, *, start: int) -> list[int]:
                     address_id=template.address_id,
                     graph_namespace=template.graph_namespace,
                     human_surface_bindings=template.human_surface_bindings,
+                    ask_first_verbs=template.ask_first_verbs,
                     discoverable=True,
                     generation=1,
                     standing=None,

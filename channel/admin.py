@@ -3,12 +3,12 @@
 from typing import Any
 
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from channel import services
 from channel.models import AuthoritySurface, Delivery
+from personas.forms import ServiceForm
 from personas.selectors import is_moderator
 from virgo.admin_permissions import NoEditsMixin
 
@@ -43,12 +43,37 @@ class DeliveryAdmin(NoEditsMixin, admin.ModelAdmin):
         )
 
 
+class AuthoritySurfaceForm(ServiceForm):
+    """Validated by the service itself (rehearsed, see personas.forms): the binding must be one
+    of the owner's registered human surfaces, and errors land on the field they name."""
+
+    class Meta:
+        model = AuthoritySurface
+        fields = ("binding", "principal")
+
+    def call_service(self) -> AuthoritySurface:
+        return services.authority_surface_set(
+            user=self.instance.user if self.instance.pk else self.actor,
+            actor=self.actor,
+            binding=self.cleaned_data["binding"],
+            principal=self.cleaned_data["principal"],
+        )
+
+
 @admin.register(AuthoritySurface)
 class AuthoritySurfaceAdmin(admin.ModelAdmin):
-    """Each owner sets their own; the write goes through channel.services."""
+    """Each owner sets their own, at one of their registered human surfaces; the write goes
+    through channel.services."""
 
+    form = AuthoritySurfaceForm
     list_display = ("user", "binding", "principal", "updated_at")
     fields = ("binding", "principal")
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ServiceForm]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"actor": request.user})
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuthoritySurface]:
         rows = super().get_queryset(request).select_related("user")
@@ -75,11 +100,5 @@ class AuthoritySurfaceAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: AuthoritySurface, form: Any, change: bool
     ) -> None:
-        user = obj.user if change else request.user
-        try:
-            saved = services.authority_surface_set(
-                user=user, actor=request.user, binding=obj.binding, principal=obj.principal
-            )
-        except (PermissionDenied, ValidationError) as exc:
-            raise PermissionDenied(str(exc)) from None
+        saved = form.save_through_service()
         obj.pk, obj.user = saved.pk, saved.user

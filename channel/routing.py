@@ -27,10 +27,10 @@ from channel.client import ChannelClient, ChannelNotConfigured, Outcome
 from channel.deliveries import request_digest
 from channel.models import AuthoritySurface, Delivery
 from personas.models import Persona
+from personas.surfaces import PERSONA_MAILBOX, owned_surface
 from runtime.models import AuthorityKind, CoordinationMessage, DecisionRecord
 
 ROUTE = "/confirmations"
-PERSONA_MAILBOX = "virgo:persona/"
 # Strings longer than this are cut in the card (the decision record keeps the whole operation).
 _CARD_STRING_LIMIT = 2000
 _RETRYABLE = (Delivery.Status.PENDING, Delivery.Status.UNKNOWN, Delivery.Status.FAILED)
@@ -47,10 +47,11 @@ def authority_address(record: DecisionRecord) -> tuple[str, dict[str, str]]:
         assert lead is not None
         return f"{PERSONA_MAILBOX}{lead.uuid}", {"kind": "persona", "id": str(lead.uuid)}
     surface = AuthoritySurface.objects.filter(user_id=record.authority_user_id).first()
-    if surface is None:
+    if surface is None or owned_surface(record.authority_user_id, surface.binding) is None:
+        # A surface the owner gave up may since be another owner's: it is never used.
         raise Unroutable(
-            f"{record.authority_user} has no authority surface on the hub; the request waits in "
-            "the admin until one is set"
+            f"{record.authority_user} has no authority surface among their human surfaces on "
+            "the hub; the request waits in the admin until one is set"
         )
     return surface.binding, {"kind": "human", "id": surface.principal}
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from channel import deliveries
 from channel.client import HubReply, Outcome, hub_code
 from channel.deliveries import HubRejected, OutcomeUnknown, Terminal
+from personas.surfaces import unowned_bindings
 from runtime.params import Choice, Records, Text, date, url
 from runtime.toolkit import Arguments, takes
 from runtime.workspace import InvalidArgument, OutOfScope, TooLarge
@@ -65,11 +66,17 @@ _MESSAGE_TEXT = _text("text", "The message.", MAX_TEXT, required=True)
 
 
 def _bound(call: "ToolCall", binding: Any) -> str:
-    """The binding, if the stamp binds this tool to it (the classifier has refused others)."""
+    """The binding, if the stamp binds this tool to it (the classifier has refused others) and
+    it is still a surface of the persona's owner (a stamp built before surfaces were registered,
+    or restored from elsewhere, may bind one that is not)."""
     surfaces = tuple(call.tool.scope.get("surfaces", ()))
     if not isinstance(binding, str) or binding not in surfaces:
         raise OutOfScope(
             f"surface {binding!r} is not bound to this persona ({', '.join(surfaces) or 'none'})"
+        )
+    if unowned_bindings(call.persona.agent.owner_id, [binding]):
+        raise OutOfScope(
+            f"surface {binding!r} is not a human surface of this persona's owner; nothing was sent"
         )
     return binding
 
@@ -357,11 +364,13 @@ def get_human_surface_status(call: "ToolCall", args: Arguments) -> dict[str, Any
     An unreachable or unconfigured hub is a status, and reported as one (`reachable: false`),
     with every surface `unknown`; nothing is claimed that the hub did not say.
     """
-    surfaces = (
-        [_bound(call, args["binding"])]
-        if args.given("binding")
-        else list(call.tool.scope.get("surfaces", ()))
-    )
+    if args.given("binding"):
+        surfaces = [_bound(call, args["binding"])]
+    else:
+        # Only the places the owner still holds: the hub is not asked about anyone else's.
+        bound = list(call.tool.scope.get("surfaces", ()))
+        foreign = set(unowned_bindings(call.persona.agent.owner_id, bound))
+        surfaces = [binding for binding in bound if binding not in foreign]
     unknown = [{"binding": binding, "state": "unknown"} for binding in surfaces]
     try:
         hub = deliveries.client()

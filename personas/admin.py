@@ -26,16 +26,25 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas import selectors, services
+from personas import selectors, services, surfaces
 from personas.forms import (
     AgentForm,
+    HumanSurfaceForm,
     OwnerIdentityForm,
     PersonaForm,
     RegisteredAddressForm,
     ServiceForm,
     SkillForm,
 )
-from personas.models import Agent, AuditEvent, OwnerIdentity, Persona, RegisteredAddress, Skill
+from personas.models import (
+    Agent,
+    AuditEvent,
+    HumanSurface,
+    OwnerIdentity,
+    Persona,
+    RegisteredAddress,
+    Skill,
+)
 from personas.ratelimits import mutation_retry_after
 from stamps.admin import GenerationInline, StampAdminMixin
 from virgo.admin_permissions import NoEditsMixin
@@ -252,7 +261,7 @@ class PersonaAdmin(StampAdminMixin, OwnedAdmin):
     readonly_fields = ("agent", "derived_skills", "generation", "standing", "uuid", "card_link")
     authored = (
         (None, {"fields": ("agent", "name", "description", "system_prompt", "persona_class")}),
-        ("Capability slice", {"fields": ("verb_subset", "queues")}),
+        ("Capability slice", {"fields": ("verb_subset", "ask_first_verbs", "queues")}),
         ("Place", {"fields": ("address", "owning_lead", "graph_namespace")}),
         ("Human surface", {"fields": ("human_surface_bindings",)}),
         ("Directory", {"fields": ("discoverable",)}),
@@ -528,6 +537,51 @@ class RegisteredAddressAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         _adopt(obj, services.address_register(actor=request.user, path=obj.path))
+
+
+# Human surfaces ---------------------------------------------------------------------------------
+
+
+@admin.register(HumanSurface)
+class HumanSurfaceAdmin(OwnedAdmin):
+    """The places on the hub an owner's personas may be bound to; each owner registers theirs.
+
+    A binding is an identity, so it is never edited: it is registered, and given up by deleting
+    it once no persona is bound to it (the delete page names the personas that still are).
+    """
+
+    form = HumanSurfaceForm
+    list_display = ("binding", "label", "owner", "registered_at")
+    list_select_related = ("owner",)
+    search_fields = ("binding", "label")
+    fields = ("binding", "label")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HumanSurface]:
+        return selectors.surfaces_visible_to(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (obj is None or selectors.owns(request.user, obj))
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        deleted, counts, perms_needed, _ = super().get_deleted_objects(objs, request)
+        bound = [
+            f"{surface.binding}: bound to {name}"
+            for surface in objs
+            for name in surfaces.personas_bound_to(surface)
+        ]
+        return deleted, counts, perms_needed, bound
+
+    def delete_model(self, request: HttpRequest, obj: HumanSurface) -> None:
+        surfaces.surface_remove(surface=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[HumanSurface]) -> None:
+        for surface in queryset:
+            surfaces.surface_remove(surface=surface, actor=request.user)
 
 
 # Owner identities and the audit trail -----------------------------------------------------------

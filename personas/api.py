@@ -39,13 +39,13 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.throttling import BaseThrottle
 
-from personas import selectors, services
+from personas import selectors, services, surfaces
 from personas.catalogue import VERBS
-from personas.models import Agent, Persona, PersonaClass
+from personas.models import Agent, HumanSurface, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
 from virgo.authentication import TokenAuthentication
 from virgo.clients import address_retry_after
-from virgo.openapi import refusal
+from virgo.openapi import field_errors, refusal
 
 READ_ONLY_REASONS: dict[str, str] = {
     "id": "read-only: assigned by the server",
@@ -133,7 +133,19 @@ class PersonaInput(StrictInput):
     address = serializers.CharField(max_length=200, help_text="A registered address path")
     graph_namespace = serializers.CharField(allow_blank=True, default="", max_length=200)
     human_surface_bindings = serializers.ListField(
-        child=serializers.CharField(max_length=200), default=list
+        child=serializers.CharField(max_length=200),
+        default=list,
+        help_text=(
+            "Where the persona may talk to humans: surfaces registered to you (/api/surfaces/), "
+            "or `virgo:persona/<uuid>`, the mailbox of one of your personas."
+        ),
+    )
+    ask_first_verbs = VerbNames(
+        default=list,
+        help_text=(
+            "Verbs of verb_subset that wait for confirmation before they run, though no global "
+            "boundary asks: the owning lead answers, or you when there is none."
+        ),
     )
     owning_lead = serializers.SlugRelatedField(
         slug_field="uuid", queryset=Persona.objects.none(), allow_null=True, default=None
@@ -148,6 +160,15 @@ class PersonaInput(StrictInput):
         if "request" in self.context:
             user = self.context["request"].user
             self.fields["owning_lead"].queryset = selectors.personas_visible_to(user)
+
+
+class SurfaceInput(StrictInput):
+    binding = serializers.CharField(
+        max_length=200,
+        trim_whitespace=False,
+        help_text="The hub's id of the place, e.g. `teams:chat/ops`; one owner holds each.",
+    )
+    label = serializers.CharField(max_length=200, allow_blank=True, default="")
 
 
 class PersonaCreateInput(PersonaInput):
@@ -176,6 +197,14 @@ class AgentOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+class SurfaceOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    owner = serializers.IntegerField(source="owner_id")
+    binding = serializers.CharField()
+    label = serializers.CharField()
+    registered_at = serializers.DateTimeField()
+
+
 class PersonaOutput(serializers.Serializer):
     uuid = serializers.UUIDField()
     agent = serializers.IntegerField(source="agent_id")
@@ -189,6 +218,7 @@ class PersonaOutput(serializers.Serializer):
     address = serializers.CharField(source="address.path")
     graph_namespace = serializers.CharField()
     human_surface_bindings = serializers.ListField(child=serializers.CharField())
+    ask_first_verbs = serializers.ListField(child=serializers.CharField())
     owning_lead = serializers.UUIDField(source="owning_lead.uuid", allow_null=True)
     discoverable = serializers.BooleanField()
     generation = serializers.IntegerField()
@@ -374,6 +404,67 @@ class PersonaViewSet(OwnerViewSet):
 
     def destroy(self, request: Request, uuid: str) -> Response:
         services.persona_delete(persona=self._persona(uuid), actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(responses=SurfaceOutput, tags=["surfaces"]),
+    create=extend_schema(
+        request=SurfaceInput,
+        responses={201: SurfaceOutput},
+        parameters=[
+            OpenApiParameter(
+                "Location",
+                OpenApiTypes.URI,
+                OpenApiParameter.HEADER,
+                response=[201],
+                required=True,
+                description="The new object's URL.",
+            )
+        ],
+        tags=["surfaces"],
+    ),
+    retrieve=extend_schema(
+        responses=SurfaceOutput,
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        tags=["surfaces"],
+    ),
+    destroy=extend_schema(
+        responses={204: None, 400: field_errors("A persona is still bound to the surface.")},
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        tags=["surfaces"],
+    ),
+)
+class SurfaceViewSet(OwnerViewSet):
+    """The owner's human surfaces: the places on the hub their personas may be bound to.
+
+    Registering a binding claims it (the first owner holds it); it is given up by deleting it,
+    once no persona is bound to it. There is no update: a binding is an identity.
+    """
+
+    def _surface(self, pk: str) -> HumanSurface:
+        return get_object_or_404(selectors.surfaces_visible_to(self.request.user), pk=pk)
+
+    def list(self, request: Request) -> Response:
+        return self.paginated(selectors.surfaces_visible_to(request.user), SurfaceOutput)
+
+    def create(self, request: Request) -> Response:
+        data = SurfaceInput(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        surface = surfaces.surface_register(
+            owner=request.user, actor=request.user, **data.validated_data
+        )
+        return Response(
+            SurfaceOutput(surface).data,
+            status=status.HTTP_201_CREATED,
+            headers={"Location": reverse("api-surface-detail", [surface.pk], request=request)},
+        )
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(SurfaceOutput(self._surface(pk)).data)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        surfaces.surface_remove(surface=self._surface(pk), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -15,10 +15,18 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models, transaction
 
-from personas import services
+from personas import services, surfaces
 from personas.addresses import address_problem
 from personas.catalogue import VERBS
-from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress, Skill
+from personas.models import (
+    Agent,
+    HumanSurface,
+    OwnerIdentity,
+    Persona,
+    PersonaClass,
+    RegisteredAddress,
+    Skill,
+)
 from personas.services import PERSONA_FIELDS
 
 
@@ -139,8 +147,13 @@ class PersonaForm(ServiceForm):
 
     verb_subset = _checkboxes()
     queues = _checkboxes()
+    ask_first_verbs = _checkboxes()
     human_surface_bindings = NamesField(
-        required=False, help_text="Binding ids on the hub, one per line; never credentials."
+        required=False,
+        help_text=(
+            "One per line: your registered human surfaces (Human surfaces), or "
+            "virgo:persona/&lt;uuid&gt;, the mailbox of one of your personas. Never credentials."
+        ),
     )
 
     class Meta:
@@ -158,6 +171,14 @@ class PersonaForm(ServiceForm):
             "from these."
         )
         self.fields["queues"].choices = [(queue, queue) for queue in agent.granted_queues]
+        # Only verbs no global boundary asks for: those always wait for confirmation anyway.
+        self.fields["ask_first_verbs"].choices = verb_choices(
+            verb.name for verb in VERBS if verb.name in agent.granted_verbs and not verb.boundary
+        )
+        self.fields["ask_first_verbs"].help_text = (
+            "Verbs of the subset above that wait for confirmation before they run: the owning "
+            "lead answers, or you when there is none."
+        )
         if "owning_lead" in self.fields:
             self.fields["owning_lead"].queryset = Persona.objects.filter(
                 agent__owner_id=agent.owner_id, persona_class=PersonaClass.PROJECT_LEAD
@@ -226,6 +247,25 @@ class OwnerIdentityForm(ServiceForm):
         user = get_user_model().objects.get(pk=self.actor.pk)
         return services.owner_identity_update(
             user=user, **{name: self.cleaned_data[name] for name in self.Meta.fields}
+        )
+
+
+class HumanSurfaceForm(ServiceForm):
+    class Meta:
+        model = HumanSurface
+        fields = ("binding", "label")
+
+    def validate_unique(self) -> None:
+        # The service says who holds a binding (in words an owner can act on); the model's own
+        # constraint would only repeat it as "Constraint ... is violated".
+        return
+
+    def call_service(self) -> HumanSurface:
+        return surfaces.surface_register(
+            owner=self.actor,
+            actor=self.actor,
+            binding=self.cleaned_data["binding"],
+            label=self.cleaned_data["label"],
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 
 
 class PersonaClass(models.TextChoices):
@@ -148,6 +149,31 @@ class RegisteredAddress(models.Model):
         return self.segments[-1]
 
 
+class HumanSurface(models.Model):
+    """A place on the hub (a chat, a channel, a person's direct messages) registered to one owner.
+
+    Only its owner's personas may be bound to it, and it is the only kind of place an owner's
+    confirmations may be sent to. One binding belongs to one owner: a second owner cannot claim
+    it, nor a spelling of it that differs only in case. Writes go through personas.surfaces.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="human_surfaces"
+    )
+    binding = models.CharField(max_length=200, help_text="The hub's id of the place, as bound.")
+    label = models.CharField(max_length=200, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(Lower("binding"), name="human_surface_one_owner_per_binding")
+        ]
+        ordering = ["binding"]
+
+    def __str__(self) -> str:
+        return self.binding
+
+
 class PersonaQuerySet(models.QuerySet["Persona"]):
     def advertised(self) -> "PersonaQuerySet":
         """Discoverable personas whose current generation has not failed to stand."""
@@ -175,7 +201,14 @@ class Persona(models.Model):
     address = models.ForeignKey(RegisteredAddress, on_delete=models.PROTECT, related_name="+")
     graph_namespace = models.CharField(max_length=200, blank=True)
     human_surface_bindings = models.JSONField(
-        default=list, blank=True, help_text="Binding ids on the hub; never credentials."
+        default=list,
+        blank=True,
+        help_text="Human surfaces of the owner (or mailboxes of the owner's personas) on the hub.",
+    )
+    ask_first_verbs = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Verbs of the subset that wait for confirmation though no boundary asks.",
     )
     owning_lead = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="deputies"

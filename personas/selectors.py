@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from personas.models import Agent, AuditEvent, OwnerIdentity, Persona
+from personas.models import Agent, AuditEvent, HumanSurface, OwnerIdentity, Persona
 
 
 def is_moderator(user: Any) -> bool:
@@ -39,6 +39,14 @@ def personas_visible_to(user: Any) -> QuerySet[Persona]:
     return Persona.objects.filter(agent__owner=user)
 
 
+def surfaces_visible_to(user: Any) -> QuerySet[HumanSurface]:
+    if not (user.is_authenticated and user.is_active):
+        return HumanSurface.objects.none()
+    if is_moderator(user):
+        return HumanSurface.objects.all()
+    return HumanSurface.objects.filter(owner=user)
+
+
 def identities_visible_to(user: Any) -> QuerySet[OwnerIdentity]:
     if not (user.is_authenticated and user.is_active):
         return OwnerIdentity.objects.none()
@@ -56,7 +64,7 @@ def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(Q(agent__owner=user) | Q(persona__agent__owner=user))
 
 
-def owns(user: Any, obj: Agent | Persona | OwnerIdentity) -> bool:
+def owns(user: Any, obj: Agent | Persona | OwnerIdentity | HumanSurface) -> bool:
     """Whether `user` is the owner of `obj`, the only one who may change it."""
     if not (user.is_authenticated and user.is_active):
         return False
@@ -64,4 +72,6 @@ def owns(user: Any, obj: Agent | Persona | OwnerIdentity) -> bool:
         return obj.owner_id == user.pk
     if isinstance(obj, Persona):
         return obj.agent.owner_id == user.pk
+    if isinstance(obj, HumanSurface):
+        return obj.owner_id == user.pk
     return obj.user_id == user.pk

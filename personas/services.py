@@ -18,7 +18,7 @@ from django.utils import timezone
 from cards.fastpath import card_changed
 from personas import tasks
 from personas.addresses import address_problem
-from personas.catalogue import unknown_verbs
+from personas.catalogue import VERBS_BY_NAME, unknown_verbs
 from personas.models import (
     Agent,
     AuditEvent,
@@ -30,6 +30,7 @@ from personas.models import (
     Skill,
     SkillMapRevision,
 )
+from personas.surfaces import binding_problem, unowned_bindings, unowned_message
 from stamps.canonical import canonical_bytes, sha256_hex
 from virgo.bulk import update_each
 
@@ -48,6 +49,7 @@ PERSONA_FIELDS = (
     "graph_namespace",
     "human_surface_bindings",
     "owning_lead",
+    "ask_first_verbs",
 )
 
 
@@ -84,9 +86,13 @@ def current_skill_map() -> SkillMap:
 
 
 def composition_of(persona: Persona) -> dict[str, Any]:
-    """Everything a persona is, as I-JSON: the input of its card and of its stamp."""
+    """Everything a persona is, as I-JSON: the input of its card and of its stamp.
+
+    `ask_first_verbs` is there only when the owner set some, so the composition of a persona
+    made before they existed is unchanged and opens no generation of its own.
+    """
     identity = _identity_of(persona.agent.owner)
-    return {
+    composition = {
         "persona": str(persona.uuid),
         "agent": persona.agent_id,
         "name": persona.name,
@@ -105,6 +111,9 @@ def composition_of(persona: Persona) -> dict[str, Any]:
             "url": identity.provider_url,
         },
     }
+    if persona.ask_first_verbs:
+        composition["ask_first_verbs"] = sorted(persona.ask_first_verbs)
+    return composition
 
 
 def composition_hash(composition: dict[str, Any]) -> str:
@@ -184,9 +193,14 @@ def _validate_persona(persona: Persona) -> None:
             f"unknown class {persona.persona_class!r}; one of {', '.join(PersonaClass.values)}"
         ]
     try:
-        _require_string_list("human_surface_bindings", persona.human_surface_bindings)
+        _validate_bindings(persona)
     except ValidationError as exc:
         errors.update(exc.message_dict)
+    if "verb_subset" not in errors:
+        try:
+            _validate_ask_first(persona)
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
     lead = persona.owning_lead
     if lead is not None:
         if lead.pk == persona.pk:
@@ -197,6 +211,35 @@ def _validate_persona(persona: Persona) -> None:
             errors["owning_lead"] = ["the owning lead must be a project-lead persona"]
     if errors:
         raise ValidationError(errors)
+
+
+def _validate_bindings(persona: Persona) -> None:
+    """VX-SEC-5: every binding names a surface of the persona's own owner, or a mailbox of one
+    of the owner's personas; the surfaces stay locked until the write commits."""
+    field = "human_surface_bindings"
+    bindings = _require_string_list(field, persona.human_surface_bindings)
+    malformed = list(filter(None, map(binding_problem, bindings)))
+    if malformed:
+        raise ValidationError({field: malformed})
+    unowned = unowned_bindings(persona.agent.owner_id, bindings, lock=True)
+    if unowned:
+        raise ValidationError({field: [unowned_message(binding) for binding in unowned]})
+
+
+def _validate_ask_first(persona: Persona) -> None:
+    """The owner's "ask first" verbs: verbs of the persona's own subset that would otherwise be
+    allowed (a verb crossing a global boundary always asks, so naming it would change nothing)."""
+    field = "ask_first_verbs"
+    verbs = _require_string_list(field, persona.ask_first_verbs)
+    outside = [verb for verb in verbs if verb not in persona.verb_subset]
+    if outside:
+        raise ValidationError({field: [f"not in the persona's verb_subset: {', '.join(outside)}"]})
+    boundaries = {verb: VERBS_BY_NAME[verb].boundary for verb in verbs if verb in VERBS_BY_NAME}
+    always = [f"{verb} (boundary: {b.value})" for verb, b in boundaries.items() if b is not None]
+    if always:
+        raise ValidationError(
+            {field: [f"these cross a global boundary and always ask: {', '.join(always)}"]}
+        )
 
 
 def resolve_address(path: object) -> RegisteredAddress:
@@ -329,6 +372,7 @@ def _narrow_personas(agent: Agent, actor: User) -> None:
             continue
         persona.agent = agent
         persona.verb_subset = [v for v in persona.verb_subset if v in agent.granted_verbs]
+        persona.ask_first_verbs = [v for v in persona.ask_first_verbs if v in agent.granted_verbs]
         persona.queues = [q for q in persona.queues if q in agent.granted_queues]
         _settle_generation(persona, skill_map)
         persona.save()

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from channel.tasks import deliver_confirmation
 from personas.models import Persona
+from personas.surfaces import canonical_uuid
 from personas.tasks import queue_after_commit
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.policy import Operation, Verdict
@@ -53,11 +54,20 @@ def human_authority(stamp: ActiveStamp, persona: Persona) -> Any:
 
 
 def route(*, stamp: ActiveStamp, persona: Persona, verdict: Verdict) -> Authority:
+    """The one authority that may answer: the owning lead for deputy scope, else the owner.
+
+    A lead the stamp names must be another persona of the requester's own owner; any other
+    (another owner's persona, one that is gone, the requester itself) routes nowhere, so nothing
+    can be asked and the call is refused.
+    """
     if verdict.boundary is None and stamp.owning_lead:
-        lead = Persona.objects.filter(uuid=stamp.owning_lead).first()
+        lead = Persona.objects.filter(
+            uuid=canonical_uuid(stamp.owning_lead), agent__owner_id=persona.agent.owner_id
+        ).first()
         if lead is None or lead.pk == persona.pk:
             raise StampUnavailable(
-                f"persona {persona.uuid}: owning lead {stamp.owning_lead} cannot take confirmations"
+                f"persona {persona.uuid}: owning lead {stamp.owning_lead} cannot take "
+                "confirmations (it must be another persona of the same owner)"
             )
         return Authority(AuthorityKind.LEAD, persona=lead)
     return Authority(AuthorityKind.HUMAN, user=human_authority(stamp, persona))

@@ -60,14 +60,16 @@ def build_stamp(
     workspace: WorkspaceBinding,
     verb_subset: Sequence[str],
     queues: Sequence[str],
+    ask_first_verbs: Sequence[str],
     registry: HandlerRegistry = HANDLERS,
 ) -> dict[str, Any]:
     """Resolve the class profile and the persona's path into one validated v3 stamp.
 
-    The tools are exactly the verb subset (the persona's tool grant), in catalogue order. The
-    stamp is returned only if it passes the JSON Schema and the semantic validator; otherwise
-    StampRejected lists every problem. There is no address default: without a canonical
-    address nothing is built.
+    The tools are exactly the verb subset (the persona's tool grant), in catalogue order; the
+    owner's "ask first" verbs among them are stamped `access: confirm` whatever the class
+    matrix says. The stamp is returned only if it passes the JSON Schema and the semantic
+    validator; otherwise StampRejected lists every problem. There is no address default:
+    without a canonical address nothing is built.
     """
     problem = address_problem(address)
     if problem:
@@ -82,6 +84,14 @@ def build_stamp(
             [
                 Problem(Code.UNKNOWN_TOOL, n, f"tool {n} is not in the verb catalogue")
                 for n in unknown
+            ]
+        )
+    outside = [name for name in ask_first_verbs if name not in verb_subset]
+    if outside:
+        raise StampRejected(
+            [
+                Problem(Code.SCOPE, n, f"ask-first verb {n} is not in the persona's verb subset")
+                for n in outside
             ]
         )
     hierarchy = hierarchy_of(address)
@@ -118,6 +128,7 @@ def build_stamp(
                 workspace=workspace,
                 human_surface_bindings=human_surface_bindings,
                 queues=queues,
+                ask_first=name in ask_first_verbs,
             )
             for name in ordered
         ],
@@ -133,12 +144,13 @@ def _tool(
     workspace: WorkspaceBinding,
     human_surface_bindings: Sequence[str],
     queues: Sequence[str],
+    ask_first: bool,
 ) -> dict[str, Any]:
     cell = profiles.verb_cell(persona_class, verb)
     return {
         "name": verb.name,
         "handler_action": verb.handler_action,
-        "access": profiles.access_for(persona_class, verb.name),
+        "access": "confirm" if ask_first else profiles.access_for(persona_class, verb.name),
         "scope": {
             "workspace": workspace.workspace,
             "project": workspace.project,

@@ -15,6 +15,7 @@ from django.db.models import F
 
 from cards.fastpath import card_changed
 from personas.models import Generation, Persona, RegisteredAddress
+from personas.surfaces import binding_owners, canonical_uuid
 from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
@@ -62,7 +63,57 @@ def stamp_inputs(generation: Generation) -> dict[str, Any]:
         ),
         "verb_subset": composition["verb_subset"],
         "queues": composition["queues"],
+        # A composition made before ask-first verbs existed has none.
+        "ask_first_verbs": composition.get("ask_first_verbs", []),
     }
+
+
+def ownership_problems(generations: Sequence[Generation]) -> dict[int, list[Problem]]:
+    """VX-SEC-5, VX-SEC-13: the bindings and owning lead of each generation that are not its
+    owner's, keyed by generation id. Three queries at most, whatever the batch.
+
+    Each human-surface binding must name a surface registered to the persona's owner (or the
+    mailbox of one of the owner's personas), and the owning lead must be a persona of the same
+    owner, or the stamp would send messages, or route confirmations, to someone else.
+    """
+    compositions = {generation.pk: generation.composition for generation in generations}
+    surface_owners = binding_owners(
+        binding
+        for composition in compositions.values()
+        for binding in composition["human_surface_bindings"]
+    )
+    leads = {canonical_uuid(c["owning_lead"]) for c in compositions.values()} - {None}
+    lead_owners = {
+        str(lead): owner
+        for lead, owner in Persona.objects.filter(uuid__in=leads).values_list(
+            "uuid", "agent__owner_id"
+        )
+    }
+    problems: dict[int, list[Problem]] = {}
+    for generation in generations:
+        owner = generation.persona.agent.owner_id
+        composition = compositions[generation.pk]
+        found = [
+            Problem(
+                Code.NOT_THE_OWNERS,
+                str(binding),
+                f"human surface {binding!r} is not registered to the persona's owner (nor the "
+                "mailbox of one of the owner's personas)",
+            )
+            for binding in composition["human_surface_bindings"]
+            if surface_owners.get(binding) != owner
+        ]
+        lead = composition["owning_lead"]
+        if lead and lead_owners.get(lead) != owner:
+            found.append(
+                Problem(
+                    Code.NOT_THE_OWNERS,
+                    str(lead),
+                    f"owning lead {lead} is not a persona of the persona's owner",
+                )
+            )
+        problems[generation.pk] = found
+    return problems
 
 
 def build_generation_stamp(
@@ -140,6 +191,9 @@ def build_current_stamps(
                 path__in={generation.composition["address"] for generation in generations}
             ).values_list("path", flat=True)
         )
+        unowned = ownership_problems(
+            [generation for generation in generations if generation.pk not in stored]
+        )
         composed: list[tuple[Generation, CapabilityStamp]] = []
         recorded: list[Generation] = []
         for generation in generations:
@@ -153,7 +207,12 @@ def build_current_stamps(
                 outcomes[generation.pk] = StampOutcome(generation, None, reasons)
             else:
                 try:
-                    composed.append((generation, _compose(generation, registry, registered)))
+                    composed.append(
+                        (
+                            generation,
+                            _compose(generation, registry, registered, unowned[generation.pk]),
+                        )
+                    )
                 except StampRejected as rejected:
                     outcomes[generation.pk] = _set_rejected(generation, rejected)
                     recorded.append(generation)
@@ -185,7 +244,8 @@ def build_current_stamps(
 def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp:
     address = generation.composition["address"]
     registered = set(RegisteredAddress.objects.filter(path=address).values_list("path", flat=True))
-    stamp = _compose(generation, registry, registered)
+    unowned = ownership_problems([generation])[generation.pk]
+    stamp = _compose(generation, registry, registered, unowned)
     try:
         write_stamp_file(stamp.path, stamp.data)
     except StampFileConflict as conflict:
@@ -195,20 +255,29 @@ def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp
 
 
 def _compose(
-    generation: Generation, registry: HandlerRegistry, registered: set[str]
+    generation: Generation,
+    registry: HandlerRegistry,
+    registered: set[str],
+    unowned: list[Problem],
 ) -> CapabilityStamp:
-    """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten."""
+    """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten.
+
+    `registered` holds the registered addresses among the batch's; `unowned` is what
+    ownership_problems found for this generation.
+    """
     inputs = stamp_inputs(generation)
+    problems = list(unowned)
     if inputs["address"] not in registered:
-        raise StampRejected(
-            [
-                Problem(
-                    Code.ADDRESS,
-                    inputs["address"],
-                    f"address {inputs['address']!r} is not a registered address",
-                )
-            ]
+        problems.insert(
+            0,
+            Problem(
+                Code.ADDRESS,
+                inputs["address"],
+                f"address {inputs['address']!r} is not a registered address",
+            ),
         )
+    if problems:
+        raise StampRejected(problems)
     document = build_stamp(**inputs, registry=registry)
     data = stamp_bytes(document)
     return CapabilityStamp(

@@ -42,6 +42,7 @@ class Code(StrEnum):
     CONDITION = "condition"
     SCOPE = "scope"
     ADDRESS = "address"
+    NOT_THE_OWNERS = "not-the-owners"
     PROJECTION_LOSS = "projection-loss"
     UNREGISTERED_HANDLER = "unregistered-handler"
     FILE_CONFLICT = "file-conflict"

@@ -54,11 +54,12 @@ DELETE = {"path": "memory/old.md", "mode": "delete"}
 def owner_with_surface(hub: Hub, name: str | None = None) -> Any:
     """An owner whose confirmations go to a personal chat on the hub."""
     from channel import services
-    from tests.factories import make_owner
+    from tests.factories import make_owner, register_surfaces
 
     owner = make_owner(name)
     binding = f"teams:user/{owner.username}"
     hub.add_surface(binding)
+    register_surfaces(owner, [binding])
     services.authority_surface_set(
         user=owner, actor=owner, binding=binding, principal=human_principal(owner)["id"]
     )

@@ -7,9 +7,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from django.test import TestCase
 
-from personas import services
+from personas import services, surfaces
 from personas.catalogue import REQUIRED_TOOL_NAMES
-from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
+from personas.models import (
+    Agent,
+    HumanSurface,
+    OwnerIdentity,
+    Persona,
+    PersonaClass,
+    RegisteredAddress,
+)
 from stamps.factory import PersonaIdentity, workspace_binding_for
 from stamps.profiles import required_tools
 
@@ -73,8 +80,24 @@ def address(path: str) -> RegisteredAddress:
     return RegisteredAddress.objects.get_or_create(path=path)[0]
 
 
+def register_surfaces(owner: AbstractUser, bindings: Any) -> None:
+    """Register to `owner` each binding nobody holds yet, as the owner would before binding it.
+
+    Persona mailboxes and bindings another owner holds are left alone, so a test binding one of
+    those still meets the refusal.
+    """
+    for binding in bindings if isinstance(bindings, list) else []:
+        if not isinstance(binding, str) or binding.startswith(surfaces.RESERVED_PREFIX):
+            continue
+        if not HumanSurface.objects.filter(binding__iexact=binding).exists():
+            surfaces.surface_register(owner=owner, actor=owner, binding=binding)
+
+
 def make_persona(agent: Agent, **fields: Any) -> Persona:
-    """A persona as its owner would create it; its on-commit work has run when this returns."""
+    """A persona as its owner would create it; its on-commit work has run when this returns.
+
+    Its human-surface bindings are registered to the owner first where nobody holds them.
+    """
     fields.setdefault("name", f"Persona {next(_counter)}")
     fields.setdefault("system_prompt", "You review pull requests. Be precise and kind.")
     fields.setdefault("persona_class", PersonaClass.CODER_DEPUTY)
@@ -91,6 +114,7 @@ def make_persona(agent: Agent, **fields: Any) -> Persona:
     fields.setdefault("queues", ["reviews"])
     fields.setdefault("address", address(CLASS_ADDRESSES[fields["persona_class"]]))
     discoverable = fields.pop("discoverable", False)
+    register_surfaces(agent.owner, fields.get("human_surface_bindings"))
     with run_on_commit():
         persona = services.persona_create(agent=agent, actor=agent.owner, **fields)
         if discoverable:
@@ -102,6 +126,7 @@ def make_persona(agent: Agent, **fields: Any) -> Persona:
 
 
 def update_persona(persona: Persona, **changes: Any) -> Persona:
+    register_surfaces(persona.agent.owner, changes.get("human_surface_bindings"))
     with run_on_commit():
         services.persona_update(persona=persona, actor=persona.agent.owner, **changes)
     persona.refresh_from_db()
@@ -129,6 +154,7 @@ def stamp_kwargs(
         "workspace": workspace_binding_for(address=path, persona_class=persona_class),
         "verb_subset": standing_verbs(persona_class, *REVIEWER_VERBS),
         "queues": ["reviews"],
+        "ask_first_verbs": [],
     }
     kwargs.update(overrides)
     return kwargs

@@ -10,9 +10,14 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractUser
 
-from personas.models import Persona, PersonaClass
+from personas.models import Generation, Persona, PersonaClass
 from runtime.handler import handle
+from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
+from stamps.factory import PersonaIdentity, build_stamp
+from stamps.models import CapabilityStamp
 from stamps.profiles import required_tools
+from stamps.services import owner_reference, stamp_inputs
+from stamps.storage import stamp_path, write_stamp_file
 from tests.factories import address, make_agent, make_owner, make_persona
 
 _correlations = itertools.count(1)
@@ -41,6 +46,54 @@ def standing_persona(
     fields.setdefault("address", address(CLASS_ADDRESSES[PersonaClass(persona_class)]))
     persona = make_persona(agent, persona_class=persona_class, **fields)
     assert persona.standing is True, persona.generations.first().not_standing_reasons
+    return persona
+
+
+def install_unchecked_stamp(persona: Persona, **changes: Any) -> Persona:
+    """Make a stamp the factory would refuse the persona's active one, as a snapshot restore wrote
+    stamps before: built by the pure factory from the current generation's inputs with `changes`
+    (e.g. `owning_lead`, `human_surface_bindings`), its row, file and generation consistent.
+
+    It stands for every stamp that reaches a runtime without the stamp service's ownership checks
+    (restored from elsewhere, or built before they existed): the runtime must not trust it.
+    """
+    current = persona.generations.select_related("persona__agent").get(number=persona.generation)
+    inputs = stamp_inputs(current)
+    number = persona.generation + 1
+    lead = changes.pop("owning_lead", inputs["persona"].owning_lead)
+    inputs["persona"] = PersonaIdentity(
+        id=str(persona.uuid),
+        name=persona.name,
+        generation=number,
+        owner=owner_reference(persona.agent.owner_id),
+        owning_lead=lead,
+    )
+    inputs.update(changes)
+    composition = {**current.composition, "owning_lead": lead}
+    composition.update((key, value) for key, value in changes.items() if key in composition)
+    data = stamp_bytes(build_stamp(**inputs))
+    digest = sha256_hex(data)
+    generation = Generation.objects.create(
+        persona=persona,
+        number=number,
+        composition=composition,
+        base_composition_hash=current.base_composition_hash,
+        standing=True,
+        stamp_hash=digest,
+        composition_hash=composition_hash(
+            base_composition_hash=current.base_composition_hash, stamp_hash=digest
+        ),
+    )
+    CapabilityStamp.objects.create(
+        generation=generation,
+        persona_uuid=persona.uuid,
+        generation_number=number,
+        stamp_hash=digest,
+        body=data,
+    )
+    write_stamp_file(stamp_path(persona.uuid, number), data)
+    Persona.objects.filter(pk=persona.pk).update(generation=number, standing=True)
+    persona.refresh_from_db()
     return persona
 
 

@@ -225,6 +225,31 @@ def test_an_unregistered_address_is_refused_naming_it(persona: Persona, client: 
     assert snapshot(persona) == before
 
 
+def test_the_api_has_no_address_default(owner: Any, client: APIClient) -> None:
+    """V1-FAC-3, V1-FAC-2: even on an installation with no persona yet and `root/secretary`
+    registered, a create or a replace without an address is refused naming the field, and the
+    schema says the address is required; the first-persona suggestion is `virgo persona add`'s
+    alone."""
+    agent = make_agent(owner)
+    address("root/secretary")
+    body = new_persona_body(agent.pk, persona_class="secretary")
+    del body["address"]
+    response = client.post(url(), body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()) == {"address"}
+    assert not Persona.objects.exists()
+    persona = make_persona(agent, name="Reviewer")
+    before = snapshot(persona)
+    del body["agent"]
+    replaced = client.put(url(persona), body, format="json")
+    assert replaced.status_code == 400 and set(replaced.json()) == {"address"}
+    assert snapshot(persona) == before
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    for name in ("PersonaCreateInput", "PersonaInput"):
+        assert "address" in schema[name]["required"], name
+        assert "default" not in schema[name]["properties"]["address"], name
+
+
 def test_unknown_fields_are_refused_naming_them(persona: Persona, client: APIClient) -> None:
     response = client.patch(url(persona), {"nickname": "x"}, format="json")
     assert response.status_code == 400

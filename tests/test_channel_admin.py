@@ -11,7 +11,7 @@ from channel import services
 from channel.hub import Hub
 from channel.models import AuthoritySurface, Delivery
 from tests.channel_support import OPS, running_hub, surface_persona
-from tests.factories import make_owner
+from tests.factories import make_owner, register_surfaces
 from tests.runtime_support import call
 
 pytestmark = pytest.mark.django_db
@@ -34,6 +34,7 @@ def signed_in(user) -> Client:
 
 def test_an_owner_sets_their_own_authority_surface_in_the_admin() -> None:
     owner = make_owner()
+    register_surfaces(owner, ["teams:user/ada"])
     response = signed_in(owner).post(
         reverse("admin:channel_authoritysurface_add"),
         {"binding": "teams:user/ada", "principal": "aad:ada@example.org"},
@@ -50,6 +51,7 @@ def test_an_owner_sets_their_own_authority_surface_in_the_admin() -> None:
 def test_owner_other_owner_and_anonymous_on_authority_surfaces() -> None:
     """V1-CONF-1: who may approve an owner's requests is the owner's own setting."""
     owner, other = make_owner(), make_owner()
+    register_surfaces(owner, ["teams:user/ada"])
     surface = services.authority_surface_set(
         user=owner, actor=owner, binding="teams:user/ada", principal="aad:ada@example.org"
     )

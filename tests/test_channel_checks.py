@@ -13,7 +13,7 @@ def test_personas_with_hub_tools_and_no_hub_are_named(settings) -> None:
     """V1-FAC-7: a tool that cannot do its job is reported at boot, never faked."""
     settings.VIRGO_CHANNEL_URL = ""
     secretary = surface_persona(PersonaClass.SECRETARY)
-    surface_persona(PersonaClass.CODER_DEPUTY)
+    surface_persona(PersonaClass.CODER_DEPUTY, owner=secretary.agent.owner)
     (message,) = check_channel()
     assert message.id == "channel.W001"
     assert str(secretary.uuid) in message.msg

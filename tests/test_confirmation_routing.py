@@ -28,7 +28,7 @@ from tests.channel_support import (
     persona_principal,
     running_hub,
 )
-from tests.factories import make_owner, run_on_commit
+from tests.factories import make_owner, register_surfaces, run_on_commit
 from tests.runtime_support import call, correlation, standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -193,6 +193,7 @@ def test_an_owner_without_a_surface_is_asked_once_one_is_set(hub: Hub) -> None:
     assert (delivery.status, delivery.reason) == (Delivery.Status.FAILED, "no_authority_surface")
     assert hub.received == []
     hub.add_surface("teams:user/late")
+    register_surfaces(owner, ["teams:user/late"])
     services.authority_surface_set(
         user=owner, actor=owner, binding="teams:user/late", principal="aad:late@example.org"
     )

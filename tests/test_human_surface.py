@@ -315,7 +315,8 @@ def test_a_binary_file_arrives_byte_for_byte(hub: Hub, tmp_path: Path) -> None:
 
 
 def test_another_persona_cannot_take_over_a_correlation_id(hub: Hub) -> None:
-    first, second = surface_persona(), surface_persona(PersonaClass.TEAM_COORDINATOR)
+    first = surface_persona()
+    second = surface_persona(PersonaClass.TEAM_COORDINATOR, owner=first.agent.owner)
     cid = correlation()
     assert call(first, "start_typing", {"binding": OPS}, cid)["ok"] is True
     stolen = call(second, "start_typing", {"binding": OPS}, cid)

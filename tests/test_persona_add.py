@@ -124,3 +124,21 @@ def test_the_agents_grant_still_bounds_the_persona() -> None:
         add("--owner", "alice", "--agent", "narrow", "--prompt", PROMPT)
     assert not Persona.objects.exists()
     assert not RegisteredAddress.objects.exists()
+
+
+def test_the_command_binds_only_the_owners_surfaces_and_sets_ask_first_verbs() -> None:
+    """VX-SEC-5, VX-SEC-13: `persona add` goes through the same service: a surface the owner
+    has not registered is refused naming it; `--ask-first` sets the owner's ask-first verbs."""
+    owner = make_owner("alice")
+    make_persona(make_agent(owner, name="main"))
+    RegisteredAddress.objects.get_or_create(path="work/core/reviewer")
+    common = (
+        "--owner", "alice", "--agent", "main", "--prompt", PROMPT, "--class", "coder-deputy",
+        "--address", "work/core/reviewer", "--queues", "reviews",
+    )  # fmt: skip
+    with pytest.raises(CommandError, match="'teams:chat/nobody' is not one of your human"):
+        add(*common, "--name", "Bound", "--surfaces", "teams:chat/nobody")
+    add(*common, "--name", "Careful", "--ask-first", "workspace_write")
+    persona = Persona.objects.get(name="Careful")
+    assert persona.ask_first_verbs == ["workspace_write"]
+    assert not Persona.objects.filter(name="Bound").exists()

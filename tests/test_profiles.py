@@ -1,6 +1,7 @@
 """The class matrix and the required tool inventory, cell by cell, against the spec's own table."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -141,11 +142,81 @@ def test_ordinary_work_is_allowed() -> None:
             assert profiles.access_for(persona_class, name) == "allow", (persona_class, name)
 
 
-def test_the_stamps_app_keeps_no_second_tool_list() -> None:
-    """V1-CONS-4: no module of the stamps app spells out a tool name; all come from the
-    catalogue."""
-    app = Path(profiles.__file__).parent
-    for source in app.rglob("*.py"):
-        for node in ast.walk(ast.parse(source.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                assert node.value not in VERB_NAMES, f"{source}: {node.value!r}"
+# Every app built on the catalogue: the producers and the consumers of the stamp. Only the
+# catalogue (personas) spells out tool names; the demo data (personas) names the demo's verbs.
+BUILT_ON_THE_CATALOGUE = ("stamps", "cards", "runtime", "channel", "virgo")
+REPO = Path(profiles.__file__).resolve().parent.parent
+# The boundary table's examples each name the tool an example call is of (runtime.policy).
+EXAMPLES_MODULE = REPO / "runtime" / "policy.py"
+EXAMPLE_CALLS = frozenset({"E", "Example"})
+
+
+def tool_names_spelled_out(source: str, *, examples: bool = False) -> list[tuple[int, str]]:
+    """Every string of `source` that is a tool name or a list of tool names.
+
+    Docstrings are prose; with `examples`, the tool of a boundary-table example is allowed.
+    """
+    tree = ast.parse(source)
+    exempt: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            exempt.add(id(body[0].value))
+        is_example = (
+            examples
+            and isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in EXAMPLE_CALLS
+        )
+        if is_example:
+            assert isinstance(node, ast.Call)
+            exempt.update(id(value) for value in node.args[:1])
+            exempt.update(id(k.value) for k in node.keywords if k.arg == "tool")
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        words = [word for word in re.split(r"[\s,;|]+", node.value) if word]
+        listed = len(words) > 1 and all(word in VERB_NAMES for word in words)
+        if id(node) not in exempt and (node.value in VERB_NAMES or listed):
+            found.append((node.lineno, node.value))
+    return found
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'ALLOWED = ("workspace_read", "workspace_write")',
+        "ALLOWED = {'send_human_message'}",
+        'def allowed(name):\n    return name == "trigger_webhook"',
+        'ALLOWED = "workspace_read workspace_write".split()',
+        'ALLOWED = "claim,complete"',
+        'ALLOWED = {"list_todos": True}',
+        'E("workspace_read", {})',
+    ],
+)
+def test_the_second_list_guard_sees_a_planted_list(planted: str) -> None:
+    """V1-CONS-4: the guard below is not blind: each way of writing a hand-made allowlist is
+    found (an example's tool counts too outside the boundary table)."""
+    assert tool_names_spelled_out(planted)
+
+
+def test_the_guard_reads_prose_and_the_boundary_examples_as_such() -> None:
+    """V1-CONS-4: docstrings and the boundary table's examples are not lists of tools."""
+    source = '"""Calls workspace_read, then workspace_write."""\nE("workspace_read", {})\n'
+    assert tool_names_spelled_out(source, examples=True) == []
+
+
+@pytest.mark.parametrize("app", BUILT_ON_THE_CATALOGUE)
+def test_no_component_built_on_the_catalogue_keeps_a_second_tool_list(app: str) -> None:
+    """V1-CONS-4, V1-CONS-1, V1-CONS-2, V1-CONS-3: no module of the stamps app, the card
+    builder, the runtime (handler, MCP server, launcher, confirmations) or virgo-channel spells
+    out a tool name or a list of them; every tool they know comes from the catalogue or the
+    stamp."""
+    modules = sorted((REPO / app).rglob("*.py"))
+    assert modules
+    for module in modules:
+        if "migrations" in module.parts:
+            continue
+        found = tool_names_spelled_out(module.read_text(), examples=module == EXAMPLES_MODULE)
+        assert found == [], f"{module.relative_to(REPO)}: {found}"

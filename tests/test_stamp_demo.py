@@ -12,9 +12,10 @@ from stamps import profiles
 
 @pytest.mark.django_db(transaction=True)
 def test_the_demo_personas_stand_with_their_class_tools() -> None:
-    """V1-ACC-2, V1-INV-1: the reviewer (coder deputy) and the deployer (project lead) carry
-    every required tool of their class plus their SPEC-0009 verbs, and stand; loading the demo
-    again keeps them as they are."""
+    """V1-ACC-2, V1-INV-1, VX-SEC-13: the reviewer (coder deputy) and the deployer (project
+    lead) carry every required tool of their class plus their SPEC-0009 verbs, and stand; the
+    reviewer asks first before it completes a todo; loading the demo again keeps them as they
+    are."""
     out = io.StringIO()
     call_command("load_demo", stdout=out)
     assert "Reviewer at work/core/reviewer stands" in out.getvalue()
@@ -27,6 +28,10 @@ def test_the_demo_personas_stand_with_their_class_tools() -> None:
     assert {"register_webhook", "trigger_webhook"} <= set(deployer.verb_subset)
     assert reviewer.owning_lead == deployer
     assert reviewer.standing is deployer.standing is True
+    assert reviewer.ask_first_verbs == ["complete"]
+    assert b'"access":"confirm","boundary":null,"handler_action":"todos.complete"' in (
+        reviewer.generations.get().stamp.data
+    )
 
     call_command("load_demo", stdout=io.StringIO())
     assert sorted(Persona.objects.values_list("generation", "standing")) == [(1, True), (1, True)]

@@ -345,3 +345,49 @@ def test_the_factory_rejects_an_unregistered_handler() -> None:
     assert "tool claim: handler action 'todos.claim' has no registered handler" in [
         p.message for p in raised.value.problems
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "part", "value", "expected"),
+    [
+        ("hierarchy", "level", "root", "project"),
+        ("hierarchy", "workspace", "home", "work"),
+        ("hierarchy", "project", "web", "core"),
+        ("hierarchy", "role", "lead", "reviewer"),
+        ("workspace binding", "workspace", "home", "work"),
+        ("workspace binding", "project", None, "core"),
+    ],
+)
+def test_the_hierarchy_and_the_binding_are_read_off_the_address(
+    deputy: Document, where: str, part: str, value: object, expected: str
+) -> None:
+    """V1-SCH-1, V1-FAC-4, V1-ACC-5: a stamp whose root/workspace/project/role hierarchy (or
+    workspace binding) says something its address does not is refused, naming the part, what
+    it says and what the address gives."""
+    if where == "hierarchy":
+        deputy["hierarchy"][part] = value
+        item, message = (
+            f"hierarchy.{part}",
+            f"hierarchy.{part} is {value!r} but address 'work/core/reviewer' gives {expected!r}",
+        )
+    else:
+        deputy["bindings"]["workspace"][part] = value
+        item, message = (
+            f"bindings.workspace.{part}",
+            f"workspace binding {part} {value!r} is outside the persona's address "
+            f"'work/core/reviewer' ({part} {expected!r})",
+        )
+    assert schema_problems(deputy) == []
+    problems = [p for p in semantic_problems(deputy) if p.item == item]
+    assert [p.message for p in problems] == [message]
+    with pytest.raises(StampRejected):
+        validate_stamp(deputy)
+
+
+def test_the_stamp_carries_the_base_composition_hash_it_was_given() -> None:
+    """V1-FAC-5, V1-STAMP-2: the factory hashes nothing of its own into the composition: the
+    stamp carries exactly the base composition hash of its generation, so two generations with
+    different compositions never share one."""
+    hashes = ("1" * 64, "2" * 64)
+    stamps = [build_stamp(**stamp_kwargs(base_composition_hash=value)) for value in hashes]
+    assert [stamp["base_composition_hash"] for stamp in stamps] == list(hashes)

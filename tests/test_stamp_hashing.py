@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from personas.services import composition_hash as base_hash_of
 from stamps.canonical import (
     MalformedStamp,
     canonical_bytes,
@@ -14,7 +15,7 @@ from stamps.canonical import (
     stamp_hash,
 )
 from stamps.factory import build_stamp
-from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs
+from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs, update_persona
 
 
 def reordered(value: Any) -> Any:
@@ -64,6 +65,20 @@ def test_a_built_generation_records_both_hashes() -> None:
         base_composition_hash=generation.base_composition_hash, stamp_hash=stored.stamp_hash
     )
     assert canonical_bytes(parse_strict(stored.data)) == stored.data
+
+
+@pytest.mark.django_db
+def test_each_stored_stamp_carries_its_own_generations_base_hash() -> None:
+    """V1-FAC-5, V1-STAMP-2: the stamp hashed into a generation's composition names that
+    generation's base composition hash (the hash of what the persona is), not a constant: two
+    personas, and two generations of one persona, carry different ones."""
+    first = make_persona(make_agent(make_owner()))
+    second = update_persona(make_persona(first.agent), name="Renamed")
+    generations = [first.generations.get(), *second.generations.order_by("number")]
+    carried = [parse_strict(g.stamp.data)["base_composition_hash"] for g in generations]
+    assert carried == [g.base_composition_hash for g in generations]
+    assert carried == [base_hash_of(g.composition) for g in generations]
+    assert len(set(carried)) == 3
 
 
 @pytest.mark.parametrize(

@@ -359,3 +359,8 @@ def add_plain_django_endpoints(
 def refusal(description: str) -> OpenApiResponse:
     """A documented refusal with the shared `Error` body, for use in `extend_schema`."""
     return OpenApiResponse(response=_ref("Error"), description=description)
+
+
+def field_errors(description: str) -> OpenApiResponse:
+    """A documented 400 with the shared `FieldErrors` body, for an operation without a body."""
+    return OpenApiResponse(response=_ref("FieldErrors"), description=description)

@@ -2,7 +2,8 @@
 
 Both personas stand: each carries every required tool of its class (the class matrix of
 persona-capability-surface v1) plus its SPEC-0009 verbs, and the deployer is the reviewer's
-owning lead, so deputy-scope confirmations of the reviewer are routed to it.
+owning lead, so deputy-scope confirmations of the reviewer are routed to it: the reviewer asks
+first before it completes a todo (its owner's "ask first" verbs), and the deployer answers.
 """
 
 import secrets
@@ -39,6 +40,7 @@ DEMO_PERSONAS: list[dict[str, Any]] = [
         "persona_class": PersonaClass.CODER_DEPUTY,
         "address": "work/core/reviewer",
         "owning_lead": "Deployer",
+        "ask_first_verbs": ["complete"],
     },
     {
         "name": "Deployer",

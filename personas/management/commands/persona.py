@@ -69,7 +69,19 @@ class Command(BaseCommand):
         add.add_argument("--description", default="")
         add.add_argument("--graph-namespace", default="")
         add.add_argument(
-            "--surfaces", type=_names, default=[], help="comma-separated human-surface bindings"
+            "--surfaces",
+            type=_names,
+            default=[],
+            help=(
+                "comma-separated human-surface bindings: surfaces registered to the owner, or "
+                "virgo:persona/<uuid> mailboxes of the owner's personas"
+            ),
+        )
+        add.add_argument(
+            "--ask-first",
+            type=_names,
+            default=[],
+            help="comma-separated verbs of the subset that wait for confirmation before they run",
         )
         add.add_argument("--lead", help="UUID of the owning project-lead persona")
         add.add_argument("--discoverable", action="store_true")
@@ -220,6 +232,7 @@ class Command(BaseCommand):
             "queues": options["queues"],
             "graph_namespace": options["graph_namespace"],
             "human_surface_bindings": options["surfaces"],
+            "ask_first_verbs": options["ask_first"],
         }
         if options["lead"]:
             lead = Persona.objects.filter(uuid=options["lead"]).first()
