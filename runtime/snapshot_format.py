@@ -63,12 +63,13 @@ PERSONA_FIELDS = (
     "persona_class",
     "graph_namespace",
     "human_surface_bindings",
+    "ask_first_verbs",
     "generation",
     "standing",
 )
 # What an importer takes from persona.json (with `owning_lead`); the rest is derived here anew.
 AUTHORED_STRINGS = ("name", "description", "system_prompt", "persona_class", "graph_namespace")
-AUTHORED_LISTS = ("verb_subset", "queues", "human_surface_bindings")
+AUTHORED_LISTS = ("verb_subset", "queues", "human_surface_bindings", "ask_first_verbs")
 _PERSONA_KEYS = frozenset({*PERSONA_FIELDS, "uuid", "address", "owning_lead"})
 _PERSONA_REQUIRED = ("uuid", "name", "system_prompt", "persona_class", "address", "verb_subset")
 

@@ -214,6 +214,21 @@ def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path)
     assert call(restored, "workspace_write", DELETE)["ok"] is True
 
 
+def test_ask_first_verbs_survive_a_round_trip(tmp_path: Path) -> None:
+    """VX-SEC-1, VX-SEC-13: the owner's ask-first verbs travel with the snapshot; an import that
+    dropped them would widen the persona (a call that asked would run unasked)."""
+    persona = standing_persona(ask_first_verbs=["workspace_write"])
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    agent = persona.agent
+    delete_persona(persona)
+
+    restored = import_as(archive, agent).persona
+    assert restored.ask_first_verbs == ["workspace_write"]
+    assert load_active_stamp(restored).tools["workspace_write"].access == "confirm"
+    result = call(restored, "workspace_write", {"path": "memory/a.md", "content": "x"})
+    assert result["code"] == "confirmation_required"
+
+
 def test_moving_to_another_owner_stamps_for_the_new_owner(tmp_path: Path) -> None:
     """VX-SEC-1, V1-PR-3: onto another owner's agent, the stamp names the new owner, held
     operations go to them, and the learned choice applies only once they accept it; a rejected
