@@ -141,6 +141,9 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         data = path.read_bytes()
     except FileNotFoundError:
         raise StampUnavailable(f"{label}: stamp file {path} is missing") from None
+    except OSError as exc:
+        reason = f"{label}: stamp file {path} cannot be read: {exc.strerror}"
+        raise StampUnavailable(reason) from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != stored.stamp_hash:
         raise StampUnavailable(
