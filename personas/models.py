@@ -4,6 +4,7 @@ Writes go through personas.services; these models hold data and small read-only 
 """
 
 import uuid
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -263,8 +264,55 @@ class Persona(models.Model):
         return self.discoverable and self.standing is not False
 
 
+class GenerationFrozen(Exception):
+    """A generation's identity and composition never change; its stamp and composition hashes
+    are set once."""
+
+
+# What a generation is: fixed when it is made.
+IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
+# The outcome of its stamp build: empty until the stamp is stored, then fixed. The runtime checks
+# the stamp file against the immutable stamp row; these must never be re-pointed beside it.
+SET_ONCE_FIELDS = ("stamp_hash", "composition_hash")
+
+
+class GenerationQuerySet(models.QuerySet["Generation"]):
+    def update(self, **kwargs: Any) -> int:
+        """QuerySet.update, refusing to change what is frozen (migration stamps 0003 refuses it
+        in the database too)."""
+        frozen = [name for name in IMMUTABLE_FIELDS if name in kwargs or f"{name}_id" in kwargs]
+        if frozen:
+            raise GenerationFrozen(f"generations are immutable: update of {frozen[0]} refused")
+        for name in SET_ONCE_FIELDS:
+            if name not in kwargs:
+                continue
+            already_set = self.exclude(**{name: ""})
+            value = kwargs[name]
+            if isinstance(value, str):
+                already_set = already_set.exclude(**{name: value})
+            # An expression (bulk_update's CASE) is not compared: rows already set refuse it.
+            if already_set.exists():
+                raise GenerationFrozen(
+                    f"a generation's {name} is set once: update of a set {name} refused"
+                )
+        return super().update(**kwargs)
+
+    def bulk_update(
+        self, objs: Iterable["Generation"], fields: Sequence[str], batch_size: int | None = None
+    ) -> int:
+        # Checked before Django's own atomic block, which a refusal inside would leave broken.
+        objs = list(objs)
+        Generation.check_writes(objs, fields)
+        return super().bulk_update(objs, fields, batch_size=batch_size)
+
+
 class Generation(models.Model):
-    """One immutable composition of a persona; its stamp hangs on it (stamps app)."""
+    """One immutable composition of a persona; its stamp hangs on it (stamps app).
+
+    The ORM refuses changes to IMMUTABLE_FIELDS, and to SET_ONCE_FIELDS once they hold a value,
+    through save(), QuerySet.update()/bulk_update() and virgo.bulk.update_each (check_writes);
+    database triggers refuse the same (migration stamps 0003).
+    """
 
     persona = models.ForeignKey(Persona, on_delete=models.CASCADE, related_name="generations")
     number = models.PositiveIntegerField()
@@ -276,6 +324,8 @@ class Generation(models.Model):
     composition_hash = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = GenerationQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -286,6 +336,41 @@ class Generation(models.Model):
 
     def __str__(self) -> str:
         return f"generation {self.number}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            fields = kwargs.get("update_fields")
+            names = [field.name for field in self._meta.concrete_fields]
+            Generation.check_writes([self], names if fields is None else list(fields))
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def check_writes(cls, generations: Sequence["Generation"], fields: Sequence[str]) -> None:
+        """Raise GenerationFrozen if writing `fields` of these stored generations would change
+        what is frozen. virgo.bulk.update_each calls it before its UPDATE."""
+        names = {cls._meta.get_field(name).name for name in fields}
+        guarded = [name for name in (*IMMUTABLE_FIELDS, *SET_ONCE_FIELDS) if name in names]
+        if not guarded:
+            return
+        attnames = [cls._meta.get_field(name).attname for name in guarded]
+        stored = {
+            row[0]: row[1:]
+            for row in cls._base_manager.filter(
+                pk__in=[generation.pk for generation in generations]
+            ).values_list("pk", *attnames)
+        }
+        for generation in generations:
+            if generation.pk not in stored:
+                continue
+            for name, attname, before in zip(guarded, attnames, stored[generation.pk], strict=True):
+                after = getattr(generation, attname)
+                if after == before or (name in SET_ONCE_FIELDS and before == ""):
+                    continue
+                rule = "is set once" if name in SET_ONCE_FIELDS else "never changes"
+                raise GenerationFrozen(
+                    f"generation {generation.number} of persona {generation.persona_id}: "
+                    f"{name} {rule}: write refused"
+                )
 
     @property
     def stamp_owed(self) -> bool:

@@ -16,9 +16,13 @@ run, the operation runs now, exactly once; run before, the recorded result comes
 
 "Loud" refusal: a structured result `{ok: false, code, boundary, reason}`, a RefusalRecord row and
 a WARNING log line. A tool whose handler action has no implementation yet is refused the same
-way; it never answers with a made-up success.
+way; it never answers with a made-up success. An error of the operating system (a name too long,
+a full disk, a file too large, a permission) is such a result too, never an exception out of
+handle(): its code says what kind (`_OS_ERROR_CODES`), `errno` names it, and `retryable` says
+whether the same call may succeed later.
 """
 
+import errno
 import logging
 import re
 from dataclasses import dataclass
@@ -43,6 +47,7 @@ from runtime.policy import (
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
 from runtime.workspace import (
     AuthorityPath,
+    HardLinked,
     InvalidArgument,
     NotMutable,
     OutOfScope,
@@ -64,10 +69,31 @@ _REFUSING_ERRORS: dict[type[WorkspaceError], Boundary | None] = {
     PathEscape: Boundary.CROSS_SCOPE,
     SecretPath: Boundary.SECRET_CREDENTIAL_VALUES,
     AuthorityPath: Boundary.AUTHORITY_MATERIAL_EXPORT,
+    # Another name of the file may be outside the binding: its scope cannot be shown.
+    HardLinked: Boundary.CROSS_SCOPE,
     NotMutable: None,
     SymlinkWrite: None,
     OutOfScope: None,
 }
+
+_OS_ERROR_CODES = {
+    errno.ENAMETOOLONG: "name_too_long",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.EROFS: "read_only",
+    errno.ENOSPC: "no_space",
+    errno.EDQUOT: "no_space",
+    errno.EFBIG: "file_too_large",
+    errno.ENOTDIR: "wrong_kind",
+    errno.EISDIR: "wrong_kind",
+    errno.ELOOP: "path_escape",
+    errno.EIO: "io_error",
+}
+# Conditions of the machine, not of the call: the same call may succeed once they pass.
+_TRANSIENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY,
+     errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ETIMEDOUT}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +147,9 @@ def handle(
         )
     except InvalidArgument as exc:
         return _refuse(context, InvalidOperation.code, exc.reason)
+    except OSError as exc:
+        # Looking at the path on disk (creating the workspace root, resolving symlinks).
+        return _os_failure(context, exc)
     context = _Context(persona, tool_name, correlation_id, stamp, tool, op)
     verdict = classify(op, binding, access=tool.access)
     if verdict.outcome is Outcome.DENY:
@@ -243,6 +272,8 @@ def _execute(context: _Context, call: ToolCall) -> Result:
                 return _refuse(context, exc.code, exc.reason, verdict)
         # A tool may add what a caller needs beyond code and reason (status, retryable).
         return {**_failure(call, exc.code, exc.reason), **getattr(exc, "details", {})}
+    except OSError as exc:
+        return _os_failure(context, exc)
     return {
         "ok": True,
         "tool": call.tool.name,
@@ -274,6 +305,19 @@ def _failure(call: ToolCall, code: str, reason: str) -> Result:
         "tool": call.tool.name,
         "correlation_id": call.correlation_id,
     }
+
+
+def _os_failure(context: _Context, exc: OSError) -> Result:
+    """An OS error as a recorded result: the kind, the errno's name, the persona's own path.
+
+    The message never carries the error's file name: that is the server's absolute path.
+    """
+    name = errno.errorcode.get(exc.errno or 0, "EUNKNOWN")
+    path = context.op.target.get("path") if context.op else None
+    where = f" on {path!r}" if path else ""
+    reason = f"the file system refused {context.tool_name}{where}: {exc.strerror or name} ({name})"
+    result = _refuse(context, _OS_ERROR_CODES.get(exc.errno or 0, "os_error"), reason)
+    return {**result, "errno": name, "retryable": exc.errno in _TRANSIENT_ERRNOS}
 
 
 def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None = None) -> Result:

@@ -1,8 +1,9 @@
 """The active stamp of a persona, as every runtime consumer reads it: from the file, verified.
 
 The bytes of the active generation's CAPABILITY-STAMP.json are read on every load and hashed;
-they must equal the stamp hash the generation recorded, so an altered file is refused, not
-trusted. Only then are the three projections derived (stamps.projections), from those exact bytes.
+they must equal the hash of the generation's stored stamp (the immutable row, stamps.models), so
+an altered file is refused, not trusted, whatever else in the database was changed beside it.
+Only then are the three projections derived (stamps.projections), from those exact bytes.
 Validation of a given hash is done once per process: the same bytes always validate the same way.
 """
 
@@ -18,6 +19,7 @@ from personas.models import Generation, Persona
 from runtime.policy import Binding
 from runtime.workspace import Workspace, workspace_root
 from stamps.canonical import MalformedStamp, parse_strict
+from stamps.models import StampNotVerifiable, stored_stamp_of
 from stamps.projections import HandlerRule, project
 from stamps.storage import stamp_path
 from stamps.validation import StampRejected, validate_stamp
@@ -120,7 +122,7 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     # The persona's current generation as committed, whatever the caller's instance remembers.
     generation = (
         Generation.objects.filter(persona_id=persona.pk, number=F("persona__generation"))
-        .select_related("persona")
+        .select_related("persona", "stamp")
         .first()
     )
     if generation is None:
@@ -130,16 +132,22 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         raise StampUnavailable(
             f"{label} is not standing (generation {generation.number}): {reasons}"
         )
+    try:
+        stored = stored_stamp_of(generation)
+    except StampNotVerifiable as exc:
+        raise StampUnavailable(f"{label} (generation {generation.number}): {exc}") from None
     path = stamp_path(persona.uuid, generation.number)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise StampUnavailable(f"{label}: stamp file {path} is missing") from None
+    except OSError as exc:
+        reason = f"{label}: stamp file {path} cannot be read: {exc.strerror}"
+        raise StampUnavailable(reason) from None
     digest = hashlib.sha256(data).hexdigest()
-    if digest != generation.stamp_hash:
+    if digest != stored.stamp_hash:
         raise StampUnavailable(
-            f"{label}: stamp file {path} was altered (sha256 {digest}, recorded "
-            f"{generation.stamp_hash or 'nothing'})"
+            f"{label}: stamp file {path} was altered (sha256 {digest}, stored {stored.stamp_hash})"
         )
     try:
         document = parse_strict(data)

@@ -10,6 +10,8 @@ resolves outside the root. Reads follow symlinks that stay inside; writes never 
 symlink at all (each directory is opened with O_NOFOLLOW relative to its parent). Secret-looking
 files (keys, `.env`, credential stores) and lease/fence/authority material are never listed nor
 read: the policy refuses them loudly before a tool runs, and the tools here refuse them again.
+A file with more than one hard link is neither listed, stat'ed, read, hashed, written nor sent:
+its other name may be `.env` or lie outside the workspace, and nothing here can tell which.
 
 Writes are atomic (temporary file in the same directory, fsync, rename, directory fsync) and only
 land on the mutable paths of the persona's binding: `QUEUE.md`, `DECISIONS.md`, `FINDINGS.md`,
@@ -44,6 +46,8 @@ FILE_MAX_BYTES = 16 * 1024 * 1024
 LIST_DEFAULT_LIMIT = 200
 LIST_MAX_LIMIT = 1000
 MAX_PATH_LENGTH = 1024
+# NAME_MAX of Linux file systems: a longer segment is refused before the disk is asked.
+MAX_SEGMENT_BYTES = 255
 _HASH_CHUNK = 1024 * 1024
 _TEMP_PREFIX = ".~virgo-"
 
@@ -154,6 +158,20 @@ class TooLarge(WorkspaceError):
     code = "too_large"
 
 
+class HardLinked(WorkspaceError):
+    """A file with a second name: its content may be another path's (a secret, another scope)."""
+
+    code = "hard_link"
+
+
+def _single_link(info: os.stat_result, path: str) -> None:
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise HardLinked(
+            f"{path!r} has {info.st_nlink} hard links: another name of the same file may be a "
+            "secret or lie outside the workspace, so it is not read, written or sent"
+        )
+
+
 def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
     lowered = name.lower()
     return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in patterns)
@@ -190,6 +208,11 @@ def normalise_path(raw: object, *, allow_root: bool = False) -> str:
     parts = [part for part in raw.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise PathEscape(f"path {raw!r} contains '..'")
+    for part in parts:
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
+            raise InvalidPath(
+                f"path segment {part[:40]!r}... is longer than {MAX_SEGMENT_BYTES} bytes"
+            )
     normalised = "/".join(parts)
     if not normalised and not allow_root:
         raise InvalidPath("path must name a file inside the workspace")
@@ -322,6 +345,8 @@ class Workspace:
                     continue
                 if is_secret_path(real_relative) or is_authority_path(real_relative):
                     continue
+                if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    continue
                 yield {
                     "name": name,
                     "path": relative,
@@ -336,6 +361,7 @@ class Workspace:
             info = real.stat()
         except FileNotFoundError:
             raise NotFound(f"{path!r} does not exist") from None
+        _single_link(info, path)
         is_dir = stat.S_ISDIR(info.st_mode)
         return {
             "path": path,
@@ -393,8 +419,10 @@ class Workspace:
                 raise PathEscape(f"{path!r} changed into a symlink while it was opened") from None
             raise
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise WrongKind(f"{path!r} is not a regular file")
+            _single_link(info, path)
             yield handle
 
     def write(
@@ -531,8 +559,11 @@ def _read_at(directory_fd: int, name: str, path: str) -> bytes | None:
         raise SymlinkWrite(f"{path!r} is a symlink; writes never go through a symlink")
     if not stat.S_ISREG(info.st_mode):
         raise WrongKind(f"{path!r} is not a regular file")
+    _single_link(info, path)
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory_fd)
     with os.fdopen(fd, "rb") as handle:
+        # Checked again on what was opened: a link made since the lstat counts too.
+        _single_link(os.fstat(fd), path)
         return handle.read()
 
 

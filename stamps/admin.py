@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from personas.models import Generation, Persona
-from stamps.canonical import sha256_hex
+from stamps.models import stamp_file_state
 from stamps.selectors import may_view_stamps, stamp_diff, stamp_document
 from virgo.admin_permissions import NoEditsMixin
 
@@ -134,10 +134,7 @@ class StampAdminMixin:
         if stamp is not None:
             document = stamp_document(stamp)
             path = stamp.path
-            file_state = "missing"
-            if path.exists():
-                same = sha256_hex(path.read_bytes()) == stamp.stamp_hash
-                file_state = "matches the stored stamp" if same else "ALTERED"
+            file_state = stamp_file_state(generation)
             context.update(
                 stamp=stamp,
                 document=document,

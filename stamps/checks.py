@@ -11,8 +11,12 @@ it is not advertised, so nothing would run on it.
     virgo.E002  stamp file altered (hash)       virgo.E007  class, boundary or scope violation
     virgo.E003  stamp file malformed            virgo.E008  standing but no stored stamp
     virgo.E004  duplicate tool names/actions    virgo.E009  stamp file not owner-private
-    virgo.E005  projection would lose a tool    virgo.W001  stamp owed (build pending)
+    virgo.E005  projection would lose a tool    virgo.E010  recorded hash is not the stored stamp's
+                                                virgo.W001  stamp owed (build pending)
                                                 virgo.W002  generation does not stand
+
+A file is verified against its generation's stored stamp (the immutable row), never against a
+column beside it (stamps.models.stored_stamp_of).
 """
 
 import logging
@@ -26,6 +30,7 @@ from django.db.models import F
 
 from personas.models import Generation
 from stamps.canonical import MalformedStamp, parse_strict, sha256_hex
+from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
 from stamps.projections import name_the_same_tools, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
@@ -103,15 +108,13 @@ def stamp_file_messages(
     persona = generation.persona
     who = _who(generation)
     messages: list[CheckMessage] = []
-    if not hasattr(generation, "stamp"):
-        messages.append(
-            Error(
-                f"{who} is recorded as standing but has no stored stamp",
-                obj=persona,
-                id="virgo.E008",
-            )
-        )
     path = stamp_path(persona.uuid, generation.number)
+    stored: CapabilityStamp | None = getattr(generation, "stamp", None)
+    try:
+        stored_stamp_of(generation)
+    except StampNotVerifiable as exc:
+        code = "virgo.E008" if stored is None else "virgo.E010"
+        messages.append(Error(f"{who}: {exc}", obj=persona, id=code))
     try:
         data = path.read_bytes()
         mode = path.stat().st_mode & 0o777
@@ -120,6 +123,9 @@ def stamp_file_messages(
             *messages,
             Error(f"{who}: stamp file {path} is missing", obj=persona, id="virgo.E001"),
         ]
+    if stored is None:
+        # Nothing the file could be verified against.
+        return messages
     if mode & ~FILE_MODE:
         messages.append(
             Error(
@@ -129,11 +135,11 @@ def stamp_file_messages(
             )
         )
     actual = sha256_hex(data)
-    if actual != generation.stamp_hash:
+    if actual != stored.stamp_hash:
         messages.append(
             Error(
-                f"{who}: stamp file {path} was altered (sha256 {actual}, recorded "
-                f"{generation.stamp_hash})",
+                f"{who}: stamp file {path} was altered (sha256 {actual}, stored "
+                f"{stored.stamp_hash})",
                 obj=persona,
                 id="virgo.E002",
             )

@@ -3,6 +3,10 @@
 The ORM refuses changes here; the database refuses them too (triggers created by migration
 0002), so no code path, admin action or hand-written SQL can alter a stamp. A stamp goes away
 only after its generation is gone.
+
+That makes the row what a stamp file is verified against (stored_stamp_of): every reader of an
+active stamp file (the runtime, the boot checks, the admin, `virgo stamp show`) compares the
+file's hash with its generation's stored stamp, never with a column that could be re-pointed.
 """
 
 from pathlib import Path
@@ -11,6 +15,7 @@ from typing import Any, NoReturn
 from django.db import models
 
 from personas.models import Generation
+from stamps.canonical import sha256_hex
 from stamps.storage import stamp_path
 
 
@@ -79,3 +84,44 @@ class CapabilityStamp(models.Model):
     @property
     def data(self) -> bytes:
         return bytes(self.body)
+
+
+class StampNotVerifiable(Exception):
+    """A generation has no stored stamp its file can be verified against."""
+
+
+def stored_stamp_of(generation: Generation) -> CapabilityStamp:
+    """The immutable stored stamp of `generation`, against which its stamp file is verified.
+
+    Raises StampNotVerifiable when there is none, when it is not this generation's, or when the
+    generation's recorded stamp hash names other bytes (both are frozen once set: only a
+    database edited behind every guard disagrees).
+    """
+    stored: CapabilityStamp | None = getattr(generation, "stamp", None)
+    if stored is None:
+        raise StampNotVerifiable("it is recorded as standing but has no stored stamp")
+    persona_uuid = str(generation.persona.uuid)
+    if (str(stored.persona_uuid), stored.generation_number) != (persona_uuid, generation.number):
+        raise StampNotVerifiable(
+            f"its stored stamp is that of persona {stored.persona_uuid} generation "
+            f"{stored.generation_number}"
+        )
+    if generation.stamp_hash != stored.stamp_hash:
+        raise StampNotVerifiable(
+            f"its recorded stamp hash ({generation.stamp_hash or 'nothing'}) is not its stored "
+            f"stamp's ({stored.stamp_hash})"
+        )
+    return stored
+
+
+def stamp_file_state(generation: Generation) -> str:
+    """In words, how a generation's stamp file stands against its stored stamp (admin, CLI)."""
+    try:
+        stored = stored_stamp_of(generation)
+    except StampNotVerifiable as exc:
+        return f"UNVERIFIABLE: {exc}"
+    try:
+        data = stored.path.read_bytes()
+    except FileNotFoundError:
+        return "MISSING"
+    return "matches the stored stamp" if sha256_hex(data) == stored.stamp_hash else "ALTERED"

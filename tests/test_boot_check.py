@@ -17,12 +17,12 @@ from django.core.management.base import SystemCheckError
 
 from personas.catalogue import VERBS
 from personas.models import Generation, Persona
-from stamps.canonical import sha256_hex
 from stamps.checks import active_stamp_messages, refuse_to_start_worker, require_valid_stamps
 from stamps.models import CapabilityStamp
 from stamps.registry import HandlerRegistry
 from tests.factories import make_agent, make_owner, make_persona, update_persona
 from tests.live import REPO, free_port
+from tests.stored_stamps import store_as_stamp
 
 pytestmark = pytest.mark.django_db
 
@@ -36,15 +36,17 @@ def stamp_of(persona: Persona) -> CapabilityStamp:
     return CapabilityStamp.objects.get(persona_uuid=persona.uuid, generation_number=1)
 
 
-def rewrite(persona: Persona, change: Callable[[dict[str, Any]], None], *, rehash: bool) -> None:
-    """Change the file's document; with `rehash`, record the new hash so only `change` shows."""
+def rewrite(persona: Persona, change: Callable[[dict[str, Any]], None], *, stored: bool) -> None:
+    """Change the file's document; with `stored`, as the stored stamp too, so only `change`
+    shows (tests.stored_stamps)."""
     path = stamp_of(persona).path
     document = json.loads(path.read_bytes())
     change(document)
     data = rfc8785.dumps(document)
-    path.write_bytes(data)
-    if rehash:
-        Generation.objects.filter(persona=persona, number=1).update(stamp_hash=sha256_hex(data))
+    if stored:
+        store_as_stamp(persona, data)
+    else:
+        path.write_bytes(data)
 
 
 def by_id(messages: list[CheckMessage]) -> dict[str, list[str]]:
@@ -79,7 +81,7 @@ def test_an_altered_file_names_the_missing_tool(persona: Persona) -> None:
     def drop_write(document: dict[str, Any]) -> None:
         document["tools"] = [t for t in document["tools"] if t["name"] != "workspace_write"]
 
-    rewrite(persona, drop_write, rehash=False)
+    rewrite(persona, drop_write, stored=False)
     found = by_id(active_stamp_messages())
     assert set(found) == {"virgo.E002", "virgo.E007"}
     assert "was altered" in found["virgo.E002"][0]
@@ -102,7 +104,7 @@ def test_a_malformed_file_fails_boot(persona: Persona) -> None:
 
 def test_a_file_failing_the_schema_fails_boot(persona: Persona) -> None:
     """V1-BOOT-1: a well-formed file that breaks schema v3 is malformed too."""
-    rewrite(persona, lambda document: document.pop("authority"), rehash=True)
+    rewrite(persona, lambda document: document.pop("authority"), stored=True)
     found = by_id(active_stamp_messages())
     assert list(found) == ["virgo.E003"]
     assert "'authority' is a required property" in found["virgo.E003"][0]
@@ -114,7 +116,7 @@ def test_duplicates_fail_boot(persona: Persona) -> None:
     def duplicate(document: dict[str, Any]) -> None:
         document["tools"].append(dict(document["tools"][0]))
 
-    rewrite(persona, duplicate, rehash=True)
+    rewrite(persona, duplicate, stored=True)
     found = by_id(active_stamp_messages())
     assert "virgo.E002" not in found
     assert any("duplicate tool name 'workspace_list'" in m for m in found["virgo.E004"])
@@ -128,7 +130,7 @@ def test_a_tool_that_cannot_be_projected_fails_boot(persona: Persona) -> None:
     def rename(document: dict[str, Any]) -> None:
         next(t for t in document["tools"] if t["name"] == "claim")["name"] = "claim it"
 
-    rewrite(persona, rename, rehash=True)
+    rewrite(persona, rename, stored=True)
     found = by_id(active_stamp_messages())
     assert any("tool 'claim it' cannot be projected without loss" in m for m in found["virgo.E005"])
 

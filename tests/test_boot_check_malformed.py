@@ -18,11 +18,12 @@ import rfc8785
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from personas.models import Generation, Persona
+from personas.models import Persona
 from stamps.canonical import sha256_hex
 from stamps.checks import active_stamp_messages, require_valid_stamps
 from stamps.models import CapabilityStamp
 from tests.factories import make_agent, make_owner, make_persona
+from tests.stored_stamps import store_as_stamp
 
 pytestmark = pytest.mark.django_db
 
@@ -40,35 +41,36 @@ def who(persona: Persona) -> str:
     return f"persona 'Checked' ({persona.uuid}) generation 1"
 
 
-def recorded_hash(persona: Persona) -> str:
-    return Generation.objects.get(persona=persona, number=1).stamp_hash
+def stored_hash(persona: Persona) -> str:
+    return CapabilityStamp.objects.get(persona_uuid=persona.uuid, generation_number=1).stamp_hash
 
 
 def messages() -> list[tuple[str, str]]:
     return [(message.id or "", message.msg) for message in active_stamp_messages()]
 
 
-def write_bytes(persona: Persona, data: bytes, *, rehash: bool) -> Path:
-    """Replace the file's bytes; with `rehash`, record their hash so only the content shows."""
+def write_bytes(persona: Persona, data: bytes, *, stored: bool) -> Path:
+    """Replace the file's bytes; with `stored`, the stored stamp's too, so only the content
+    shows (tests.stored_stamps)."""
+    if stored:
+        return store_as_stamp(persona, data)
     path = stamp_file(persona)
     path.write_bytes(data)
-    if rehash:
-        Generation.objects.filter(persona=persona, number=1).update(stamp_hash=sha256_hex(data))
     return path
 
 
 def rewrite(persona: Persona, change: Callable[[dict[str, Any]], None]) -> Path:
     document = json.loads(stamp_file(persona).read_bytes())
     change(document)
-    return write_bytes(persona, rfc8785.dumps(document), rehash=True)
+    return write_bytes(persona, rfc8785.dumps(document), stored=True)
 
 
 def altered(persona: Persona, path: Path) -> tuple[str, str]:
     actual = sha256_hex(path.read_bytes())
     return (
         "virgo.E002",
-        f"{who(persona)}: stamp file {path} was altered (sha256 {actual}, recorded "
-        f"{recorded_hash(persona)})",
+        f"{who(persona)}: stamp file {path} was altered (sha256 {actual}, stored "
+        f"{stored_hash(persona)})",
     )
 
 
@@ -92,7 +94,7 @@ def test_a_truncated_file_is_altered_and_not_json(
     """V1-BOOT-1: a file cut short (a crash mid-write, a full disk) fails boot twice over: its
     hash no longer matches, and its bytes are not JSON."""
     truncated = cut(stamp_file(persona).read_bytes())
-    path = write_bytes(persona, truncated, rehash=False)
+    path = write_bytes(persona, truncated, stored=False)
     with pytest.raises(ValueError) as parsing:
         json.loads(truncated)
     reason = f"not JSON: {parsing.value}"
@@ -140,7 +142,7 @@ def test_numbers_and_shapes_no_consumer_may_guess_at_are_malformed(
     persona: Persona, data: bytes, reason: str
 ) -> None:
     """V1-BOOT-1: what readers could disagree on is refused before the schema is consulted."""
-    path = write_bytes(persona, data, rehash=True)
+    path = write_bytes(persona, data, stored=True)
     assert messages() == [malformed(persona, path, reason)]
 
 
@@ -150,7 +152,7 @@ def test_a_key_repeated_inside_a_tool_is_malformed(persona: Persona) -> None:
     data = stamp_file(persona).read_bytes()
     assert data.count(b'"access":"allow"') > 1
     doubled = data.replace(b'"access":"allow"', b'"access":"allow","access":"confirm"', 1)
-    path = write_bytes(persona, doubled, rehash=True)
+    path = write_bytes(persona, doubled, stored=True)
     assert messages() == [malformed(persona, path, "duplicate key 'access'")]
 
 
@@ -192,7 +194,7 @@ def test_an_altered_byte_that_still_parses_is_caught_by_the_hash(persona: Person
     data = stamp_file(persona).read_bytes()
     assert b'"name":"Checked"' in data
     path = write_bytes(
-        persona, data.replace(b'"name":"Checked"', b'"name":"Chucked"'), rehash=False
+        persona, data.replace(b'"name":"Checked"', b'"name":"Chucked"'), stored=False
     )
     assert messages() == [altered(persona, path)]
     with pytest.raises(SystemCheckError, match="was altered"):
@@ -204,7 +206,7 @@ def test_the_same_document_in_other_bytes_is_altered(persona: Persona) -> None:
     alteration, though every reader would parse it the same."""
     path = stamp_file(persona)
     pretty = json.dumps(json.loads(path.read_bytes()), indent=2).encode()
-    write_bytes(persona, pretty, rehash=False)
+    write_bytes(persona, pretty, stored=False)
     assert messages() == [altered(persona, path)]
 
 
@@ -213,7 +215,7 @@ def test_a_byte_that_is_not_utf8_is_altered_and_malformed(persona: Persona) -> N
     data = bytearray(stamp_file(persona).read_bytes())
     position = data.index(b"Checked")
     data[position] = 0xFF
-    path = write_bytes(persona, bytes(data), rehash=False)
+    path = write_bytes(persona, bytes(data), stored=False)
     reason = (
         f"not UTF-8: 'utf-8' codec can't decode byte 0xff in position {position}: "
         "invalid start byte"

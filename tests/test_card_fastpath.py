@@ -191,7 +191,14 @@ def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: 
     """S9-AUTH-1, V1-INV-2: recorded as not standing, the card leaves the public path."""
     assert call(app, card_path(persona))[0] == 200
     generation = persona.generations.get(number=persona.generation)
-    _set_outcome(generation, standing=False, reasons=["not standing: missing tool list_tasks"])
+    # Its stored stamp stays its stamp: the hashes are frozen once set (VX-SEC-8).
+    _set_outcome(
+        generation,
+        standing=False,
+        reasons=["not standing: missing tool list_tasks"],
+        stamp_hash=generation.stamp_hash,
+        composition_hash=generation.composition_hash,
+    )
     _record(generation)
     assert call(app, card_path(persona))[0] == 404
 

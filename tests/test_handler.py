@@ -1,12 +1,10 @@
 """handle(): the one entry point; what the stamp grants runs, everything else is refused loudly."""
 
-import hashlib
 import logging
 from pathlib import Path
 
 import pytest
 
-from personas.models import Generation
 from runtime.handler import handle
 from runtime.models import DecisionRecord, RefusalRecord
 from runtime.stamp import load_active_stamp
@@ -15,6 +13,7 @@ from stamps.registry import HANDLERS
 from stamps.storage import stamp_path
 from tests.factories import update_persona
 from tests.runtime_support import call, standing_persona
+from tests.stored_stamps import store_as_stamp
 
 pytestmark = pytest.mark.django_db
 
@@ -136,10 +135,7 @@ def test_a_missing_altered_or_malformed_stamp_stops_every_call(damage: str) -> N
     elif damage == "altered":
         path.write_bytes(path.read_bytes().replace(b'"allow"', b'"allow" ', 1))
     else:
-        path.write_bytes(b"{not json")
-        Generation.objects.filter(persona=persona).update(
-            stamp_hash=hashlib.sha256(b"{not json").hexdigest()
-        )
+        store_as_stamp(persona, b"{not json")
     result = call(persona, "workspace_list")
     assert (result["ok"], result["code"]) == (False, "stamp_unavailable")
     assert damage in result["reason"]

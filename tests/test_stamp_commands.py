@@ -53,7 +53,7 @@ def test_show_prints_the_stored_stamp(persona: Persona) -> None:
         output = run("show", reference)
         assert f"persona 'Shown' ({persona.uuid}) generation 1" in output
         assert f"stamp sha256 {stored.stamp_hash}" in output
-        assert f"file {stored.path} (matches)" in output
+        assert f"file {stored.path} (matches the stored stamp)" in output
         document = json.loads(output[output.index("{") :])
         assert rfc8785.dumps(document) == stored.data
 

@@ -15,11 +15,16 @@ from django.db.models import Model
 def update_each(objects: Sequence[Model], fields: Sequence[str]) -> None:
     """Save `fields` of each object to its row, values prepared exactly as save() prepares them.
 
-    No signals are sent and auto_now fields are not touched, as with bulk_update.
+    No signals are sent and auto_now fields are not touched, as with bulk_update. A model whose
+    columns are guarded declares `check_writes(objects, fields)` (personas.Generation), called
+    here first, as its save() and QuerySet.update() do.
     """
     if not objects:
         return
     model = type(objects[0])
+    check_writes = getattr(model, "check_writes", None)
+    if check_writes is not None:
+        check_writes(objects, fields)
     meta = model._meta
     connection = connections[router.db_for_write(model)]
     columns = [meta.get_field(name) for name in fields]

@@ -12,32 +12,48 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from virgo.envfile import load_env_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Every name these settings read from the environment: what the MCP server `virgo launch`
+# configures is given, in an owner-private file, instead of the agent's environment.
+ENVIRONMENT_SETTINGS: set[str] = set()
+
+
+def _env(name: str) -> str | None:
+    ENVIRONMENT_SETTINGS.add(name)
+    return os.environ.get(name)
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    value = _env(name)
+    return default if value is None else value
 
 
 def env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
+    value = _env(name)
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
+    value = _env(name)
     return default if value is None or value == "" else int(value)
 
 
 def env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
+    value = _env(name)
     return default if value is None or value == "" else float(value)
 
 
 def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+# The owner-private settings file VIRGO_ENV_FILE names, if any; real environment variables win.
+load_env_file(os.environ.get("VIRGO_ENV_FILE"))
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -72,6 +88,9 @@ VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)
 VIRGO_DIRECTORY_PAGE_SIZE = env_int("VIRGO_DIRECTORY_PAGE_SIZE", 50)
 VIRGO_DIRECTORY_MAX_PAGE_SIZE = env_int("VIRGO_DIRECTORY_MAX_PAGE_SIZE", 100)
 VIRGO_RECOMPUTE_BATCH_SIZE = env_int("VIRGO_RECOMPUTE_BATCH_SIZE", 500)
+# Names of further environment variables `virgo launch` passes to the agent (its own API key...);
+# the agent gets no other variable of the launcher's environment (runtime.launcher).
+VIRGO_LAUNCH_PASS_ENV = env_list("VIRGO_LAUNCH_PASS_ENV")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

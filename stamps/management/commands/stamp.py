@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from personas.models import Generation, Persona
-from stamps.canonical import sha256_hex
+from stamps.models import stamp_file_state
 from stamps.selectors import PersonaNotFound, persona_by_reference, stamp_diff, stamp_document
 from stamps.services import build_generation_stamp
 from stamps.verification import verify_file
@@ -75,14 +75,8 @@ class Command(BaseCommand):
         stamp = generation.stamp
         self.stdout.write(f"stamp sha256 {stamp.stamp_hash}")
         self.stdout.write(f"composition {generation.composition_hash}")
-        self.stdout.write(f"file {stamp.path} ({self._file_state(stamp.path, stamp.stamp_hash)})")
+        self.stdout.write(f"file {stamp.path} ({stamp_file_state(generation)})")
         self.stdout.write(json.dumps(stamp_document(stamp), indent=2, ensure_ascii=False))
-
-    @staticmethod
-    def _file_state(path: Path, expected: str) -> str:
-        if not path.exists():
-            return "MISSING"
-        return "matches" if sha256_hex(path.read_bytes()) == expected else "ALTERED"
 
     def _verify(self, paths: list[Path]) -> None:
         failed = 0

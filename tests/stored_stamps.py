@@ -1,0 +1,45 @@
+"""Putting given bytes in place as a generation's stored stamp, for tests of what reads them.
+
+A generation's stamp hash is frozen once set and its stored stamp never changes, so a test that
+wants the boot checks or the runtime to meet a bad stamp *as stored* (what a faulty factory would
+have left) makes the generation again, same number and composition, with those bytes as its
+stamp row and its file.
+"""
+
+from pathlib import Path
+
+from personas.models import Generation, Persona
+from stamps.canonical import composition_hash, sha256_hex
+from stamps.models import CapabilityStamp
+from stamps.storage import stamp_path
+
+
+def store_as_stamp(persona: Persona, data: bytes) -> Path:
+    """Make `data` the stored stamp of the persona's current generation, row and file alike."""
+    generation = Generation.objects.get(persona=persona, number=persona.generation)
+    kept = {
+        "number": generation.number,
+        "composition": generation.composition,
+        "base_composition_hash": generation.base_composition_hash,
+    }
+    generation.delete()
+    digest = sha256_hex(data)
+    remade = Generation.objects.create(
+        persona=persona,
+        standing=True,
+        stamp_hash=digest,
+        composition_hash=composition_hash(
+            base_composition_hash=kept["base_composition_hash"], stamp_hash=digest
+        ),
+        **kept,
+    )
+    CapabilityStamp.objects.create(
+        generation=remade,
+        persona_uuid=persona.uuid,
+        generation_number=remade.number,
+        stamp_hash=digest,
+        body=data,
+    )
+    path = stamp_path(persona.uuid, remade.number)
+    path.write_bytes(data)
+    return path
