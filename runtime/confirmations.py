@@ -9,6 +9,7 @@ persona never answers its own request, and nobody but the routed authority answe
 """
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,26 @@ def route(*, stamp: ActiveStamp, persona: Persona, verdict: Verdict) -> Authorit
             )
         return Authority(AuthorityKind.LEAD, persona=lead)
     return Authority(AuthorityKind.HUMAN, user=human_authority(stamp, persona))
+
+
+def key_values(operation: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every value a learned choice of this (recorded) operation is keyed on, as a human reads
+    it: the target, each argument of the shape, what the tool resolved; a fingerprint as its
+    sha256 and length. Identity keys are shown too: they name the persona's own binding."""
+    shape = operation.get("shape", {})
+    pairs = [
+        *operation.get("target", {}).items(),
+        *shape.get("arguments", {}).items(),
+        *((f"{name} (resolved)", value) for name, value in shape.get("resolved", {}).items()),
+    ]
+    return [(name, _shown(value)) for name, value in pairs]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict) and set(value) >= {"sha256", "bytes"} and len(value) <= 3:
+        mark = f"sha256 {value['sha256']} ({value['bytes']} bytes)"
+        return f"redacted ({value['redacted']}): {mark}" if "redacted" in value else mark
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def operation_digest(op: Operation) -> str:

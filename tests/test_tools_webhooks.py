@@ -115,11 +115,10 @@ def test_a_persona_triggers_only_its_own_webhooks(deployer) -> None:
 
 
 def test_a_url_with_credentials_is_never_registered(deployer) -> None:
-    """V1-GB-4: a webhook URL never carries a credential."""
+    """V1-GB-4: a webhook URL never carries a credential; nobody is asked to approve one."""
     refused(
-        confirmed(
-            deployer, "register_webhook", {"webhook": "prod", "url": "https://u:p@ci.example/h"}
-        ),
+        call(deployer, "register_webhook", {"webhook": "prod", "url": "https://u:p@ci.example/h"}),
         "invalid_arguments",
     )
     assert not Webhook.objects.exists()
+    assert not DecisionRecord.objects.exists()
