@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import rfc8785
 
+from virgo import outbound
+
 TEXT_MAX = 64 * 1024
 TITLE_MAX = 200
 # The longest string a key holds as is. A confirmation card shows strings up to this length
@@ -376,6 +378,24 @@ def http_url(name: str, value: str) -> str:
     return value
 
 
+def outbound_url(name: str, value: str) -> str:
+    """An http(s) URL that does not lead to a loopback, private, link-local or metadata address.
+
+    A host name is resolved and every address checked (virgo.outbound); one that resolves to
+    nothing now is let through, since whatever connects to it checks again when it dials.
+    """
+    value = http_url(name, value)
+    if not value:
+        return value
+    try:
+        outbound.destination(value, what=name)
+    except outbound.Unresolvable:
+        pass
+    except outbound.DestinationRefused as exc:
+        raise ArgumentError(str(exc)) from None
+    return value
+
+
 def calendar_date(name: str, value: str) -> str:
     try:
         return datetime.date.fromisoformat(value).isoformat()
@@ -383,8 +403,19 @@ def calendar_date(name: str, value: str) -> str:
         raise ArgumentError(f"{name} must be a date, YYYY-MM-DD") from None
 
 
-def url(name: str, description: str, *, required: bool = False, max_length: int = 1024) -> Text:
-    """An http(s) URL without credentials; an optional one may be left empty."""
+def url(
+    name: str,
+    description: str,
+    *,
+    required: bool = False,
+    max_length: int = 1024,
+    outbound: bool = False,
+) -> Text:
+    """An http(s) URL without credentials; an optional one may be left empty.
+
+    `outbound`: Virgo sends to it or records a publication there, so it must lead to a public
+    address (`outbound_url`).
+    """
     return Text(
         name,
         description,
@@ -392,7 +423,7 @@ def url(name: str, description: str, *, required: bool = False, max_length: int 
         max_length=max_length,
         pattern="https?://.+" if required else "(?:https?://.+)?",
         format="uri",
-        check=http_url,
+        check=outbound_url if outbound else http_url,
     )
 
 

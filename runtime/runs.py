@@ -278,7 +278,9 @@ def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     Integer("size", "Its size in bytes."),
     url(
         "publish_to",
-        "Where it is published outside; recording a publication asks your bound human first.",
+        "Where it is published outside (a public address); recording a publication asks your "
+        "bound human first.",
+        outbound=True,
     ),
 )
 def record_artifact(call: "ToolCall", args: Arguments) -> dict[str, Any]:

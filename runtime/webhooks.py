@@ -8,6 +8,8 @@ under its correlation id. Nothing here asks again.
 What a trigger is asked about, and keyed on, includes the URL its webhook name stands for when
 it is called (`resolve`): the trigger POSTs to exactly that URL, so a webhook registered anew
 after an approval, or after a learned choice, never receives what was approved for the old one.
+A registered URL must lead to a public address, and the address is checked again when the
+trigger connects (virgo.outbound): the POST goes to the checked address, Host and TLS name kept.
 
 A trigger POSTs JSON with a timeout, never following redirects, with the correlation id as
 `Idempotency-Key` and the registry-derived delivery envelope as the sender. Every attempt is
@@ -27,7 +29,8 @@ from personas.models import Persona
 from runtime.coordination import delivery_envelope
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
 from runtime.params import Key, Object, Text, url
-from runtime.toolkit import Arguments, Missing, iso, takes
+from runtime.toolkit import Arguments, Missing, Refused, iso, takes
+from virgo import outbound
 
 if TYPE_CHECKING:
     from runtime.handler import ToolCall
@@ -41,6 +44,12 @@ _NAME = Text(
     key=Key.TARGET,
 )
 PAYLOAD_MAX_BYTES = 64 * 1024
+
+
+class DestinationRefused(Refused):
+    """The webhook's URL leads, now, to an address Virgo does not send to: nothing was sent."""
+
+    code = "destination_refused"
 
 
 def _timeout() -> float:
@@ -58,7 +67,12 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
 
 @takes(
     _NAME,
-    url("url", "Where triggers are POSTed: http(s), without credentials.", required=True),
+    url(
+        "url",
+        "Where triggers are POSTed: http(s) to a public address, without credentials.",
+        required=True,
+        outbound=True,
+    ),
 )
 def register_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     name, target = args["webhook"], args["url"]
@@ -109,13 +123,16 @@ def trigger_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     }
     status_code, error = None, ""
     try:
-        response = httpx.post(
+        response = outbound.request(
+            "POST",
             target,
+            what=f"webhook {name!r}",
             json=body,
             timeout=_timeout(),
-            follow_redirects=False,
             headers={"Idempotency-Key": call.correlation_id, "User-Agent": "virgo-webhooks"},
         )
+    except outbound.DestinationRefused as exc:
+        raise DestinationRefused(f"nothing was sent: {exc}") from None
     except httpx.TimeoutException as exc:
         outcome, error = WebhookDelivery.Outcome.UNKNOWN, f"timed out: {exc}"
     except httpx.TransportError as exc:

@@ -42,7 +42,7 @@ from tests.channel_support import (
 )
 from tests.factories import run_on_commit
 from tests.runtime_support import call, correlation, standing_persona
-from tests.tools_support import HookServer, confirmed, ok
+from tests.tools_support import HookServer, allow_loopback, confirmed, ok
 
 pytestmark = pytest.mark.django_db
 
@@ -205,10 +205,11 @@ def test_changing_any_argument_of_a_learned_operation_asks_again(tool, scenario)
         assert changed["code"] == "confirmation_required", (name, changed)
 
 
-def test_a_learned_trigger_asks_again_once_its_webhook_points_elsewhere() -> None:
-    """VX-SEC-2: the key of a trigger holds the URL its webhook stands for when it is
+def test_a_learned_trigger_asks_again_once_its_webhook_points_elsewhere(settings) -> None:
+    """VX-SEC-2, VX-SEC-3: the key of a trigger holds the URL its webhook stands for when it is
     called, and the trigger posts there and nowhere else: re-registered, the webhook receives
     neither a learned trigger nor one approved before the change."""
+    allow_loopback(settings)
     persona = lead()
     trigger = {"webhook": "ci", "payload": {"ref": "v1"}}
     with HookServer() as first, HookServer() as second:
@@ -235,6 +236,7 @@ def test_a_learned_trigger_asks_again_once_its_webhook_points_elsewhere() -> Non
 def test_the_card_and_the_admin_show_every_value_the_key_covers(settings) -> None:
     """VX-SEC-2: what the human answers on shows all the key holds: the key of the learned
     choice is computed again from the card alone, and the admin lists every value of it."""
+    allow_loopback(settings)
     with running_hub(settings) as hub, HookServer() as hook:
         owner = owner_with_surface(hub)
         persona = lead(owner)

@@ -8,9 +8,14 @@ from runtime import confirmations
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
 from tests.factories import DEPLOYER_VERBS, address, make_owner
 from tests.runtime_support import call, correlation, standing_persona
-from tests.tools_support import HookServer, confirmed, ok, refused
+from tests.tools_support import HookServer, allow_loopback, confirmed, ok, refused
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def loopback_receivers(settings) -> None:
+    allow_loopback(settings)
 
 
 @pytest.fixture
