@@ -5,8 +5,9 @@ owner's authority surface on the hub (AuthoritySurface), answerable only by the 
 attests there. A deputy-scope confirmation goes to the owning lead persona: a coordination message
 in its inbox says what is asked, and the card waits at its mailbox on the hub
 (`virgo:persona/<uuid>`), answerable only by that persona. The card carries the correlation id,
-the normalised operation (its target and shape whole: every value a learned choice would be
-keyed on) and approve/deny actions; the answer comes back through the signed callback
+the normalised operation as the decision record keeps it (its target and shape whole: every
+value a learned choice would be keyed on; secret values and credential-file content only as a
+marker) and approve/deny actions; the answer comes back through the signed callback
 (channel.callbacks).
 
 Delivery follows the same discipline as the tools: a Delivery row per correlation id, written

@@ -24,6 +24,7 @@ from personas.models import Persona
 from personas.tasks import queue_after_commit
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.policy import Operation, Verdict
+from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampUnavailable
 from stamps.services import owner_reference
 
@@ -85,6 +86,8 @@ def _shown(value: Any) -> str:
 
 
 def operation_digest(op: Operation) -> str:
+    """The digest of the real operation (secrets and all): what resuming a correlation id
+    compares, while the record itself keeps only `op.recorded()`."""
     return hashlib.sha256(rfc8785.dumps(op.as_json())).hexdigest()
 
 
@@ -103,12 +106,12 @@ def request_confirmation(
         requester=persona,
         tool_name=op.tool,
         handler_action=op.action,
-        operation=op.as_json(),
+        operation=op.recorded(),
         operation_digest=operation_digest(op),
         stamp_hash=stamp.stamp_hash,
         boundary=verdict.boundary.value if verdict.boundary else "",
         rule=verdict.rule,
-        reason=verdict.reason,
+        reason=redact_text(verdict.reason),
         authority_kind=authority.kind,
         authority_user=authority.user,
         authority_persona=authority.persona,

@@ -18,7 +18,8 @@ run, the operation runs now, exactly once; run before, the recorded result comes
 
 "Loud" refusal: a structured result `{ok: false, code, boundary, reason}`, a RefusalRecord row and
 a WARNING log line. A tool whose handler action has no implementation yet is refused the same
-way; it never answers with a made-up success.
+way; it never answers with a made-up success. Records and log lines hold the operation as
+`Operation.recorded()` gives it: secret values and credential-file content only as a marker.
 """
 
 import logging
@@ -42,6 +43,7 @@ from runtime.policy import (
     classify,
     normalise,
 )
+from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
 from runtime.toolkit import Arguments, Invalid, Tool
 from runtime.workspace import (
@@ -300,6 +302,7 @@ def _failure(call: ToolCall, code: str, reason: str) -> Result:
 
 def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None = None) -> Result:
     boundary = verdict.boundary.value if verdict and verdict.boundary else None
+    reason = redact_text(reason)
     RefusalRecord.objects.create(
         persona=context.persona,
         tool_name=context.tool_name[:100],
@@ -308,7 +311,7 @@ def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None =
         boundary=boundary or "",
         rule=verdict.rule if verdict else "",
         reason=reason,
-        operation=context.op.as_json() if context.op else None,
+        operation=context.op.recorded() if context.op else None,
         stamp_hash=context.stamp.stamp_hash if context.stamp else "",
         correlation_id=context.correlation_id[:200],
     )

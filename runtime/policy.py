@@ -17,7 +17,6 @@ choice and what the human asked to confirm is shown; the rules read the argument
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +24,12 @@ from typing import Any
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
 from runtime.params import ArgumentError, Key, Param, fingerprint, parse
+from runtime.redaction import (
+    CREDENTIAL_FILE_CONTENT,
+    looks_secret,
+    redact_secrets,
+    redacted,
+)
 from runtime.workspace import (
     TOOL_ARGUMENTS,
     InvalidArgument,
@@ -103,6 +108,7 @@ class Operation:
         return {key: value for key, value in self.target.items() if key not in IDENTITY_KEYS}
 
     def as_json(self) -> dict[str, Any]:
+        """The whole operation, real values and all: what its digest is taken of."""
         return {
             "tool": self.tool,
             "handler_action": self.action,
@@ -110,6 +116,19 @@ class Operation:
             "shape": self.shape,
             "arguments": self.arguments,
         }
+
+    def recorded(self) -> dict[str, Any]:
+        """What is stored, sent and shown of the operation (VX-SEC-7): `as_json` with every
+        value that looks like a secret, and the content of a credential-file write, replaced
+        by its marker (runtime.redaction). Target and shape hold no such content, so a learned
+        choice keyed from a record is keyed as the operation was."""
+        data = self.as_json()
+        if _credential_files_written(self) and "content" in self.arguments:
+            data["arguments"] = {
+                **self.arguments,
+                "content": redacted(self.arguments["content"], CREDENTIAL_FILE_CONTENT),
+            }
+        return redact_secrets(data)
 
 
 # Normalisation --------------------------------------------------------------------------------
@@ -243,18 +262,6 @@ def _split(
 
 # Predicates -----------------------------------------------------------------------------------
 
-_SECRET_VALUE_PATTERNS = tuple(
-    re.compile(pattern)
-    for pattern in (
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----",
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
-        r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
-        r"\bsk-[A-Za-z0-9_-]{20,}\b",
-        r"\bAIza[0-9A-Za-z_-]{35}\b",
-    )
-)
 _SECRET_FIELD_WORDS = ("token", "password", "secret", "credential", "api_key", "private_key")
 _FIELD_SELECTORS = ("include", "fields", "reveal", "expand")
 _AUTHORITY_KEYS = frozenset(
@@ -350,7 +357,9 @@ def _secret_fields(op: Operation, binding: Binding) -> str | None:
 
 def _secret_values(op: Operation, binding: Binding) -> str | None:
     for key, value in _walk(op.arguments):
-        if isinstance(value, str) and any(p.search(value) for p in _SECRET_VALUE_PATTERNS):
+        if isinstance(key, str) and looks_secret(key):
+            return "an argument's key looks like a secret credential value"
+        if isinstance(value, str) and looks_secret(value):
             where = f"argument {key!r}" if key else "an argument"
             return f"{where} carries what looks like a secret credential value"
     return None
@@ -379,12 +388,15 @@ def _declared(boundary: Boundary) -> Callable[[Operation, Binding], str | None]:
     return test
 
 
+def _credential_files_written(op: Operation) -> list[str]:
+    if op.action != "workspace.write":
+        return []
+    return [path for path in _paths(op) if is_secret_path(path)]
+
+
 def _credential_file_write(op: Operation, binding: Binding) -> str | None:
-    if op.action == "workspace.write":
-        for path in _paths(op):
-            if is_secret_path(path):
-                return f"writing {path!r} changes credential material"
-    return None
+    paths = _credential_files_written(op)
+    return f"writing {paths[0]!r} changes credential material" if paths else None
 
 
 def _permission_arguments(op: Operation, binding: Binding) -> str | None:
@@ -555,6 +567,7 @@ RULES: tuple[Rule, ...] = (
         match=(
             E("send_broker_message", {"body": f"here you go: {PRIVATE_KEY}"}),
             E("report_task", {"task": "t1", "notes": ["key AKIAIOSFODNN7EXAMPLE"]}),
+            E("trigger_webhook", {"webhook": "ci", "payload": {PRIVATE_KEY: "as a key"}}),
         ),
         not_match=(
             E("send_broker_message", {"body": "rotate the AWS key next week"}),
