@@ -5,8 +5,10 @@ owner's authority surface on the hub (AuthoritySurface), answerable only by the 
 attests there. A deputy-scope confirmation goes to the owning lead persona: a coordination message
 in its inbox says what is asked, and the card waits at its mailbox on the hub
 (`virgo:persona/<uuid>`), answerable only by that persona. The card carries the correlation id,
-the normalised operation and approve/deny actions; the answer comes back through the signed
-callback (channel.callbacks).
+the normalised operation as the decision record keeps it (its target and shape whole: every
+value a learned choice would be keyed on; secret values and credential-file content only as a
+marker) and approve/deny actions; the answer comes back through the signed callback
+(channel.callbacks).
 
 Delivery follows the same discipline as the tools: a Delivery row per correlation id, written
 before the request leaves, the correlation id as Idempotency-Key, an unknown outcome sent again
@@ -29,10 +31,12 @@ from channel.models import AuthoritySurface, Delivery
 from personas.models import Persona
 from personas.surfaces import PERSONA_MAILBOX, owned_surface
 from runtime.models import AuthorityKind, CoordinationMessage, DecisionRecord
+from runtime.params import SHOWN_WHOLE_MAX
 
 ROUTE = "/confirmations"
-# Strings longer than this are cut in the card (the decision record keeps the whole operation).
-_CARD_STRING_LIMIT = 2000
+# Strings longer than this are cut in the card (the decision record keeps the whole operation);
+# no value a key holds as is is longer (runtime.params.check_declaration).
+_CARD_STRING_LIMIT = SHOWN_WHOLE_MAX
 _RETRYABLE = (Delivery.Status.PENDING, Delivery.Status.UNKNOWN, Delivery.Status.FAILED)
 
 

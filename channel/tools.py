@@ -23,7 +23,7 @@ from channel import deliveries
 from channel.client import HubReply, Outcome, hub_code
 from channel.deliveries import HubRejected, OutcomeUnknown, Terminal
 from personas.surfaces import unowned_bindings
-from runtime.params import Choice, Records, Text, date, url
+from runtime.params import Choice, Key, Records, Text, date, url
 from runtime.toolkit import Arguments, takes
 from runtime.workspace import InvalidArgument, OutOfScope, TooLarge
 from stamps.profiles import WHOLE_WORKSPACE
@@ -41,9 +41,16 @@ _REACTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 # What the tools take ------------------------------------------------------------------------
 
 
-def _text(name: str, description: str, max_length: int, *, required: bool = False) -> Text:
+def _text(
+    name: str,
+    description: str,
+    max_length: int,
+    *,
+    required: bool = False,
+    key: Key = Key.VALUE,
+) -> Text:
     """A text argument of a human surface: when given, never empty."""
-    return Text(name, description, required=required, blank=False, max_length=max_length)
+    return Text(name, description, required=required, blank=False, max_length=max_length, key=key)
 
 
 _BINDING = _text(
@@ -51,6 +58,7 @@ _BINDING = _text(
     "The human surface to use: one of those your stamp binds (get_human_surface_status).",
     MAX_TITLE,
     required=True,
+    key=Key.TARGET,
 )
 _MESSAGE = Text(
     "message",
@@ -58,11 +66,12 @@ _MESSAGE = Text(
     required=True,
     max_length=200,
     pattern="[A-Za-z0-9._:@-]+",
+    key=Key.TARGET,
 )
 _FORMAT = Choice(
     "format", "How the text is written.", options=("plain", "markdown"), default="plain"
 )
-_MESSAGE_TEXT = _text("text", "The message.", MAX_TEXT, required=True)
+_MESSAGE_TEXT = _text("text", "The message.", MAX_TEXT, required=True, key=Key.DIGEST)
 
 
 def _bound(call: "ToolCall", binding: Any) -> str:
@@ -235,7 +244,7 @@ def apply_human_reaction(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 @takes(
     _BINDING,
     _text("title", "The card's title.", MAX_TITLE, required=True),
-    _text("text", "The card's text.", MAX_TEXT),
+    _text("text", "The card's text.", MAX_TEXT, key=Key.DIGEST),
     Records(
         "facts",
         "Name/value lines shown on the card.",
@@ -272,7 +281,7 @@ def send_human_card(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 @takes(
     _BINDING,
     _text("title", "The todo in a line.", MAX_TITLE, required=True),
-    _text("detail", "What is to be done, in full.", MAX_TEXT),
+    _text("detail", "What is to be done, in full.", MAX_TEXT, key=Key.DIGEST),
     date("due", "When it is due, YYYY-MM-DD."),
 )
 def send_human_todo(call: "ToolCall", args: Arguments) -> dict[str, Any]:
@@ -286,7 +295,13 @@ def send_human_todo(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 @takes(
     _BINDING,
-    _text("path", "The file to send: a path relative to your workspace root.", 1024, required=True),
+    _text(
+        "path",
+        "The file to send: a path relative to your workspace root.",
+        1024,
+        required=True,
+        key=Key.TARGET,
+    ),
     Text(
         "name",
         "The file name the human sees (no '/'); the path's last segment if left out.",
@@ -357,7 +372,14 @@ def _read_file(call: "ToolCall", path: str, *, limit: int) -> bytes:
     return bytes(data)
 
 
-@takes(_text("binding", "One of your bound surfaces; all of them if left out.", MAX_TITLE))
+@takes(
+    _text(
+        "binding",
+        "One of your bound surfaces; all of them if left out.",
+        MAX_TITLE,
+        key=Key.TARGET,
+    )
+)
 def get_human_surface_status(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """The hub's state and each bound surface's, as the hub reports them right now.
 

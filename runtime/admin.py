@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from personas.admin import ServiceAdmin
 from personas.forms import ServiceForm
@@ -86,6 +86,7 @@ class DecisionRecordAdmin(ReadOnlyAdmin):
         "created_at",
         "requester",
         "tool_name",
+        "asked",
         "boundary",
         "reason",
         "authority_label",
@@ -94,10 +95,20 @@ class DecisionRecordAdmin(ReadOnlyAdmin):
     )
     list_filter = ("decision", "boundary", "authority_kind")
     search_fields = ("correlation_id", "tool_name")
+    readonly_fields = ("asked",)
     actions = ("approve", "deny", "approve_and_remember", "deny_and_remember")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DecisionRecord]:
         return decisions_visible_to(request.user)
+
+    @admin.display(description="what is asked (every value a remembered answer is keyed on)")
+    def asked(self, record: DecisionRecord) -> str:
+        rows = format_html_join(
+            "",
+            "<li><code>{}</code>: <code>{}</code></li>",
+            confirmations.key_values(record.operation),
+        )
+        return format_html("<ul>{}</ul>", rows)
 
     def _decide(
         self,
@@ -378,7 +389,7 @@ class ConversationArchiveAdmin(ReadOnlyAdmin):
 
 class WebhookDeliveryInline(ReadOnlyInline):
     model = WebhookDelivery
-    fields = ("at", "correlation_id", "outcome", "status_code", "error")
+    fields = ("at", "url", "correlation_id", "outcome", "status_code", "error")
     readonly_fields = fields
 
 

@@ -9,6 +9,7 @@ persona never answers its own request, and nobody but the routed authority answe
 """
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from personas.surfaces import canonical_uuid
 from personas.tasks import queue_after_commit
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.policy import Operation, Verdict
+from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampUnavailable
 from stamps.services import owner_reference
 
@@ -73,7 +75,29 @@ def route(*, stamp: ActiveStamp, persona: Persona, verdict: Verdict) -> Authorit
     return Authority(AuthorityKind.HUMAN, user=human_authority(stamp, persona))
 
 
+def key_values(operation: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every value a learned choice of this (recorded) operation is keyed on, as a human reads
+    it: the target, each argument of the shape, what the tool resolved; a fingerprint as its
+    sha256 and length. Identity keys are shown too: they name the persona's own binding."""
+    shape = operation.get("shape", {})
+    pairs = [
+        *operation.get("target", {}).items(),
+        *shape.get("arguments", {}).items(),
+        *((f"{name} (resolved)", value) for name, value in shape.get("resolved", {}).items()),
+    ]
+    return [(name, _shown(value)) for name, value in pairs]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict) and set(value) >= {"sha256", "bytes"} and len(value) <= 3:
+        mark = f"sha256 {value['sha256']} ({value['bytes']} bytes)"
+        return f"redacted ({value['redacted']}): {mark}" if "redacted" in value else mark
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
 def operation_digest(op: Operation) -> str:
+    """The digest of the real operation (secrets and all): what resuming a correlation id
+    compares, while the record itself keeps only `op.recorded()`."""
     return hashlib.sha256(rfc8785.dumps(op.as_json())).hexdigest()
 
 
@@ -92,12 +116,12 @@ def request_confirmation(
         requester=persona,
         tool_name=op.tool,
         handler_action=op.action,
-        operation=op.as_json(),
+        operation=op.recorded(),
         operation_digest=operation_digest(op),
         stamp_hash=stamp.stamp_hash,
         boundary=verdict.boundary.value if verdict.boundary else "",
         rule=verdict.rule,
-        reason=verdict.reason,
+        reason=redact_text(verdict.reason),
         authority_kind=authority.kind,
         authority_user=authority.user,
         authority_persona=authority.persona,

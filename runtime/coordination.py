@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from personas.models import Generation, Persona
 from runtime.models import CoordinationMessage, Decision, Presence, Run, Task, WakeMarker
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Text
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Text
 from runtime.toolkit import (
     PAGE,
     Arguments,
@@ -77,8 +77,14 @@ def message_json(message: CoordinationMessage) -> dict[str, Any]:
 
 
 @takes(
-    Text("recipient", "The peer persona: its id or its registered address.", required=True),
-    Text("body", "The message.", required=True, max_length=TEXT_MAX),
+    Text(
+        "recipient",
+        "The peer persona: its id or its registered address.",
+        required=True,
+        max_length=TITLE_MAX,
+        key=Key.TARGET,
+    ),
+    Text("body", "The message.", required=True, max_length=TEXT_MAX, key=Key.DIGEST),
     Text("subject", "A subject line.", max_length=TITLE_MAX),
     Text(
         "label",
@@ -137,7 +143,7 @@ def list_coordination_messages(call: "ToolCall", args: Arguments) -> dict[str, A
     return {"messages": [message_json(m) for m in rows], "next_cursor": next_cursor}
 
 
-@takes(Id("message", "The id of a message of your inbox.", required=True))
+@takes(Id("message", "The id of a message of your inbox.", required=True, key=Key.TARGET))
 def ack_coordination_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     message_id = args["message"]
     with transaction.atomic():
@@ -301,8 +307,17 @@ def list_peers(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("message", "A message of your inbox: whose is it? Give this or peer, not both."),
-    Text("peer", "A peer persona's id or registered address. Give this or message, not both."),
+    Id(
+        "message",
+        "A message of your inbox: whose is it? Give this or peer, not both.",
+        key=Key.TARGET,
+    ),
+    Text(
+        "peer",
+        "A peer persona's id or registered address. Give this or message, not both.",
+        max_length=TITLE_MAX,
+        key=Key.TARGET,
+    ),
 )
 def lookup_sender(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     """Who a sender is, redacted: the registry's public facts, never the owner or credentials.

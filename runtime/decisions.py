@@ -28,7 +28,7 @@ from personas.addresses import address_problem
 from personas.models import Persona, PersonaClass
 from runtime.confirmations import human_authority
 from runtime.models import Decision, HumanInstruction, LaneApproval, LaneBinding
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Strings, Text
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Strings, Text
 from runtime.toolkit import (
     PAGE,
     Arguments,
@@ -103,7 +103,12 @@ def list_decisions(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 @takes(
     Text("title", "What is to be decided, in a line.", required=True, max_length=TITLE_MAX),
-    Text("question", "The question in full, with what the decider needs.", max_length=TEXT_MAX),
+    Text(
+        "question",
+        "The question in full, with what the decider needs.",
+        max_length=TEXT_MAX,
+        key=Key.DIGEST,
+    ),
     Strings(
         "options",
         "The answers to choose from; a resolution must then be one of them.",
@@ -111,7 +116,7 @@ def list_decisions(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         max_length=TITLE_MAX,
         unique=True,
     ),
-    Id("task", "The id of a task of yours this decision is about."),
+    Id("task", "The id of a task of yours this decision is about.", key=Key.TARGET),
 )
 def raise_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
@@ -156,11 +161,12 @@ def _relayed(resolution: str, authorized: str, what: str) -> str:
 
 
 @takes(
-    Id("decision", "The id of an open decision of your scope.", required=True),
+    Id("decision", "The id of an open decision of your scope.", required=True, key=Key.TARGET),
     Text(
         "resolution",
         "The resolution. Relayed resolutions are the authorizer's own: leave it out or repeat it.",
         max_length=TEXT_MAX,
+        key=Key.DIGEST,
     ),
     Id("instruction", "Secretary: the recorded instruction of your bound human you relay."),
     Id("approval", "Team coordinator: the lane approval of your bound lane approver."),

@@ -2,11 +2,13 @@
 
 `handle(persona, tool_name, arguments, correlation_id)`:
 
-1. loads the persona's active stamp, verified against its recorded hash;
+1. loads the persona's active stamp, verified against its immutable stored stamp row;
 2. refuses a tool the stamp does not grant;
-3. normalises the call into an Operation and classifies it (runtime.policy);
+3. normalises the call into an Operation by the tool's declaration (what it resolves for the
+   call included) and classifies it (runtime.policy);
 4. refuses a deny boundary loudly, whatever the stamp or the prompt registry says;
-5. for a confirm boundary or `access: confirm`: applies an exact learned choice of the prompt
+5. for a confirm boundary or `access: confirm`: refuses arguments the tool would refuse (nobody
+   is asked about a call that cannot run), applies an exact learned choice of the prompt
    registry if there is one, else writes a pending decision record routed to the authority and
    stops there; nothing runs before that record exists;
 6. otherwise runs the implementation bound to the tool's handler action.
@@ -19,7 +21,8 @@ a WARNING log line. A tool whose handler action has no implementation yet is ref
 way; it never answers with a made-up success. An error of the operating system (a name too long,
 a full disk, a file too large, a permission) is such a result too, never an exception out of
 handle(): its code says what kind (`_OS_ERROR_CODES`), `errno` names it, and `retryable` says
-whether the same call may succeed later.
+whether the same call may succeed later. Records and log lines hold the operation as
+`Operation.recorded()` gives it: secret values and credential-file content only as a marker.
 """
 
 import errno
@@ -44,7 +47,9 @@ from runtime.policy import (
     classify,
     normalise,
 )
+from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
+from runtime.toolkit import Arguments, Invalid, Tool
 from runtime.workspace import (
     AuthorityPath,
     HardLinked,
@@ -137,6 +142,7 @@ def handle(
         )
     binding, space = stamp.binding_for(tool), stamp.workspace_for(tool)
     context = _Context(persona, tool_name, correlation_id, stamp, tool)
+    declared = _declared(tool.action)
     try:
         op = normalise(
             tool=tool.name,
@@ -144,12 +150,15 @@ def handle(
             arguments=arguments,
             binding=binding,
             workspace=space,
+            declaration=declared.params if declared else None,
         )
     except InvalidArgument as exc:
         return _refuse(context, InvalidOperation.code, exc.reason)
     except OSError as exc:
         # Looking at the path on disk (creating the workspace root, resolving symlinks).
         return _os_failure(context, exc)
+    if declared is not None and declared.resolve is not None:
+        op = op.with_resolved(declared.resolve(persona, op.arguments))
     context = _Context(persona, tool_name, correlation_id, stamp, tool, op)
     verdict = classify(op, binding, access=tool.access)
     if verdict.outcome is Outcome.DENY:
@@ -169,7 +178,19 @@ def handle(
     return _execute(context, call)
 
 
+def _declared(action: str) -> Tool | None:
+    """The bound implementation with its declaration, if the action has one."""
+    implementation = HANDLERS.implementation(action)
+    return implementation if isinstance(implementation, Tool) else None
+
+
 def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
+    declared = _declared(call.tool.action)
+    if declared is not None:
+        try:
+            Arguments(call, declared.params)
+        except Invalid as exc:
+            return _failure(call, exc.code, exc.reason)
     entry = registry.lookup(persona=call.persona, stamp=call.stamp, op=call.op)
     try:
         with transaction.atomic():
@@ -221,11 +242,14 @@ def _resume(context: _Context, record: DecisionRecord, call: ToolCall) -> Result
     if record.requester_id != call.persona.pk or record.operation_digest != (
         confirmations.operation_digest(call.op)
     ):
-        return _refuse(
-            context,
-            "correlation_mismatch",
-            f"correlation id {call.correlation_id} belongs to a different operation",
+        asked = record.operation.get("shape", {}).get("resolved", {})
+        changed = record.requester_id == call.persona.pk and asked != call.op.resolved
+        what = (
+            f"what {record.tool_name} stood for when it was asked ({asked}) has changed since"
+            if changed
+            else f"correlation id {call.correlation_id} belongs to a different operation"
         )
+        return _refuse(context, "correlation_mismatch", what)
     if record.executed_at is not None:
         return record.result or {}
     if record.decision == DecisionRecord.Decision.PENDING:
@@ -322,6 +346,7 @@ def _os_failure(context: _Context, exc: OSError) -> Result:
 
 def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None = None) -> Result:
     boundary = verdict.boundary.value if verdict and verdict.boundary else None
+    reason = redact_text(reason)
     RefusalRecord.objects.create(
         persona=context.persona,
         tool_name=context.tool_name[:100],
@@ -330,7 +355,7 @@ def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None =
         boundary=boundary or "",
         rule=verdict.rule if verdict else "",
         reason=reason,
-        operation=context.op.as_json() if context.op else None,
+        operation=context.op.recorded() if context.op else None,
         stamp_hash=context.stamp.stamp_hash if context.stamp else "",
         correlation_id=context.correlation_id[:200],
     )

@@ -697,6 +697,11 @@ class WebhookDelivery(models.Model):
         UNKNOWN = "unknown", "Unknown (timeout or connection lost)"
 
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    url = models.URLField(
+        max_length=1024,
+        blank=True,
+        help_text="Where it was sent: the URL the trigger was approved for.",
+    )
     correlation_id = models.CharField(max_length=200)
     payload = models.JSONField(default=dict)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)

@@ -6,7 +6,13 @@ A tool implementation declares its arguments as a tuple of `Param`s. From that o
   converts every value (type, length, bounds, enum, pattern) before the implementation runs;
 - `object_schema` is the closed JSON Schema (draft 2020-12) the MCP server lists for the tool:
   the same names, required list, types, bounds and enums (V1-CONS-1: the listing comes from the
-  stamp and each schema is derived from the implementation, never kept by hand).
+  stamp and each schema is derived from the implementation, never kept by hand);
+- `key` says what the argument is to the key of a learned choice and to the human asked to
+  confirm (runtime.policy, runtime.registry): where the operation acts (`Key.TARGET`) or what it
+  does, by value (`Key.VALUE`, the default) or by its fingerprint (`Key.DIGEST`: sha256 and
+  length, for bulk such as a file's content). There is no role outside the key: an argument
+  nobody thought about is in it by value, and one too long to be shown whole is refused at
+  import until it is declared `Key.DIGEST`.
 
 A bound the schema states is one the parser enforces. What JSON Schema cannot say (a URL without
 credentials, a real calendar date, the size of a JSON value in bytes) the parser checks and the
@@ -17,18 +23,25 @@ it too.
 """
 
 import datetime
+import hashlib
 import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
 import rfc8785
 
+from virgo import outbound
+
 TEXT_MAX = 64 * 1024
 TITLE_MAX = 200
+# The longest string a key holds as is. A confirmation card shows strings up to this length
+# whole (channel.routing), so a human always sees every value the key covers.
+SHOWN_WHOLE_MAX = 2000
 
 # "Not blank" in JSON Schema terms: some character that is not white space.
 _NOT_BLANK = r"\S"
@@ -38,15 +51,35 @@ class ArgumentError(ValueError):
     """A name or a value the declaration does not admit; the message names the argument."""
 
 
+class Key(StrEnum):
+    """What an argument is to the key of a learned choice: every argument is in it."""
+
+    TARGET = "target"
+    VALUE = "value"
+    DIGEST = "digest"
+
+
+def fingerprint(value: Any) -> dict[str, Any]:
+    """How the key holds a DIGEST argument: the sha256 and length of its bytes.
+
+    A string's bytes are its UTF-8 form (so a file's content matches the file's own sha256);
+    anything else is hashed in canonical JSON (RFC 8785).
+    """
+    data = value.encode("utf-8") if isinstance(value, str) else rfc8785.dumps(value)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
 @dataclass(frozen=True)
 class Param(ABC):
-    """One argument: its name, what it means, whether it is required, and its default."""
+    """One argument: its name, what it means, whether it is required, its default, and what it
+    is to the key of a learned choice."""
 
     name: str
     description: str
     _: KW_ONLY
     required: bool = False
     default: Any = None
+    key: Key = Key.VALUE
 
     def schema(self) -> dict[str, Any]:
         schema = {**self.value_schema(), "description": self.description}
@@ -57,6 +90,10 @@ class Param(ABC):
     def absent(self) -> Any:
         """What the implementation sees when the caller leaves the argument out."""
         return self.default
+
+    def longest_string(self) -> int | None:
+        """The longest string a value can hold (None: no bound); 0 when it holds none."""
+        return 0
 
     @abstractmethod
     def value_schema(self) -> dict[str, Any]:
@@ -86,6 +123,9 @@ class Text(Param):
     @property
     def _not_blank(self) -> bool:
         return self.required or not self.blank
+
+    def longest_string(self) -> int:
+        return self.max_length
 
     def value_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "string", "maxLength": self.max_length}
@@ -117,6 +157,9 @@ class Choice(Param):
     """One of a fixed set of strings."""
 
     options: tuple[str, ...]
+
+    def longest_string(self) -> int:
+        return max(len(option) for option in self.options)
 
     def value_schema(self) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.options)}
@@ -174,6 +217,9 @@ class Strings(Param):
     def absent(self) -> list[str]:
         return []
 
+    def longest_string(self) -> int:
+        return max((len(option) for option in self.options), default=self.max_length)
+
     def value_schema(self) -> dict[str, Any]:
         items: dict[str, Any] = (
             {"type": "string", "enum": list(self.options)}
@@ -210,6 +256,9 @@ class Lines(Param):
     max_items: int
     max_length: int = TEXT_MAX
 
+    def longest_string(self) -> int:
+        return self.max_length
+
     def value_schema(self) -> dict[str, Any]:
         text, lines = self._forms()
         return {"anyOf": [text.value_schema(), lines.value_schema()]}
@@ -237,6 +286,9 @@ class Object(Param):
 
     def absent(self) -> dict[str, Any]:
         return {}
+
+    def longest_string(self) -> None:
+        return None
 
     def value_schema(self) -> dict[str, Any]:
         return {"type": "object"}
@@ -269,6 +321,10 @@ class Records(Param):
         optional = [f.name for f in self.fields if not f.required]
         if optional:
             raise ValueError(f"{self.name}: every field of a record is required: {optional}")
+
+    def longest_string(self) -> int | None:
+        lengths = [f.longest_string() for f in self.fields]
+        return None if None in lengths else max(lengths, default=0)
 
     def value_schema(self) -> dict[str, Any]:
         return {
@@ -322,6 +378,24 @@ def http_url(name: str, value: str) -> str:
     return value
 
 
+def outbound_url(name: str, value: str) -> str:
+    """An http(s) URL that does not lead to a loopback, private, link-local or metadata address.
+
+    A host name is resolved and every address checked (virgo.outbound); one that resolves to
+    nothing now is let through, since whatever connects to it checks again when it dials.
+    """
+    value = http_url(name, value)
+    if not value:
+        return value
+    try:
+        outbound.destination(value, what=name)
+    except outbound.Unresolvable:
+        pass
+    except outbound.DestinationRefused as exc:
+        raise ArgumentError(str(exc)) from None
+    return value
+
+
 def calendar_date(name: str, value: str) -> str:
     try:
         return datetime.date.fromisoformat(value).isoformat()
@@ -329,8 +403,19 @@ def calendar_date(name: str, value: str) -> str:
         raise ArgumentError(f"{name} must be a date, YYYY-MM-DD") from None
 
 
-def url(name: str, description: str, *, required: bool = False, max_length: int = 1024) -> Text:
-    """An http(s) URL without credentials; an optional one may be left empty."""
+def url(
+    name: str,
+    description: str,
+    *,
+    required: bool = False,
+    max_length: int = 1024,
+    outbound: bool = False,
+) -> Text:
+    """An http(s) URL without credentials; an optional one may be left empty.
+
+    `outbound`: Virgo sends to it or records a publication there, so it must lead to a public
+    address (`outbound_url`).
+    """
     return Text(
         name,
         description,
@@ -338,7 +423,7 @@ def url(name: str, description: str, *, required: bool = False, max_length: int 
         max_length=max_length,
         pattern="https?://.+" if required else "(?:https?://.+)?",
         format="uri",
-        check=http_url,
+        check=outbound_url if outbound else http_url,
     )
 
 
@@ -359,11 +444,20 @@ def date(name: str, description: str, *, required: bool = False) -> Text:
 
 
 def check_declaration(params: Sequence[Param]) -> tuple[Param, ...]:
-    """The declaration, refused at import if two arguments share a name."""
+    """The declaration, refused at import if two arguments share a name, or if an argument the
+    key holds as is could hold a string too long to be shown whole (declare it `Key.DIGEST`)."""
     names = [param.name for param in params]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"arguments declared twice: {', '.join(repeated)}")
+    for param in params:
+        longest = param.longest_string()
+        if param.key is not Key.DIGEST and (longest is None or longest > SHOWN_WHOLE_MAX):
+            bound = "unbounded strings" if longest is None else f"strings of {longest} characters"
+            raise ValueError(
+                f"argument {param.name}: its value may hold {bound}, more than a confirmation "
+                f"shows whole ({SHOWN_WHOLE_MAX}); declare it key=Key.DIGEST"
+            )
     return tuple(params)
 
 

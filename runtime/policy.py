@@ -8,16 +8,28 @@ each of them, so the table documents itself and cannot drift from what the code 
 
 The classifier only ever narrows: a call that reaches it is already for a tool the stamp grants,
 and nothing here can grant another.
+
+The normal form (`normalise`) splits a call by the tool's declaration (runtime.params `Key`):
+its target (where it acts) and its shape (what it does: every other argument, by value or by
+fingerprint, and what the tool resolves for the call). Together they are the key of a learned
+choice and what the human asked to confirm is shown; the rules read the arguments themselves.
 """
 
-import re
-from collections.abc import Callable, Iterator, Mapping
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
-from runtime.params import ArgumentError, parse
+from runtime.params import ArgumentError, Key, Param, fingerprint, parse
+from runtime.redaction import (
+    CREDENTIAL_FILE_CONTENT,
+    looks_secret,
+    redact_secrets,
+    redacted,
+)
 from runtime.workspace import (
     TOOL_ARGUMENTS,
     InvalidArgument,
@@ -53,27 +65,20 @@ class Binding:
     surfaces: tuple[str, ...] = ()
 
 
-# The keys that name *where* an operation acts. Everything else describes *what* it does.
+# The keys that name the persona's own binding: always the start of an operation's target.
 IDENTITY_KEYS = ("workspace", "project", "persona")
-TARGET_KEYS = (
-    "path",
-    "queue",
-    "webhook",
-    "task",
-    "run",
-    "decision",
-    "message",
-    "recipient",
-    "binding",
-    "peer",
-)
-# Arguments whose value (not only their presence) is part of an operation's shape.
-SHAPE_VALUE_KEYS = ("mode", "kind", "event", "state", "status", "reaction")
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """A tool call in normal form: the unit the classifier, the registry and records share."""
+    """A tool call in normal form: the unit the classifier, the registry and records share.
+
+    `target` is where it acts: the identity keys and the arguments declared `Key.TARGET`.
+    `shape` is what it does: `{"arguments": {...}}` with every other argument given (declared
+    `Key.VALUE`: as is; `Key.DIGEST` or not declared by the tool: by fingerprint), and
+    `"resolved"` with what the tool read for the call (a webhook's URL). `arguments` is the
+    call as given, identity keys filled in: what the rules judge and the tool runs with.
+    """
 
     tool: str
     action: str
@@ -83,6 +88,14 @@ class Operation:
     declared_boundary: Boundary | None = None
     escapes: bool = False
     resolved_path: str | None = None
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return self.shape.get("resolved", {})
+
+    def with_resolved(self, values: Mapping[str, Any]) -> "Operation":
+        """The operation with what its tool resolved for the call joined to its shape."""
+        return dataclasses.replace(self, shape={**self.shape, "resolved": dict(values)})
 
     @property
     def scope_key(self) -> dict[str, Any]:
@@ -95,6 +108,7 @@ class Operation:
         return {key: value for key, value in self.target.items() if key not in IDENTITY_KEYS}
 
     def as_json(self) -> dict[str, Any]:
+        """The whole operation, real values and all: what its digest is taken of."""
         return {
             "tool": self.tool,
             "handler_action": self.action,
@@ -102,6 +116,19 @@ class Operation:
             "shape": self.shape,
             "arguments": self.arguments,
         }
+
+    def recorded(self) -> dict[str, Any]:
+        """What is stored, sent and shown of the operation (VX-SEC-7): `as_json` with every
+        value that looks like a secret, and the content of a credential-file write, replaced
+        by its marker (runtime.redaction). Target and shape hold no such content, so a learned
+        choice keyed from a record is keyed as the operation was."""
+        data = self.as_json()
+        if _credential_files_written(self) and "content" in self.arguments:
+            data["arguments"] = {
+                **self.arguments,
+                "content": redacted(self.arguments["content"], CREDENTIAL_FILE_CONTENT),
+            }
+        return redact_secrets(data)
 
 
 # Normalisation --------------------------------------------------------------------------------
@@ -114,12 +141,15 @@ def normalise(
     arguments: Mapping[str, Any] | None,
     binding: Binding,
     workspace: Workspace | None = None,
+    declaration: Sequence[Param] | None = None,
 ) -> Operation:
     """The normal form of one call. Raises InvalidOperation for arguments that make no sense.
 
     A path that escapes the workspace is not an invalid argument: it is recorded as an escape so
     the classifier refuses it loudly as cross-scope access. `workspace`, when given, lets the
     normaliser see symlinks on disk; without it only the spelling of the path is judged.
+    `declaration` is what the tool takes (the workspace tools' own is known here); without one,
+    every argument is shape, by fingerprint.
     """
     if arguments is None:
         arguments = {}
@@ -132,7 +162,13 @@ def normalise(
         "persona": _identity(values, "persona", binding.persona),
     }
     if action in TOOL_ARGUMENTS:
+        declaration = TOOL_ARGUMENTS[action]
         values = _workspace_arguments(tool, action, values)
+    else:
+        # A null counts as not given, as the tool's parser counts it.
+        values = {key: value for key, value in values.items() if value is not None}
+    if not _plain_json(values):
+        raise InvalidOperation("arguments must be plain JSON values")
     escapes = False
     resolved_path: str | None = None
     if "path" in values:
@@ -147,10 +183,7 @@ def normalise(
                 _, resolved_path = workspace.resolve_inside(values["path"])
             except PathEscape:
                 escapes = True
-    for key in TARGET_KEYS:
-        if key in values:
-            target[key] = values[key]
-    shape = _shape(action, values)
+    target, shape = _split(values, declaration or (), target)
     verb = VERBS_BY_NAME.get(tool)
     return Operation(
         tool=tool,
@@ -187,34 +220,48 @@ def _workspace_arguments(tool: str, action: str, values: dict[str, Any]) -> dict
     return {param.name: given.get(param.name, param.absent()) for param in params}
 
 
-def _shape(action: str, values: dict[str, Any]) -> dict[str, Any]:
-    """What an operation does, independent of where and of its payload.
+_JSON_SAFE_INTEGER = 2**53 - 1
 
-    The names of the non-target arguments and the values of a few discriminating ones: two
-    writes of different text to the same file share a shape; a write and a delete do not.
+
+def _plain_json(value: Any) -> bool:
+    """Whether the value has one canonical JSON form (RFC 8785), as keys and digests need."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) <= _JSON_SAFE_INTEGER
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_plain_json(item) for item in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    return False
+
+
+def _split(
+    values: dict[str, Any], declaration: Sequence[Param], identity: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Target and shape of the arguments given, each argument where its declaration puts it.
+
+    Every argument is in one of them: a declared one as its `key` says; one the tool does not
+    declare (the tool will refuse it) by fingerprint, so nothing given is left out of the key.
     """
-    rest = sorted(key for key in values if key not in TARGET_KEYS)
-    shape: dict[str, Any] = {"arguments": rest}
-    for key in SHAPE_VALUE_KEYS:
-        if key in values and isinstance(values[key], str | int | bool | None):
-            shape[key] = values[key]
-    return shape
+    declared = {param.name: param for param in declaration}
+    target = dict(identity)
+    shaped: dict[str, Any] = {}
+    for name, value in values.items():
+        role = declared[name].key if name in declared else Key.DIGEST
+        if role is Key.TARGET:
+            target[name] = value
+        elif role is Key.VALUE:
+            shaped[name] = value
+        else:
+            shaped[name] = fingerprint(value)
+    return target, {"arguments": shaped}
 
 
 # Predicates -----------------------------------------------------------------------------------
 
-_SECRET_VALUE_PATTERNS = tuple(
-    re.compile(pattern)
-    for pattern in (
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----",
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
-        r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
-        r"\bsk-[A-Za-z0-9_-]{20,}\b",
-        r"\bAIza[0-9A-Za-z_-]{35}\b",
-    )
-)
 _SECRET_FIELD_WORDS = ("token", "password", "secret", "credential", "api_key", "private_key")
 _FIELD_SELECTORS = ("include", "fields", "reveal", "expand")
 _AUTHORITY_KEYS = frozenset(
@@ -245,7 +292,7 @@ def _walk(value: Any) -> Iterator[tuple[str | None, Any]]:
 
 
 def _paths(op: Operation) -> list[str]:
-    path = op.target.get("path")
+    path = op.arguments.get("path")
     return [p for p in (path, op.resolved_path) if isinstance(p, str) and p]
 
 
@@ -270,19 +317,19 @@ def _cross_persona(op: Operation, binding: Binding) -> str | None:
 
 def _path_escape(op: Operation, binding: Binding) -> str | None:
     if op.escapes:
-        return f"path {op.target.get('path')!r} leads outside the persona's workspace"
+        return f"path {op.arguments.get('path')!r} leads outside the persona's workspace"
     return None
 
 
 def _foreign_queue(op: Operation, binding: Binding) -> str | None:
-    queue = op.target.get("queue")
+    queue = op.arguments.get("queue")
     if queue is not None and queue not in binding.queues:
         return f"queue {queue!r} is not bound to this persona ({', '.join(binding.queues)})"
     return None
 
 
 def _foreign_surface(op: Operation, binding: Binding) -> str | None:
-    surface = op.target.get("binding")
+    surface = op.arguments.get("binding")
     if op.action.startswith("human.") and surface is not None and surface not in binding.surfaces:
         bound = ", ".join(binding.surfaces) or "none"
         return f"human surface {surface!r} is not bound to this persona ({bound})"
@@ -310,7 +357,9 @@ def _secret_fields(op: Operation, binding: Binding) -> str | None:
 
 def _secret_values(op: Operation, binding: Binding) -> str | None:
     for key, value in _walk(op.arguments):
-        if isinstance(value, str) and any(p.search(value) for p in _SECRET_VALUE_PATTERNS):
+        if isinstance(key, str) and looks_secret(key):
+            return "an argument's key looks like a secret credential value"
+        if isinstance(value, str) and looks_secret(value):
             where = f"argument {key!r}" if key else "an argument"
             return f"{where} carries what looks like a secret credential value"
     return None
@@ -339,12 +388,15 @@ def _declared(boundary: Boundary) -> Callable[[Operation, Binding], str | None]:
     return test
 
 
+def _credential_files_written(op: Operation) -> list[str]:
+    if op.action != "workspace.write":
+        return []
+    return [path for path in _paths(op) if is_secret_path(path)]
+
+
 def _credential_file_write(op: Operation, binding: Binding) -> str | None:
-    if op.action == "workspace.write":
-        for path in _paths(op):
-            if is_secret_path(path):
-                return f"writing {path!r} changes credential material"
-    return None
+    paths = _credential_files_written(op)
+    return f"writing {paths[0]!r} changes credential material" if paths else None
 
 
 def _permission_arguments(op: Operation, binding: Binding) -> str | None:
@@ -356,7 +408,7 @@ def _permission_arguments(op: Operation, binding: Binding) -> str | None:
 
 def _delete(op: Operation, binding: Binding) -> str | None:
     if op.action == "workspace.write" and op.arguments.get("mode") == "delete":
-        return f"deleting {op.target.get('path')!r} cannot be undone"
+        return f"deleting {op.arguments.get('path')!r} cannot be undone"
     return None
 
 
@@ -515,6 +567,7 @@ RULES: tuple[Rule, ...] = (
         match=(
             E("send_broker_message", {"body": f"here you go: {PRIVATE_KEY}"}),
             E("report_task", {"task": "t1", "notes": ["key AKIAIOSFODNN7EXAMPLE"]}),
+            E("trigger_webhook", {"webhook": "ci", "payload": {PRIVATE_KEY: "as a key"}}),
         ),
         not_match=(
             E("send_broker_message", {"body": "rotate the AWS key next week"}),

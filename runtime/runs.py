@@ -18,7 +18,7 @@ from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from runtime.models import Artifact, Run, RunEvent, Task
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Integer, Object, Text, url
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Integer, Key, Object, Text, url
 from runtime.toolkit import (
     PAGE,
     Arguments,
@@ -127,7 +127,7 @@ _WRITABLE_RUN = "The id of a run of your scope (a coder deputy: of a task assign
         default="all",
     ),
     Choice("kind", "all, or one kind of run.", options=("all", *Run.Kind.values), default="all"),
-    Id("task", "Only the runs for this task."),
+    Id("task", "Only the runs for this task.", key=Key.TARGET),
     *PAGE,
 )
 def list_runs(call: "ToolCall", args: Arguments) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def list_runs(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     return {"runs": [run_json(r) for r in rows], "next_cursor": next_cursor}
 
 
-@takes(Id("run", _RUN, required=True))
+@takes(Id("run", _RUN, required=True, key=Key.TARGET))
 def get_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     run = _run_in_scope(call, args["run"])
     events = list(run.events.select_related("by").order_by("-seq")[:EVENTS_SHOWN])
@@ -175,7 +175,11 @@ def get_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         options=tuple(Run.Kind.values),
         required=True,
     ),
-    Id("task", "The task the run is for (a coder deputy must name one assigned to it)."),
+    Id(
+        "task",
+        "The task the run is for (a coder deputy must name one assigned to it).",
+        key=Key.TARGET,
+    ),
 )
 def create_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
@@ -205,14 +209,14 @@ def create_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("run", _WRITABLE_RUN, required=True),
+    Id("run", _WRITABLE_RUN, required=True, key=Key.TARGET),
     Choice(
         "state",
         "The state to move to: created -> running -> succeeded | failed; cancelled before the end.",
         options=tuple(Run.State.values),
         required=True,
     ),
-    Text("note", "Why, for the run's log.", max_length=TEXT_MAX),
+    Text("note", "Why, for the run's log.", max_length=TEXT_MAX, key=Key.DIGEST),
 )
 def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     run_id, target, note = args["run"], args["state"], args["note"]
@@ -229,7 +233,7 @@ def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("run", _WRITABLE_RUN, required=True),
+    Id("run", _WRITABLE_RUN, required=True, key=Key.TARGET),
     Text(
         "kind",
         f"The event's kind; '{STATE_EVENT}' is advance_run's own.",
@@ -237,8 +241,13 @@ def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         max_length=32,
         blank=False,
     ),
-    Text("message", "The event; give a message, data or both.", max_length=TEXT_MAX),
-    Object("data", "Structured detail of the event; give a message, data or both."),
+    Text(
+        "message",
+        "The event; give a message, data or both.",
+        max_length=TEXT_MAX,
+        key=Key.DIGEST,
+    ),
+    Object("data", "Structured detail of the event; give a message, data or both.", key=Key.DIGEST),
 )
 def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     run_id, kind, message, data = args["run"], args["kind"], args["message"], args["data"]
@@ -256,7 +265,7 @@ def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("run", _WRITABLE_RUN, required=True),
+    Id("run", _WRITABLE_RUN, required=True, key=Key.TARGET),
     Text("name", "The artifact's name.", required=True, max_length=TITLE_MAX),
     Text("kind", "What kind of artifact (report, wheel, image...).", max_length=32),
     Text("location", "Where it is kept (a path or URL).", max_length=1024),
@@ -269,7 +278,9 @@ def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     Integer("size", "Its size in bytes."),
     url(
         "publish_to",
-        "Where it is published outside; recording a publication asks your bound human first.",
+        "Where it is published outside (a public address); recording a publication asks your "
+        "bound human first.",
+        outbound=True,
     ),
 )
 def record_artifact(call: "ToolCall", args: Arguments) -> dict[str, Any]:

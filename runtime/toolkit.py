@@ -1,8 +1,11 @@
 """What the persona tools share: their declared arguments, the persona's scope, peers, errors.
 
 Every tool implementation declares what it takes once, with `@takes(Param, ...)`: that one
-declaration is what its parser accepts (`Arguments`) and what the MCP server lists as its input
-schema (`Tool.input_schema`); no list of argument names is kept anywhere else.
+declaration is what its parser accepts (`Arguments`), what the MCP server lists as its input
+schema (`Tool.input_schema`) and, through each argument's `key` role, what a learned choice is
+keyed on and what a confirmation shows (runtime.policy); no list of argument names is kept
+anywhere else. What a call's effect depends on beyond its arguments (the URL a webhook name
+stands for) the tool declares as its `resolve`, read when the call is made.
 
 A tool implementation receives a `ToolCall` whose operation the policy has already normalised
 and classified; the identity keys (workspace, project, persona) in it are the persona's own or
@@ -13,7 +16,7 @@ Errors map onto the handler's results: `Refused` (and its kin) is a loud refusal
 code, recorded and logged; `Invalid`, `Missing` and `StateConflict` are failures of the call.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -108,6 +111,9 @@ class Arguments:
 
 
 Implementation = Callable[["ToolCall", Arguments], dict[str, Any]]
+# What a call's effect depends on beyond its arguments, read for the persona when it calls:
+# (persona, the call's arguments) -> values that join the operation's shape (`resolved`).
+Resolver = Callable[[Persona, Mapping[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -116,11 +122,13 @@ class Tool:
 
     This is what the handler registry holds for a handler action: the handler calls it with the
     ToolCall, it parses the arguments by `params` and runs the implementation with them; the MCP
-    server lists `input_schema()` from the same `params` (V1-CONS-1).
+    server lists `input_schema()` from the same `params` (V1-CONS-1); the policy keys the call
+    by the same `params` and by what `resolve` reads (VX-SEC-2).
     """
 
     params: tuple[Param, ...]
     implementation: Implementation
+    resolve: Resolver | None = None
 
     def __call__(self, call: "ToolCall") -> dict[str, Any]:
         return self.implementation(call, Arguments(call, self.params))
@@ -129,12 +137,13 @@ class Tool:
         return object_schema(self.params)
 
 
-def takes(*params: Param) -> Callable[[Implementation], Tool]:
-    """Declare, once, the arguments of the tool implementation it decorates."""
+def takes(*params: Param, resolve: Resolver | None = None) -> Callable[[Implementation], Tool]:
+    """Declare, once, the arguments of the tool implementation it decorates (and, with
+    `resolve`, what else its effect depends on)."""
     declared = check_declaration(params)
 
     def bind(implementation: Implementation) -> Tool:
-        return Tool(declared, implementation)
+        return Tool(declared, implementation, resolve)
 
     return bind
 

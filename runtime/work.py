@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from personas.models import Persona
 from runtime.models import Task, TaskReport
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Lines, Text
+from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Lines, Text
 from runtime.stamp import StampUnavailable, load_active_stamp
 from runtime.toolkit import (
     PAGE,
@@ -132,7 +132,9 @@ def _bound_queues(persona: Persona) -> tuple[str, ...]:
 
 
 def _notes(description: str) -> Lines:
-    return Lines("notes", description, max_items=NOTES_MAX_ITEMS, max_length=TEXT_MAX)
+    return Lines(
+        "notes", description, max_items=NOTES_MAX_ITEMS, max_length=TEXT_MAX, key=Key.DIGEST
+    )
 
 
 _TASK = (
@@ -165,7 +167,7 @@ def list_tasks(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     return {"tasks": [task_json(t, call.persona.pk) for t in rows], "next_cursor": next_cursor}
 
 
-@takes(Id("task", _TASK, required=True))
+@takes(Id("task", _TASK, required=True, key=Key.TARGET))
 def get_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     task = visible_task(call, args["task"])
     reports = list(
@@ -190,7 +192,7 @@ def get_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("task", _TASK, required=True),
+    Id("task", _TASK, required=True, key=Key.TARGET),
     Choice(
         "status",
         "What the report says; only the assignee reports done.",
@@ -222,7 +224,12 @@ def report_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("task", "The id of a task you created or that is queued for you.", required=True),
+    Id(
+        "task",
+        "The id of a task you created or that is queued for you.",
+        required=True,
+        key=Key.TARGET,
+    ),
     Text(
         "assignee",
         "The peer persona to take it: its id or registered address; bound to the task's queue.",
@@ -252,7 +259,12 @@ def assign_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Text("queue", "One of your queues; all of them if left out.", max_length=QUEUE_MAX),
+    Text(
+        "queue",
+        "One of your queues; all of them if left out.",
+        max_length=QUEUE_MAX,
+        key=Key.TARGET,
+    ),
     Choice(
         "state",
         "open: claimable; mine: assigned to or claimed by you; done; or all.",
@@ -284,7 +296,7 @@ def list_todos(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     return {"todos": [task_json(t, me) for t in rows], "next_cursor": next_cursor}
 
 
-@takes(Id("task", _TODO, required=True))
+@takes(Id("task", _TODO, required=True, key=Key.TARGET))
 def claim(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     task_id = args["task"]
     me = call.persona.pk
@@ -301,7 +313,7 @@ def claim(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(
-    Id("task", "The id of a todo you claimed.", required=True),
+    Id("task", "The id of a todo you claimed.", required=True, key=Key.TARGET),
     _notes("What was done: one text or a list of lines."),
 )
 def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
@@ -326,6 +338,7 @@ def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         "The peer persona the todo is for: its id or registered address.",
         required=True,
         max_length=TITLE_MAX,
+        key=Key.TARGET,
     ),
     Text(
         "for_queue",
@@ -333,7 +346,7 @@ def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         max_length=QUEUE_MAX,
     ),
     Text("title", "The todo in a line.", required=True, max_length=TITLE_MAX),
-    Text("body", "What is to be done, in full.", max_length=TEXT_MAX),
+    Text("body", "What is to be done, in full.", max_length=TEXT_MAX, key=Key.DIGEST),
 )
 def create_for(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     owner_id = owner_id_of(call.persona)

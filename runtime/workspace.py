@@ -34,7 +34,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runtime.params import Choice, Integer, Param, Text
+from runtime.params import Choice, Integer, Key, Param, Text, check_declaration
 
 SCOPE_WIDE_DIR = "_scope"
 STANDARD_MUTABLE_PATHS: tuple[str, ...] = ("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**")
@@ -491,30 +491,36 @@ _PATH = "A path relative to your workspace root."
 TOOL_ARGUMENTS: dict[str, tuple[Param, ...]] = {
     "workspace.list": (
         Text("path", "A directory relative to your workspace root; the root if left out.",
-             max_length=MAX_PATH_LENGTH),
+             max_length=MAX_PATH_LENGTH, key=Key.TARGET),
         Integer("cursor", "Where the page starts: next_cursor of the page before.", default=0),
         Integer("limit", "How many entries at most.", default=LIST_DEFAULT_LIMIT, minimum=1,
                 maximum=LIST_MAX_LIMIT),
     ),
-    "workspace.stat": (Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH),),
-    "workspace.hash": (Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH),),
+    "workspace.stat": (
+        Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH, key=Key.TARGET),
+    ),
+    "workspace.hash": (
+        Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH, key=Key.TARGET),
+    ),
     "workspace.read": (
-        Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH),
+        Text("path", _PATH, required=True, max_length=MAX_PATH_LENGTH, key=Key.TARGET),
         Integer("offset", "The byte to start at: next_offset of the read before.", default=0),
         Integer("length", "How many bytes at most.", default=READ_DEFAULT_LENGTH, minimum=1,
                 maximum=READ_MAX_LENGTH),
     ),
     "workspace.write": (
         Text("path", f"{_PATH} Only your binding's mutable paths are written.", required=True,
-             max_length=MAX_PATH_LENGTH),
+             max_length=MAX_PATH_LENGTH, key=Key.TARGET),
         Text("content", f"The text to write: at most {WRITE_MAX_BYTES} bytes as UTF-8.",
-             max_length=WRITE_MAX_BYTES),
+             max_length=WRITE_MAX_BYTES, key=Key.DIGEST),
         Choice("mode", "replace, append, create (only if absent), or delete (asks first).",
                options=WRITE_MODES, default="replace"),
         Text("expected_sha256", "Write only if the file's sha256 is this now ('' = absent).",
              default=None, max_length=64),
     ),
 }  # fmt: skip
+for _declaration in TOOL_ARGUMENTS.values():
+    check_declaration(_declaration)
 
 
 def _open_directory_chain(root: Path, directories: list[str], *, create: bool) -> int:

@@ -74,6 +74,20 @@ def persona_principal(persona: Persona) -> dict[str, str]:
     return {"kind": "persona", "id": str(persona.uuid)}
 
 
+def signed_answer(hub: Hub, correlation_id: str, decision: str, principal: dict[str, str]) -> Any:
+    """The hub's signed callback with a principal's answer, posted to Virgo."""
+    from django.test import Client
+    from django.urls import reverse
+
+    body, headers = hub.signed_answer(correlation_id, decision, principal, secret=SECRET)
+    return Client(enforce_csrf_checks=True).post(
+        reverse("channel-decision"),
+        body,
+        content_type="application/json",
+        headers={"X-Virgo-Signature": headers["X-Virgo-Signature"]},
+    )
+
+
 def held_delete(persona: Persona, correlation_id: str) -> dict[str, Any]:
     """A delete of a workspace file: held for confirmation, the request sent once committed."""
     from tests.factories import run_on_commit

@@ -1,5 +1,6 @@
 """A loud refusal for each of the six global boundaries, and strict scope binding, via handle()."""
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -85,8 +86,10 @@ def test_gb3_publication_is_held_for_confirmation_and_its_tool_does_not_run(
 ) -> None:
     """V1-GB-3, V1-ACC-8: deployment waits for confirmation even when its tool is bound."""
     ran: list[object] = []
-    # The webhook tools belong to the next issue; a recording stand-in shows nothing runs.
-    monkeypatch.setitem(HANDLERS._handlers, "deploy.trigger_webhook", ran.append)
+    # A recording stand-in with the real tool's declaration shows nothing runs.
+    real = HANDLERS.implementation("deploy.trigger_webhook")
+    stand_in = dataclasses.replace(real, implementation=lambda call, args: ran.append(call))
+    monkeypatch.setitem(HANDLERS._handlers, "deploy.trigger_webhook", stand_in)
     persona = standing_persona(extra=("trigger_webhook",))
     result = call(persona, "trigger_webhook", {"webhook": "prod-deploy"})
     record = assert_held(result, Boundary.EXTERNAL_PUBLICATION, caplog)

@@ -1,8 +1,11 @@
 """The classifier table: every row's match examples match, its neighbours do not."""
 
+import hashlib
+
 import pytest
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
+from runtime.params import fingerprint
 from runtime.policy import (
     EXAMPLE_BINDING,
     RULES,
@@ -85,6 +88,7 @@ def test_ordinary_recoverable_work_is_allowed_with_no_prompt() -> None:
 
 
 def test_access_confirm_in_the_stamp_asks_even_without_a_boundary() -> None:
+    """V1-POL-2: a tool stamped `access: confirm` is asked about though no rule fires."""
     op = normalise(
         tool="report_task",
         action="tasks.report",
@@ -129,8 +133,9 @@ def test_nonsense_arguments_are_invalid_not_guessed(arguments: dict) -> None:
         )
 
 
-def test_the_shape_ignores_the_payload_but_not_the_mode() -> None:
-    """V1-PR-1: two writes of different text to one file share a key; a delete does not."""
+def test_the_key_holds_every_argument_as_its_declaration_says() -> None:
+    """V1-PR-1, VX-SEC-2: the path is the target; the content is shape by fingerprint, so two
+    writes of different text to one file are two operations; the mode is shape by value."""
 
     def op(**arguments):
         return normalise(
@@ -141,7 +146,27 @@ def test_the_shape_ignores_the_payload_but_not_the_mode() -> None:
         )
 
     a, b = op(path="memory/a.md", content="one"), op(path="memory/a.md", content="two")
-    assert (a.scope_key, a.shape) == (b.scope_key, b.shape)
+    assert a.scope_key == b.scope_key == {"path": "memory/a.md"}
+    assert a.shape == {
+        "arguments": {
+            "content": {"sha256": hashlib.sha256(b"one").hexdigest(), "bytes": 3},
+            "mode": "replace",
+            "expected_sha256": None,
+        }
+    }
+    assert a.shape != b.shape
     deleting = op(path="memory/a.md", mode="delete")
     assert deleting.shape != a.shape
     assert op(path="memory/b.md", content="one").scope_key != a.scope_key
+
+
+def test_an_argument_the_tool_does_not_declare_is_in_the_key_by_fingerprint() -> None:
+    """VX-SEC-2: nothing given is left out of the key, declared or not."""
+    op = normalise(
+        tool="assign_task",
+        action="tasks.assign",
+        arguments={"task": "t1", "assignee": "p2", "permissions": ["merge"]},
+        binding=EXAMPLE_BINDING,
+    )
+    assert op.shape["arguments"]["permissions"] == fingerprint(["merge"])
+    assert op.shape["arguments"]["task"] == fingerprint("t1")

@@ -9,9 +9,10 @@ from django.urls import reverse
 
 from personas.models import PersonaClass
 from runtime import confirmations
-from runtime.models import AuthorityKind, DecisionRecord
+from runtime.models import AuthorityKind, DecisionRecord, Presence
 from runtime.policy import Outcome, Verdict, normalise
 from runtime.stamp import load_active_stamp
+from stamps import profiles
 from stamps.registry import HANDLERS
 from tests.factories import make_owner, update_persona
 from tests.runtime_support import call, correlation, standing_persona
@@ -157,6 +158,33 @@ def test_nobody_but_the_routed_human_authority_decides() -> None:
             confirmations.decide(record=record, approve=True, **kwargs)
     record.refresh_from_db()
     assert record.decision == DecisionRecord.Decision.PENDING
+
+
+def test_a_tool_the_stamp_gives_access_confirm_is_held_though_it_crosses_no_boundary(
+    monkeypatch,
+) -> None:
+    """V1-POL-2, V1-CONF-2: `access: confirm` in the stamp is obeyed by handle(): the call is
+    held, recorded and routed (to the owner: this persona has no lead), and does not run."""
+    real = profiles.access_for
+    monkeypatch.setattr(
+        profiles,
+        "access_for",
+        lambda persona_class, verb: (
+            "confirm" if verb == "set_summary" else real(persona_class, verb)
+        ),
+    )
+    persona = standing_persona()
+    stamped = load_active_stamp(persona).tools["set_summary"]
+    assert (stamped.access, stamped.boundary) == ("confirm", None)
+    cid = correlation()
+    held = call(persona, "set_summary", {"summary": "Reviews core."}, cid)
+    assert (held["code"], held["boundary"]) == ("confirmation_required", None)
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    assert (record.rule, record.authority_user) == ("stamp-access-confirm", persona.agent.owner)
+    assert not Presence.objects.filter(persona=persona).exists()
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    assert call(persona, "set_summary", {"summary": "Reviews core."}, cid)["ok"] is True
+    assert Presence.objects.get(persona=persona).summary == "Reviews core."
 
 
 def test_deputy_scope_goes_to_the_owning_lead_and_global_boundaries_to_the_human() -> None:

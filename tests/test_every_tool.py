@@ -30,7 +30,15 @@ from runtime.stamp import load_active_stamp
 from runtime.work import create_todo
 from stamps.profiles import CLASSES, HUMAN_SURFACE_BUNDLES
 from tests.runtime_support import call
-from tests.tools_support import HookServer, Team, confirmed, make_team, ok, refused
+from tests.tools_support import (
+    HookServer,
+    Team,
+    allow_loopback,
+    confirmed,
+    make_team,
+    ok,
+    refused,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -81,9 +89,12 @@ def prepare(team: Team, persona: Persona) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("persona_class", CLASSES)
-def test_every_tool_of_the_class_stamp_works_through_the_handler(persona_class: str) -> None:
+def test_every_tool_of_the_class_stamp_works_through_the_handler(
+    persona_class: str, settings
+) -> None:
     """V1-MAT-1, V1-STD-3, V1-STD-4, V1-STD-5, V1-STD-6, V1-STD-7, V1-INV-1: each non-human tool
     of the class's stamp, called through handle(), returns real results from the models."""
+    allow_loopback(settings)
     team = make_team()
     persona = team.of(persona_class)
     ids = prepare(team, persona)

@@ -144,7 +144,7 @@ def test_a_deploy_or_publish_run_waits_for_the_bound_human(persona: str, kind: s
     assert not Run.objects.filter(kind=kind).exists()
     record = DecisionRecord.objects.get(correlation_id=cid)
     assert record.authority_user == team.owner
-    assert record.operation["shape"]["kind"] == kind
+    assert record.operation["shape"]["arguments"]["kind"] == kind
     confirmations.decide(record=record, approve=True, user=team.owner)
     first = ok(call(who, "create_run", arguments, cid))
     again = ok(call(who, "create_run", arguments, cid))

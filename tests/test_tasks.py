@@ -3,7 +3,7 @@
 import pytest
 
 from personas.models import PersonaClass
-from runtime.models import Task, TaskReport
+from runtime.models import DecisionRecord, Task, TaskReport
 from runtime.work import create_todo
 from tests.factories import address, make_owner
 from tests.runtime_support import call, standing_persona
@@ -140,8 +140,10 @@ def test_a_coder_deputy_cannot_assign() -> None:
     )
 
 
-def test_assigning_with_permissions_is_a_permission_change() -> None:
-    """V1-GB-1: an assignment that carries permissions waits for the bound human authority."""
+def test_assigning_with_permissions_is_refused_not_put_to_the_human() -> None:
+    """V1-GB-1, VX-SEC-2: permissions would be a permission change, but assign_task takes no
+    such argument: the call is refused naming it, nothing is assigned and nobody is asked to
+    approve a call that could not run (a tool taking permissions would ask: the rule table)."""
     team = make_team()
     todo = create_todo(owner=team.owner, queue="reviews", title="review #8")
     result = call(
@@ -149,8 +151,7 @@ def test_assigning_with_permissions_is_a_permission_change() -> None:
         "assign_task",
         {"task": str(todo.uuid), "assignee": "work/core/deputy", "permissions": ["merge"]},
     )
-    assert (result["code"], result["boundary"]) == (
-        "confirmation_required",
-        "credential-or-permission-change",
-    )
+    assert (result["code"], result["boundary"]) == ("invalid_arguments", None)
+    assert "permissions" in result["reason"]
+    assert not DecisionRecord.objects.exists()
     assert Task.objects.get(pk=todo.pk).assignee is None

@@ -8,9 +8,14 @@ from runtime import confirmations
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
 from tests.factories import DEPLOYER_VERBS, address, make_owner
 from tests.runtime_support import call, correlation, standing_persona
-from tests.tools_support import HookServer, confirmed, ok, refused
+from tests.tools_support import HookServer, allow_loopback, confirmed, ok, refused
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def loopback_receivers(settings) -> None:
+    allow_loopback(settings)
 
 
 @pytest.fixture
@@ -115,11 +120,10 @@ def test_a_persona_triggers_only_its_own_webhooks(deployer) -> None:
 
 
 def test_a_url_with_credentials_is_never_registered(deployer) -> None:
-    """V1-GB-4: a webhook URL never carries a credential."""
+    """V1-GB-4: a webhook URL never carries a credential; nobody is asked to approve one."""
     refused(
-        confirmed(
-            deployer, "register_webhook", {"webhook": "prod", "url": "https://u:p@ci.example/h"}
-        ),
+        call(deployer, "register_webhook", {"webhook": "prod", "url": "https://u:p@ci.example/h"}),
         "invalid_arguments",
     )
     assert not Webhook.objects.exists()
+    assert not DecisionRecord.objects.exists()

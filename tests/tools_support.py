@@ -88,8 +88,16 @@ def make_team(owner: AbstractUser | None = None, *, queues: list[str] | None = N
     return Team(owner, agent, secretary, coordinator, lead, deputy)
 
 
+def allow_loopback(settings: Any) -> None:
+    """Let outbound URLs lead to loopback, as a development setup would: the receivers here
+    listen there, which the outbound guard refuses by default (VX-SEC-3)."""
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
 class HookServer:
-    """A real HTTP receiver on loopback that records what it was sent and answers `status`."""
+    """A real HTTP receiver on loopback that records what it was sent and answers `status`.
+
+    Tests sending to it opt in with `allow_loopback`."""
 
     def __init__(self, status: int = 204, *, delay: float = 0, drop: bool = False) -> None:
         import json

@@ -342,6 +342,18 @@ VIRGO_CHANNEL_BACKOFF_MAX = env_float("VIRGO_CHANNEL_BACKOFF_MAX", 4.0)
 VIRGO_CHANNEL_MAX_FILE_BYTES = env_int("VIRGO_CHANNEL_MAX_FILE_BYTES", 4 * 1024 * 1024)
 VIRGO_CHANNEL_CALLBACK_TOLERANCE = env_int("VIRGO_CHANNEL_CALLBACK_TOLERANCE", 300)
 VIRGO_WEBHOOK_TIMEOUT_SECONDS = env_float("VIRGO_WEBHOOK_TIMEOUT_SECONDS", 10.0)
+# Networks an outbound URL a persona gives (a webhook, a publication target) may lead to even
+# though they are not public: loopback, private, link-local... (virgo.outbound). Empty: none.
+# Metadata, unspecified and multicast addresses are refused whatever this says.
+VIRGO_OUTBOUND_ALLOWED_NETWORKS = env_list("VIRGO_OUTBOUND_ALLOWED_NETWORKS")
+for _network in VIRGO_OUTBOUND_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"VIRGO_OUTBOUND_ALLOWED_NETWORKS: {_network!r} is not an IP address or network "
+            "(write networks such as 127.0.0.0/8,10.20.0.0/16, comma-separated)"
+        ) from None
 VIRGO_GRAPH_TIME_BUDGET_MS = env_int("VIRGO_GRAPH_TIME_BUDGET_MS", 2000)
 VIRGO_CHANNEL_CALLBACK_MAX_BYTES = env_int("VIRGO_CHANNEL_CALLBACK_MAX_BYTES", 16 * 1024)
 if VIRGO_CHANNEL_URL and not LOCAL and not VIRGO_CHANNEL_SECRET:

@@ -1,0 +1,200 @@
+"""Outbound destinations: where Virgo may send a request a persona (or a card) chose.
+
+A URL a persona gives (a webhook, a publication target, later an A2A card to fetch) must not
+reach what only the server can reach: its own loopback, the private networks it sits in, the
+cloud's metadata service. `destination(url, what=...)` resolves the URL's host, checks every
+address it resolves to and returns the URL pinned to a checked address; `request(...)` sends
+to exactly that address, keeping the Host header and the TLS server name of the URL, so a name
+that resolves elsewhere a moment later (DNS rebinding) changes nothing.
+
+Refused, always: unspecified, multicast and cloud metadata addresses and names. Refused unless
+`VIRGO_OUTBOUND_ALLOWED_NETWORKS` lists a network holding the address (development, tests, an
+operator's own CI host): loopback, private (RFC 1918, ULA), link-local, shared (CGNAT) and every
+other address that is not globally reachable. An IPv4 address written in IPv6 form (mapped,
+compatible, 6to4, NAT64) is judged as the IPv4 address it carries.
+"""
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+SETTING = "VIRGO_OUTBOUND_ALLOWED_NETWORKS"
+
+# Instance metadata services (AWS, Azure, GCP, OCI, DigitalOcean: 169.254.169.254; AWS IPv6,
+# its DNS and its ECS task endpoint; Alibaba) and the names they answer to.
+METADATA_ADDRESSES: frozenset[Address] = frozenset(
+    ipaddress.ip_address(address)
+    for address in (
+        "169.254.169.254",
+        "169.254.169.253",
+        "169.254.170.2",
+        "100.100.100.200",
+        "192.0.0.192",
+        "fd00:ec2::254",
+        "fd00:ec2::253",
+    )
+)
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.tencentyun.com",
+    }
+)
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+class DestinationRefused(ValueError):
+    """The URL leads somewhere Virgo does not send to; the message names the argument."""
+
+
+class Unresolvable(DestinationRefused):
+    """The URL's host resolves to no address right now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """A URL and the checked address a request to it is sent to."""
+
+    url: str
+    host: str
+    address: str
+    addresses: tuple[str, ...]
+
+    @property
+    def pinned(self) -> httpx.URL:
+        """The URL with its host replaced by the checked address."""
+        return httpx.URL(self.url).copy_with(host=self.address)
+
+    @property
+    def host_header(self) -> str:
+        return httpx.URL(self.url).netloc.decode("ascii")
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        """What keeps TLS about the URL's host while the connection goes to the address."""
+        return {"sni_hostname": self.host} if httpx.URL(self.url).scheme == "https" else {}
+
+
+def _embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [
+        ipaddress.ip_network(network, strict=False) for network in getattr(settings, SETTING, ())
+    ]
+
+
+def address_problem(address: Address) -> str | None:
+    """Why Virgo does not send to this address, or None when it may."""
+    embedded = _embedded_ipv4(address)
+    if embedded is not None:
+        problem = address_problem(embedded)
+        return f"{problem} in IPv6 form" if problem else None
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address, never allowed"
+    if address.is_unspecified:
+        return "the unspecified address, never allowed"
+    if address.is_multicast:
+        return "a multicast address, never allowed"
+    if any(address in network for network in _allowed_networks()):
+        return None
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address"
+    if isinstance(address, ipaddress.IPv4Address) and address in _SHARED:
+        return "a shared (CGNAT) address"
+    if address.is_reserved:
+        return "a reserved address"
+    if address.is_private:
+        return "a private address"
+    if not address.is_global:
+        return "a reserved address"
+    return None
+
+
+def _refusal(what: str, host: str, address: str, problem: str) -> DestinationRefused:
+    shown = host if host == address else f"{host} (resolves to {address})"
+    hint = "" if "never" in problem else f"; {SETTING} can allow its network"
+    return DestinationRefused(f"{what}: {shown} is {problem}{hint}")
+
+
+def destination(url: str, *, what: str) -> Destination:
+    """The URL's destination, every address of its host checked.
+
+    Raises DestinationRefused naming `what` (the argument) when the URL has no http(s) host,
+    names a metadata service, or any address it resolves to is refused; Unresolvable when it
+    resolves to none.
+    """
+    try:
+        parts = httpx.URL(url)
+        host = parts.raw_host.decode("ascii").rstrip(".").lower()
+    except (httpx.InvalidURL, UnicodeError, TypeError):
+        raise DestinationRefused(f"{what}: {url!r} is not a URL") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise DestinationRefused(f"{what}: only http(s) URLs with a host are sent to")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if host in METADATA_NAMES:
+        raise DestinationRefused(f"{what}: {host} is a cloud metadata service, never allowed")
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise Unresolvable(f"{what}: {host} does not resolve to any address") from None
+    addresses: list[str] = []
+    for *_, sockaddr in found:
+        text = str(sockaddr[0]).split("%", 1)[0]
+        if text not in addresses:
+            addresses.append(text)
+    if not addresses:
+        raise Unresolvable(f"{what}: {host} does not resolve to any address")
+    for text in addresses:
+        problem = address_problem(ipaddress.ip_address(text))
+        if problem:
+            raise _refusal(what, host, text, problem)
+    return Destination(url=url, host=host, address=addresses[0], addresses=tuple(addresses))
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    what: str,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """Send one request to the checked address of `url`, never following a redirect.
+
+    Raises DestinationRefused (before anything is sent) like `destination`, and httpx's errors
+    for what happens on the wire.
+    """
+    target = destination(url, what=what)
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        return client.request(
+            method,
+            target.pinned,
+            headers={**(headers or {}), "Host": target.host_header},
+            extensions=target.extensions,
+            **kwargs,
+        )
