@@ -64,6 +64,8 @@ VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
 VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_str("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
+# Outside local mode limits need a shared cache (virgo.E020) unless one process is meant.
+VIRGO_RATE_LIMITS_PER_PROCESS = env_bool("VIRGO_RATE_LIMITS_PER_PROCESS", False)
 VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
 # The longest a web process keeps a card it has not seen change (a safety net: changes replace
 # the card's token in Redis, and the next request reloads; see cards.fastpath).
@@ -90,6 +92,7 @@ INSTALLED_APPS = [
     "cards",
     "runtime",
     "channel",
+    "virgo",
 ]
 
 MIDDLEWARE = [
@@ -155,8 +158,8 @@ if REDIS_URL:
     }
 else:
     # The embedded default runs one server process, where the local-memory cache is an exact,
-    # atomic counter for django-ratelimit. It is not shared between processes: production
-    # sets REDIS_URL, and django-ratelimit's check (E003) is silenced only in this branch.
+    # atomic counter for django-ratelimit. It is not shared between processes: outside local
+    # mode virgo.E020 refuses it (virgo.checks), so django-ratelimit's own is silenced here.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003", "django_ratelimit.W001"]
 
@@ -188,8 +191,6 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VIRGO_HOME / "static"
-# The project's own files (the API docs page's script and style), beside the apps' ones.
-STATICFILES_DIRS = [BASE_DIR / "virgo" / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves `collectstatic` output with hashed names (cacheable forever); the
