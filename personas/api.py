@@ -43,6 +43,7 @@ from personas import selectors, services
 from personas.catalogue import VERBS
 from personas.models import Agent, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
+from virgo import signin
 from virgo.authentication import TokenAuthentication
 from virgo.clients import address_retry_after
 from virgo.openapi import refusal
@@ -380,8 +381,9 @@ class PersonaViewSet(OwnerViewSet):
 class TokenView(ObtainAuthToken):
     """`POST /api/auth/token/` with username and password: the caller's API token.
 
-    Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT); a limited request
-    gets 429 with Retry-After before the credentials are checked.
+    Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT, every request) and by
+    the sign-in limit shared with the admin (virgo.signin: failures per username and per
+    address); a limited request gets 429 with Retry-After before the credentials are checked.
     """
 
     renderer_classes = [JSONRenderer]
@@ -392,7 +394,10 @@ class TokenView(ObtainAuthToken):
         request=AuthTokenSerializer,
         responses={
             200: inline_serializer("Token", {"token": serializers.CharField()}),
-            429: refusal("Too many token requests from this address."),
+            429: refusal(
+                "Too many token requests from this address (`rate_limited`), or too many "
+                "failed sign-ins for this username or from this address (`signin_locked`)."
+            ),
         },
         tags=["auth"],
     )
@@ -405,5 +410,12 @@ class TokenView(ObtainAuthToken):
                 {"detail": "Too many token requests.", "code": "rate_limited"},
                 status=429,
                 headers={"Retry-After": str(retry_after)},
+            )
+        locked = signin.refused(request, request.data.get("username"))
+        if locked is not None:
+            return Response(
+                {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
+                status=429,
+                headers={"Retry-After": str(locked)},
             )
         return super().post(request, *args, **kwargs)

@@ -64,6 +64,12 @@ VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
 VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_str("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
+# Failed password sign-ins (admin and token) per username and per source address in a window of
+# VIRGO_SIGNIN_LOCKOUT_SECONDS; once either is spent, sign-in is refused until it ends
+# (virgo.signin).
+VIRGO_SIGNIN_FAILURES_PER_USERNAME = env_int("VIRGO_SIGNIN_FAILURES_PER_USERNAME", 5)
+VIRGO_SIGNIN_FAILURES_PER_ADDRESS = env_int("VIRGO_SIGNIN_FAILURES_PER_ADDRESS", 20)
+VIRGO_SIGNIN_LOCKOUT_SECONDS = env_int("VIRGO_SIGNIN_LOCKOUT_SECONDS", 900)
 # Outside local mode limits need a shared cache (virgo.E020) unless one process is meant.
 VIRGO_RATE_LIMITS_PER_PROCESS = env_bool("VIRGO_RATE_LIMITS_PER_PROCESS", False)
 VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
@@ -177,6 +183,10 @@ for _proxy in VIRGO_TRUSTED_PROXIES:
         ) from None
 RATELIMIT_IP_META_KEY = "virgo.clients.client_ip"
 
+AUTHENTICATION_BACKENDS = [
+    "virgo.signin.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
