@@ -12,6 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from virgo.home import private_embedded_home
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -139,8 +141,9 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
-    # The embedded default keeps its SQLite file under VIRGO_HOME, beside the stamps.
-    VIRGO_HOME.mkdir(parents=True, exist_ok=True)
+    # The embedded default keeps its SQLite file under VIRGO_HOME, beside the stamps; both are
+    # the owner's alone, whatever the umask (virgo.home).
+    private_embedded_home(VIRGO_HOME, VIRGO_HOME / "virgo.sqlite3")
     DATABASE_URL = f"sqlite:///{VIRGO_HOME / 'virgo.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
