@@ -411,7 +411,8 @@ class TokenView(ObtainAuthToken):
                 status=429,
                 headers={"Retry-After": str(retry_after)},
             )
-        locked = signin.refused(request, request.data.get("username"))
+        data = request.data
+        locked = signin.refused(request, data.get("username") if isinstance(data, Mapping) else "")
         if locked is not None:
             return Response(
                 {"detail": signin.LOCKED_OUT, "code": "signin_locked"},

@@ -152,6 +152,16 @@ def test_the_token_endpoint_shares_the_budgets_and_answers_json(settings: Any) -
     assert limited.json()["code"] == "rate_limited"
 
 
+def test_a_token_request_that_is_no_object_is_a_400_not_a_500() -> None:
+    """VX-SEC-4: the sign-in limit reads the username only from an object (schemathesis sent
+    `[null, null]`, and reading it was a 500)."""
+    client = APIClient(REMOTE_ADDR=ATTACKER)
+    for body in ([None, None], "ada", 7):
+        response = client.post(TOKEN, body, format="json")
+        assert response.status_code == 400, body
+        assert "non_field_errors" in response.json() or "username" in response.json()
+
+
 def test_authenticate_checks_no_password_while_locked() -> None:
     """VX-SEC-4: the lockout holds in `authenticate()` itself, whatever door asks."""
     ada = make_owner()
