@@ -4,14 +4,21 @@ The hub attests who pressed approve or deny (the principal). An answer decides a
 when that principal is exactly the one the request was routed to; the decision is then taken by
 runtime.confirmations.decide as the routed authority (the owner, or the owning lead persona),
 which refuses a persona answering its own request whatever the hub says.
+
+Each signed callback is acted on once (answer_once): its signature is recorded in the same
+transaction as what it decides, so a copy replayed inside the tolerance window is refused, and
+an answer that failed half-way (rolled back) may be sent again.
 """
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
 
-from channel.models import Delivery
+from channel.models import AcceptedCallback, Delivery
+from channel.signing import Signed
 from runtime import confirmations
 from runtime.models import AuthorityKind, DecisionRecord
 
@@ -35,6 +42,34 @@ def _principal(value: Any) -> dict[str, str]:
     ):
         raise CallbackRefused(400, "invalid_principal", "principal is {kind: human|persona, id}")
     return value
+
+
+def answer_once(payload: Any, *, signed: Signed, tolerance: int) -> DecisionRecord:
+    """answer_confirmation, for a callback whose signature has not been accepted before.
+
+    A refusal consumes the signature too (the copy would only be refused again, or be let in
+    later by a change it was never signed for); a crash does not, since nothing is committed.
+    """
+    with transaction.atomic():
+        _accept(signed, tolerance=tolerance)
+        try:
+            return answer_confirmation(payload)
+        except CallbackRefused as refused:
+            refusal = refused
+    raise refusal
+
+
+def _accept(signed: Signed, *, tolerance: int) -> None:
+    # Whatever was signed before the window can never verify again: no need to remember it.
+    AcceptedCallback.objects.filter(signed_at__lt=int(time.time()) - tolerance).delete()
+    try:
+        # A savepoint: the enclosing transaction stays usable for the refusal.
+        with transaction.atomic():
+            AcceptedCallback.objects.create(digest=signed.digest, signed_at=signed.timestamp)
+    except IntegrityError:
+        raise CallbackRefused(
+            409, "replayed", "this signed callback was already received; sign a new one"
+        ) from None
 
 
 def answer_confirmation(payload: Any) -> DecisionRecord:

@@ -99,3 +99,23 @@ class AuthoritySurface(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} at {self.binding}"
+
+
+class AcceptedCallback(models.Model):
+    """A signed hub callback that was let in, kept while its signature could still be replayed.
+
+    The signature's HMAC names the callback (it covers the signed time and the whole body); its
+    unique constraint makes a second copy fail to insert, however many arrive at once, so each
+    signed callback is accepted once. Rows signed longer ago than the tolerance window can never
+    verify again and are pruned (channel.callbacks).
+    """
+
+    digest = models.CharField(max_length=64, unique=True, help_text="The signature's v1 HMAC.")
+    signed_at = models.PositiveBigIntegerField(help_text="The signed time (t=), Unix seconds.")
+    accepted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["signed_at"], name="accepted_callback_signed_idx")]
+
+    def __str__(self) -> str:
+        return f"callback signed at {self.signed_at}"

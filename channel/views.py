@@ -11,7 +11,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from channel.callbacks import CallbackRefused, answer_confirmation
+from channel.callbacks import CallbackRefused, answer_once
 from channel.signing import HEADER, BadSignature, verify
 from virgo.clients import address_retry_after
 
@@ -40,7 +40,7 @@ def decision_callback(request: HttpRequest) -> JsonResponse:
     if len(body) > limit:
         return _error(413, "payload_too_large", f"callback bodies are at most {limit} bytes")
     try:
-        verify(
+        signed = verify(
             secret=settings.VIRGO_CHANNEL_SECRET,
             body=body,
             header=request.headers.get(HEADER, ""),
@@ -53,7 +53,9 @@ def decision_callback(request: HttpRequest) -> JsonResponse:
     except ValueError:
         return _error(400, "invalid_json", "the body is not JSON")
     try:
-        record = answer_confirmation(payload)
+        record = answer_once(
+            payload, signed=signed, tolerance=settings.VIRGO_CHANNEL_CALLBACK_TOLERANCE
+        )
     except CallbackRefused as refused:
         return _error(refused.status, refused.code, refused.detail)
     return JsonResponse({"correlation_id": record.correlation_id, "decision": record.decision})

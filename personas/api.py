@@ -43,6 +43,7 @@ from personas import selectors, services, surfaces
 from personas.catalogue import VERBS
 from personas.models import Agent, HumanSurface, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
+from virgo import signin
 from virgo.authentication import TokenAuthentication
 from virgo.clients import address_retry_after
 from virgo.openapi import field_errors, refusal
@@ -471,8 +472,9 @@ class SurfaceViewSet(OwnerViewSet):
 class TokenView(ObtainAuthToken):
     """`POST /api/auth/token/` with username and password: the caller's API token.
 
-    Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT); a limited request
-    gets 429 with Retry-After before the credentials are checked.
+    Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT, every request) and by
+    the sign-in limit shared with the admin (virgo.signin: failures per username and per
+    address); a limited request gets 429 with Retry-After before the credentials are checked.
     """
 
     renderer_classes = [JSONRenderer]
@@ -483,7 +485,10 @@ class TokenView(ObtainAuthToken):
         request=AuthTokenSerializer,
         responses={
             200: inline_serializer("Token", {"token": serializers.CharField()}),
-            429: refusal("Too many token requests from this address."),
+            429: refusal(
+                "Too many token requests from this address (`rate_limited`), or too many "
+                "failed sign-ins for this username or from this address (`signin_locked`)."
+            ),
         },
         tags=["auth"],
     )
@@ -496,5 +501,13 @@ class TokenView(ObtainAuthToken):
                 {"detail": "Too many token requests.", "code": "rate_limited"},
                 status=429,
                 headers={"Retry-After": str(retry_after)},
+            )
+        data = request.data
+        locked = signin.refused(request, data.get("username") if isinstance(data, Mapping) else "")
+        if locked is not None:
+            return Response(
+                {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
+                status=429,
+                headers={"Retry-After": str(locked)},
             )
         return super().post(request, *args, **kwargs)

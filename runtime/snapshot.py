@@ -26,6 +26,7 @@ snapshot.
 import hashlib
 import io
 import json
+import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,10 @@ def export_persona(persona: Persona, archive: Path) -> Path:
         "persona": str(persona.uuid),
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
     }
-    with open(archive, "xb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+    # Owner-only whatever the umask: the archive holds the persona's prompts and stamps.
+    fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for name, data in [("manifest.json", _json(manifest)), *sorted(files.items())]:
             info = tarfile.TarInfo(name)
             info.size = len(data)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from virgo.home import private_directory
+
 STAMP_FILE_NAME = "CAPABILITY-STAMP.json"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -59,7 +61,7 @@ def _private_dirs(directory: Path, *, sync: bool = True) -> bool:
     except FileNotFoundError:
         parent = directory.parent
         if parent == Path(settings.VIRGO_HOME):
-            parent.mkdir(parents=True, exist_ok=True)
+            private_directory(parent)
         else:
             _private_dirs(parent, sync=sync)
         try:

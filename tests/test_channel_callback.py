@@ -2,16 +2,19 @@
 authority. One test runs the whole loop over real sockets: hub -> Virgo's live server."""
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
 from channel.hub import Hub
+from channel.models import AcceptedCallback
 from channel.signing import HEADER, sign, signature
 from runtime.models import DecisionRecord
 from tests.channel_support import (
@@ -24,6 +27,7 @@ from tests.channel_support import (
     running_hub,
 )
 from tests.factories import make_owner
+from tests.live import DEADLINE_SECONDS
 from tests.runtime_support import call, correlation, standing_persona
 
 URL = "/api/channel/decisions/"
@@ -172,3 +176,111 @@ def test_the_whole_loop_over_real_sockets(hub: Hub, settings, live_server: Any) 
     assert call(persona, "workspace_write", DELETE, cid) == first
     record = DecisionRecord.objects.get(correlation_id=cid)
     assert record.decided_by_user == owner and record.executed_at is not None
+
+
+# Bounded parsing and single acceptance (VX-SEC-10) ----------------------------------------------
+
+
+@pytest.mark.django_db
+def test_every_malformed_header_is_a_401_in_the_json_shape_never_a_500(hub: Hub) -> None:
+    """VX-SEC-10: a `t=` of 5,000 digits broke int() before any authentication; the header and
+    its parts are now bounded, and each malformed form is refused as such."""
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+    now = str(int(time.time()))
+    mac = headers[HEADER].split(",v1=")[1]
+    for header in (
+        f"t={'9' * 5000},v1={mac}",
+        f"t={'0' * 5000}{now},v1={mac}",
+        f"t=1{'0' * 12},v1={mac}",
+        f"t={now},v1={mac}{'0' * 5000}",
+        f"t={now},v1={mac.upper()}",
+        f"t={now},v1={mac[:-1]}",
+        f"t={now},v1={mac},t={now}",
+        f"t={now},v1={mac},v0={mac}",
+        f"t={now},,v1={mac}",
+        f" t={now},v1={mac}",
+        f"t={now};v1={mac}",
+        "x" * 10_000,
+    ):
+        response = post(body, header)
+        assert response.status_code == 401, header[:40]
+        assert response.json() == {
+            "error": "bad_signature",
+            "detail": "signature header is malformed",
+        }
+    assert still_pending(cid)
+    assert post(body, headers[HEADER]).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_signed_callback_is_accepted_once(hub: Hub) -> None:
+    """VX-SEC-10: the same signed bytes sent again inside the tolerance window are refused as a
+    replay, whether the first copy was acted on or refused; a newly signed repeat is answered."""
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "deny", human_principal(owner), secret=SECRET)
+    assert post(body, headers[HEADER]).json() == {"correlation_id": cid, "decision": "denied"}
+    replayed = post(body, headers[HEADER])
+    assert replayed.status_code == 409
+    assert replayed.json() == {
+        "error": "replayed",
+        "detail": "this signed callback was already received; sign a new one",
+    }
+    assert DecisionRecord.objects.get(correlation_id=cid).decision == "denied"
+    resigned = sign(secret=SECRET, body=body, now=time.time() + 1)
+    assert post(body, resigned).json() == {"correlation_id": cid, "decision": "denied"}
+
+    _, _, other = held(hub)
+    stranger = human_principal(make_owner())
+    body, headers = hub.signed_answer(other, "approve", stranger, secret=SECRET)
+    assert post(body, headers[HEADER]).json()["error"] == "wrong_principal"
+    assert post(body, headers[HEADER]).json()["error"] == "replayed"
+    assert still_pending(other)
+
+
+@pytest.mark.django_db
+def test_accepted_signatures_are_kept_only_while_they_could_verify(hub: Hub, settings) -> None:
+    """VX-SEC-10: the record of accepted signatures is pruned past the tolerance window."""
+    settings.VIRGO_CHANNEL_CALLBACK_TOLERANCE = 300
+    now = int(time.time())
+    AcceptedCallback.objects.create(digest="a" * 64, signed_at=now - 301)
+    AcceptedCallback.objects.create(digest="b" * 64, signed_at=now - 200)
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+    assert post(body, headers[HEADER]).status_code == 200
+    kept = set(AcceptedCallback.objects.values_list("digest", flat=True))
+    assert kept == {"b" * 64, headers[HEADER].split(",v1=")[1]}
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("live_postgres")
+def test_concurrent_copies_of_one_signed_callback_are_accepted_once(hub: Hub) -> None:
+    """VX-SEC-10: copies sent at the same moment, each on its own PostgreSQL connection, are
+    decided by the unique signature record: exactly one is answered, every other is a replay."""
+    owner, _, cid = held(hub)
+    body, headers = hub.signed_answer(cid, "approve", human_principal(owner), secret=SECRET)
+    copies = 6
+    start = threading.Barrier(copies)
+    answers: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            start.wait(DEADLINE_SECONDS)
+            response = post(body, headers[HEADER])
+            answers.append((response.status_code, response.json().get("error", "")))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(DEADLINE_SECONDS)
+    assert errors == []
+    assert sorted(answers) == [(200, "")] + [(409, "replayed")] * (copies - 1)
+    assert DecisionRecord.objects.get(correlation_id=cid).decision == "approved"
+    assert AcceptedCallback.objects.count() == 1

@@ -1,5 +1,6 @@
 """Confirmations routed through virgo-channel: to the bound human authority, to the owning lead."""
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from channel import routing, services
 from channel.deliveries import OutcomeUnknown
 from channel.hub import Hub
 from channel.models import Delivery
+from channel.signing import HEADER, sign
 from personas.models import PersonaClass
 from runtime import confirmations, registry
 from runtime.models import AuthorityKind, DecisionRecord
@@ -45,13 +47,17 @@ def root_of(persona) -> Path:
     return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
 
 
-def answer(hub: Hub, cid: str, decision: str, principal: dict[str, str]) -> Any:
+def answer(
+    hub: Hub, cid: str, decision: str, principal: dict[str, str], *, at: float | None = None
+) -> Any:
+    """The hub's signed answer, signed now or at `at` (a repeat the hub signs anew)."""
     body, headers = hub.signed_answer(cid, decision, principal, secret=SECRET)
+    signature = headers[HEADER] if at is None else sign(secret=SECRET, body=body, now=at)
     return Client(enforce_csrf_checks=True).post(
         reverse("channel-decision"),
         body,
         content_type="application/json",
-        headers={"X-Virgo-Signature": headers["X-Virgo-Signature"]},
+        headers={HEADER: signature},
     )
 
 
@@ -131,7 +137,9 @@ def test_the_signed_answer_approves_and_the_operation_then_runs_once(hub: Hub) -
     call(persona, "workspace_write", {"path": "memory/old.md", "content": "new life"})
     assert call(persona, "workspace_write", DELETE, cid) == first
     assert (root_of(persona) / "memory/old.md").read_text() == "new life"
-    assert answer(hub, cid, "approve", human_principal(owner)).status_code == 200
+    # The hub repeating its answer signs it anew: the same decision again changes nothing.
+    later = time.time() + 1
+    assert answer(hub, cid, "approve", human_principal(owner), at=later).status_code == 200
     assert answer(hub, cid, "deny", human_principal(owner)).status_code == 409
 
 

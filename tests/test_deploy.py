@@ -56,6 +56,23 @@ def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_pa
     assert "System check identified no issues (0 silenced)." in done.stdout
 
 
+@pytest.mark.live
+def test_production_settings_without_redis_are_refused_unless_one_process_is_meant(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-12: without a shared cache every limit counts per web process; `check --deploy`
+    (and so migrate and runserver) refuse that, until VIRGO_RATE_LIMITS_PER_PROCESS says so."""
+    env = production_env(VIRGO_HOME=str(tmp_path))
+    del env["REDIS_URL"]
+    refused = manage("check", "--deploy", env=env)
+    assert refused.returncode == 1
+    assert "virgo.E020" in refused.stderr
+    assert "rate limits would count in each process" in refused.stderr
+    meant = manage("check", "--deploy", env={**env, "VIRGO_RATE_LIMITS_PER_PROCESS": "1"})
+    assert meant.returncode == 0, meant.stdout + meant.stderr
+    assert "virgo.E020" not in meant.stdout + meant.stderr
+
+
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """virgo-web with two workers on production settings, behind a (pretend) TLS proxy."""

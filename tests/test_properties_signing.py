@@ -39,6 +39,16 @@ def test_any_header_is_accepted_or_refused_never_a_crash(
     )  # fmt: skip
 
 
+@PROPERTY
+@given(digits=st.text(alphabet="0123456789", min_size=13, max_size=6000))
+@example(digits="9" * 5000)
+def test_a_timestamp_of_any_length_is_a_bad_signature_never_a_crash(digits: str) -> None:
+    """VX-SEC-10: int() refuses strings of more than 4,300 digits; the parser never gets there."""
+    header = f"t={digits},v1={'0' * 64}"
+    with pytest.raises(BadSignature, match="signature header is malformed"):
+        verify(secret=SECRET, body=b"{}", header=header, tolerance=300, now=NOW)
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("timestamp", ["²", "¹²³", "١٢٣"])
 def test_a_non_ascii_timestamp_is_a_401_not_a_500(settings, timestamp: str) -> None:  # type: ignore[no-untyped-def]

@@ -271,7 +271,7 @@ def _channel_callback() -> dict[str, Any]:
                 "in": "header",
                 "required": True,
                 "description": "`t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.' + body>`",
-                "schema": {"type": "string"},
+                "schema": {"type": "string", "maxLength": 128},
             }
         ],
         "requestBody": {
@@ -313,7 +313,10 @@ def _channel_callback() -> dict[str, Any]:
             "401": refused("The signature is missing, malformed, stale or wrong."),
             "403": refused("The principal may not answer this request."),
             "404": refused("No confirmation request has this correlation id."),
-            "409": refused("The request was never routed through the hub, or is decided."),
+            "409": refused(
+                "The request was never routed through the hub, or is decided, or these signed "
+                "bytes were received before (`replayed`)."
+            ),
             "413": {
                 "description": "Callback bodies are bounded by VIRGO_CHANNEL_CALLBACK_MAX_BYTES "
                 "(the callback's refusal) and by the site-wide body limit (the middleware's).",

@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from virgo.envfile import load_env_file
+from virgo.home import private_embedded_home
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,6 +81,14 @@ VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
 VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_str("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
+# Failed password sign-ins (admin and token) per username and per source address in a window of
+# VIRGO_SIGNIN_LOCKOUT_SECONDS; once either is spent, sign-in is refused until it ends
+# (virgo.signin).
+VIRGO_SIGNIN_FAILURES_PER_USERNAME = env_int("VIRGO_SIGNIN_FAILURES_PER_USERNAME", 5)
+VIRGO_SIGNIN_FAILURES_PER_ADDRESS = env_int("VIRGO_SIGNIN_FAILURES_PER_ADDRESS", 20)
+VIRGO_SIGNIN_LOCKOUT_SECONDS = env_int("VIRGO_SIGNIN_LOCKOUT_SECONDS", 900)
+# Outside local mode limits need a shared cache (virgo.E020) unless one process is meant.
+VIRGO_RATE_LIMITS_PER_PROCESS = env_bool("VIRGO_RATE_LIMITS_PER_PROCESS", False)
 VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
 # The longest a web process keeps a card it has not seen change (a safety net: changes replace
 # the card's token in Redis, and the next request reloads; see cards.fastpath).
@@ -109,6 +118,7 @@ INSTALLED_APPS = [
     "cards",
     "runtime",
     "channel",
+    "virgo",
 ]
 
 MIDDLEWARE = [
@@ -149,8 +159,9 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
-    # The embedded default keeps its SQLite file under VIRGO_HOME, beside the stamps.
-    VIRGO_HOME.mkdir(parents=True, exist_ok=True)
+    # The embedded default keeps its SQLite file under VIRGO_HOME, beside the stamps; both are
+    # the owner's alone, whatever the umask (virgo.home).
+    private_embedded_home(VIRGO_HOME, VIRGO_HOME / "virgo.sqlite3")
     DATABASE_URL = f"sqlite:///{VIRGO_HOME / 'virgo.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
@@ -174,8 +185,8 @@ if REDIS_URL:
     }
 else:
     # The embedded default runs one server process, where the local-memory cache is an exact,
-    # atomic counter for django-ratelimit. It is not shared between processes: production
-    # sets REDIS_URL, and django-ratelimit's check (E003) is silenced only in this branch.
+    # atomic counter for django-ratelimit. It is not shared between processes: outside local
+    # mode virgo.E020 refuses it (virgo.checks), so django-ratelimit's own is silenced here.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003", "django_ratelimit.W001"]
 
@@ -193,6 +204,10 @@ for _proxy in VIRGO_TRUSTED_PROXIES:
         ) from None
 RATELIMIT_IP_META_KEY = "virgo.clients.client_ip"
 
+AUTHENTICATION_BACKENDS = [
+    "virgo.signin.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -207,8 +222,6 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VIRGO_HOME / "static"
-# The project's own files (the API docs page's script and style), beside the apps' ones.
-STATICFILES_DIRS = [BASE_DIR / "virgo" / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves `collectstatic` output with hashed names (cacheable forever); the

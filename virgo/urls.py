@@ -4,10 +4,13 @@ from drf_spectacular.views import SpectacularAPIView
 
 from virgo.docs import api_docs
 from virgo.health import healthz, readyz
+from virgo.signin import admin_login
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    # Before the admin's own URLs: its login page, held to the sign-in limit (virgo.signin).
+    path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("", include("cards.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

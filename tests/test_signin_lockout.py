@@ -1,0 +1,234 @@
+"""Password sign-in is limited per username and per source address (VX-SEC-4): the admin's login
+page and the token endpoint stop answering a password guesser, say so clearly, and the lockout
+can be lifted by `virgo signin unlock`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client, override_settings
+from rest_framework.test import APIClient
+
+from tests.factories import make_owner
+from tests.live import REPO, RedisServer
+from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.test_admin_security import assert_secure_html
+
+pytestmark = pytest.mark.django_db
+
+LOGIN = "/admin/login/"
+TOKEN = "/api/auth/token/"
+ATTACKER = "203.0.113.66"
+VIRGO = Path(sys.executable).with_name("virgo")
+
+
+def sign_in(client: Client, username: str, password: str) -> Any:
+    return client.post(LOGIN, {"username": username, "password": password, "next": "/admin/"})
+
+
+def signed_in(response: Any) -> bool:
+    return response.status_code == 302 and response["Location"] == "/admin/"
+
+
+def guess(username: str, *, address: str = ATTACKER, times: int = 25) -> list[int]:
+    client = Client(REMOTE_ADDR=address)
+    return [sign_in(client, username, f"guess-{n}").status_code for n in range(times)]
+
+
+def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_the_address() -> (
+    None
+):
+    """VX-SEC-4: the admin answers the first failures as wrong passwords, then pauses sign-in for
+    that username and that address: the right password is refused too, with a clear 429 page
+    under the site's headers. Another username from another address still signs in."""
+    ada, grace, alan = make_owner(), make_owner(), make_owner()
+    statuses = guess(ada.username)
+    assert statuses[:5] == [200] * 5
+    assert statuses[5:] == [429] * 20
+
+    refused = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
+    assert refused.status_code == 429
+    assert_secure_html(refused)
+    assert 0 < int(refused["Retry-After"]) <= 900
+    assert "no-cache" in refused["Cache-Control"]
+    page = refused.content.decode()
+    assert "Too many failed sign-ins for this username or from this address" in page
+    assert "virgo signin unlock" in page
+    assert "_auth_user_id" not in Client(REMOTE_ADDR=ATTACKER).session
+
+    # The username, from anywhere; the address, for anyone.
+    assert sign_in(Client(REMOTE_ADDR="198.51.100.7"), ada.username, PASSWORD).status_code == 429
+    assert sign_in(Client(REMOTE_ADDR=ATTACKER), grace.username, PASSWORD).status_code == 429
+    other = Client(REMOTE_ADDR="198.51.100.8")
+    assert signed_in(sign_in(other, alan.username, PASSWORD))
+    assert other.get("/admin/").status_code == 200
+
+
+def test_a_sign_in_under_the_limit_is_unaffected() -> None:
+    """VX-SEC-4: a few mistyped passwords, then the right one, signs in; successful sign-ins
+    never count, however many, nor clear the failures before them (or an attacker could clear
+    an address's count by signing in to an account of their own)."""
+    ada = make_owner()
+    assert guess(ada.username, times=4) == [200] * 4
+    client = Client(REMOTE_ADDR=ATTACKER)
+    assert signed_in(sign_in(client, ada.username, PASSWORD))
+    for _ in range(30):
+        assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
+    assert guess(ada.username, times=1) == [200]
+    assert sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD).status_code == 429
+
+
+def test_the_username_budget_ignores_case_and_the_address_budget_rotating_usernames(
+    settings: Any,
+) -> None:
+    """VX-SEC-4: `ADA` and `ada` share a budget; trying many usernames from one address spends
+    the address's budget (VIRGO_SIGNIN_FAILURES_PER_ADDRESS) even though no username's is."""
+    ada = make_owner("ada")
+    assert guess("ADA", times=5) == [200] * 5
+    assert sign_in(Client(REMOTE_ADDR="198.51.100.7"), "ada", PASSWORD).status_code == 429
+    settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS = 6
+    for name in ("u1", "u2", "u3"):
+        assert guess(name, address="192.0.2.9", times=2) == [200, 200]
+    assert guess("u4", address="192.0.2.9", times=1) == [429]
+    assert ada.is_active
+
+
+def test_the_address_is_the_client_behind_the_trusted_proxies(settings: Any) -> None:
+    """VX-SEC-4: the address budget counts virgo.clients' address, not the proxy's."""
+    settings.VIRGO_TRUSTED_PROXIES = ["10.0.0.1"]
+    settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS = 3
+    owners = [make_owner() for _ in range(3)]
+
+    def via_proxy(client_address: str, username: str, password: str) -> int:
+        client = Client(REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=client_address)
+        return sign_in(client, username, password).status_code
+
+    assert [via_proxy("203.0.113.5", "nobody", "x") for _ in range(4)] == [200] * 3 + [429]
+    assert via_proxy("203.0.113.5", owners[0].username, PASSWORD) == 429
+    assert via_proxy("203.0.113.6", owners[1].username, PASSWORD) == 302
+    # A client cannot step out of its budget by writing its own X-Forwarded-For.
+    forged = "198.51.100.1, 203.0.113.5"
+    assert via_proxy(forged, owners[2].username, PASSWORD) == 429
+
+
+def test_the_token_endpoint_shares_the_budgets_and_answers_json(settings: Any) -> None:
+    """VX-SEC-4: `POST /api/auth/token/` counts into the same budgets and answers a lockout as
+    JSON (`signin_locked`, Retry-After); its own per-address limit still applies first."""
+    settings.VIRGO_TOKEN_RATE_LIMIT = "1000/h"
+    ada, grace = make_owner(), make_owner()
+    client = APIClient(REMOTE_ADDR=ATTACKER)
+    answers = [
+        client.post(TOKEN, {"username": ada.username, "password": "x"}, format="json")
+        for _ in range(6)
+    ]
+    assert [answer.status_code for answer in answers] == [400] * 5 + [429]
+    locked = client.post(TOKEN, {"username": ada.username, "password": PASSWORD}, format="json")
+    assert locked.status_code == 429
+    assert locked["Content-Type"] == "application/json"
+    assert locked.json() == {
+        "detail": "Too many failed sign-ins for this username or from this address. "
+        "Sign-in is paused for them; try again later.",
+        "code": "signin_locked",
+    }
+    assert 0 < int(locked["Retry-After"]) <= 900
+    # The admin's door is shut for that username too; the API's for a username the admin's
+    # failures locked.
+    assert sign_in(Client(REMOTE_ADDR="198.51.100.7"), ada.username, PASSWORD).status_code == 429
+    guess(grace.username, address="192.0.2.10", times=5)
+    other = APIClient(REMOTE_ADDR="198.51.100.9")
+    refused = other.post(TOKEN, {"username": grace.username, "password": PASSWORD}, format="json")
+    assert refused.json()["code"] == "signin_locked"
+
+    settings.VIRGO_TOKEN_RATE_LIMIT = "1/h"
+    fresh = APIClient(REMOTE_ADDR="198.51.100.10")
+    assert fresh.post(TOKEN, {"username": "x", "password": "y"}, format="json").status_code == 400
+    limited = fresh.post(TOKEN, {"username": "x", "password": "y"}, format="json")
+    assert limited.json()["code"] == "rate_limited"
+
+
+def test_a_token_request_that_is_no_object_is_a_400_not_a_500() -> None:
+    """VX-SEC-4: the sign-in limit reads the username only from an object (schemathesis sent
+    `[null, null]`, and reading it was a 500)."""
+    client = APIClient(REMOTE_ADDR=ATTACKER)
+    for body in ([None, None], "ada", 7):
+        response = client.post(TOKEN, body, format="json")
+        assert response.status_code == 400, body
+        assert "non_field_errors" in response.json() or "username" in response.json()
+
+
+def test_authenticate_checks_no_password_while_locked() -> None:
+    """VX-SEC-4: the lockout holds in `authenticate()` itself, whatever door asks."""
+    ada = make_owner()
+    guess(ada.username, times=5)
+    assert authenticate(username=ada.username, password=PASSWORD) is None
+    assert not Client().login(username=ada.username, password=PASSWORD)
+
+
+def test_a_lockout_is_lifted_and_unlock_says_what_it_lifted(settings: Any) -> None:
+    """VX-SEC-4: lifting a username's and an address's budget lets the owner sign in at once."""
+    from virgo import signin
+
+    ada, grace = make_owner(), make_owner()
+    guess(ada.username)
+    assert sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD).status_code == 429
+    assert signin.lift(signin.Budget(signin.USERNAME, ada.username)) == 26
+    # The address is still paused for everyone.
+    assert sign_in(Client(REMOTE_ADDR=ATTACKER), grace.username, PASSWORD).status_code == 429
+    assert signin.lift(signin.Budget(signin.ADDRESS, ATTACKER)) == 27
+    assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
+    # A new count starts: the next failures are counted from zero.
+    assert guess(ada.username, times=5) == [200] * 5
+
+
+def test_unlock_without_a_shared_cache_says_how_to_lift_instead() -> None:
+    """VX-SEC-4: the embedded default's counts live in the server process; the command says so
+    (restart, or wait) rather than pretend, and refuses an unusable argument."""
+    with pytest.raises(CommandError, match=r"restart the server to lift every lockout"):
+        call_command("signin", "unlock", "--username", "ada")
+    with pytest.raises(CommandError, match=r"--address: 'nowhere' is not an IP address"):
+        call_command("signin", "unlock", "--address", "nowhere")
+    with pytest.raises(CommandError, match=r"--username NAME and/or --address ADDRESS"):
+        call_command("signin", "unlock")
+
+
+@pytest.mark.live
+def test_virgo_signin_unlock_lifts_a_lockout_kept_in_redis(
+    private_redis: RedisServer, tmp_path: Path
+) -> None:
+    """VX-SEC-4: the README's command, run as its own process against the deployment's Redis,
+    lifts the lockout the web process sees."""
+    redis_cache = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": private_redis.url}
+    }
+    # Undone before the Redis stops (fixtures end after the test body).
+    with override_settings(CACHES=redis_cache):
+        ada = make_owner()
+        guess(ada.username)
+        assert sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD).status_code == 429
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_CACHE_URL")}
+        env.update(
+            DJANGO_SETTINGS_MODULE="virgo.settings",
+            VIRGO_EMBEDDED="1",
+            VIRGO_HOME=str(tmp_path / "home"),
+            REDIS_URL=private_redis.url,
+        )
+        done = subprocess.run(
+            [
+                str(VIRGO), "signin", "unlock",
+                "--username", ada.username, "--address", ATTACKER,
+            ],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (
+            f"Lifted username {ada.username!r}: 26 failed sign-ins in this window (was locked out)."
+            in done.stdout
+        )
+        assert f"Lifted address {ATTACKER!r}: 26 failed sign-ins" in done.stdout
+        assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))

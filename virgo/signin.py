@@ -1,0 +1,211 @@
+"""Password sign-in is limited: failures per username and per source address (VX-SEC-4).
+
+Every owner is staff, so the admin's login page and `POST /api/auth/token/` would otherwise be
+an unlimited password oracle. Failed sign-ins are counted with django-ratelimit on the shared
+cache (Redis in production, so the count holds across every web process), in two budgets: one
+per username, VIRGO_SIGNIN_FAILURES_PER_USERNAME, and one per source address (the client
+address of virgo.clients, behind VIRGO_TRUSTED_PROXIES), VIRGO_SIGNIN_FAILURES_PER_ADDRESS, each
+per window of VIRGO_SIGNIN_LOCKOUT_SECONDS. Once either is spent, no password is checked for
+that username or from that address until its window ends: the right password is refused too,
+so the answer says nothing about it.
+
+Failures are counted where Django reports them (`user_login_failed`, sent by every
+`authenticate()`); the lockout is enforced in `authenticate()` too (LockoutBackend), so no door
+that checks a password is left open, and the two doors people use answer it clearly: the admin
+with an HTML page, the token endpoint with JSON, both 429 with Retry-After. A refused attempt
+counts as a failure too. A cache that cannot
+be reached locks sign-in (django-ratelimit fails closed) rather than opening it.
+
+`virgo signin unlock --username NAME | --address ADDRESS` lifts a lockout: each budget's count
+is keyed with a generation stored beside it, and unlocking starts a new one.
+"""
+
+import contextlib
+import hashlib
+import ipaddress
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.signals import user_login_failed
+from django.core.cache import caches
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
+from django_ratelimit.core import get_usage
+
+from virgo.clients import client_address
+
+USERNAME = "username"
+ADDRESS = "address"
+_GROUP = "virgo.signin-failures."
+_GENERATION = "virgo.signin-generation:"
+LOCKED_OUT = (
+    "Too many failed sign-ins for this username or from this address. "
+    "Sign-in is paused for them; try again later."
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One of the two counts a sign-in attempt is held to."""
+
+    kind: str  # USERNAME or ADDRESS
+    value: str  # the normalised username or address
+
+    @property
+    def limit(self) -> int:
+        if self.kind == USERNAME:
+            return settings.VIRGO_SIGNIN_FAILURES_PER_USERNAME
+        return settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS
+
+    @property
+    def generation_key(self) -> str:
+        # Usernames are arbitrary text; cache keys (memcached's) must not be.
+        return _GENERATION + self.kind + ":" + hashlib.sha256(self.value.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Usage:
+    budget: Budget
+    failures: int
+    seconds_left: int
+
+    @property
+    def spent(self) -> bool:
+        return self.failures >= self.budget.limit
+
+
+def normal_username(username: Any) -> str:
+    """The username as counted: Django's own normalisation, then case-folded, so that `Ada`
+    and `ada` share one budget whatever the database's collation does with them."""
+    return unicodedata.normalize("NFKC", str(username or "")).strip().casefold()
+
+
+def normal_address(address: str) -> str:
+    """The address as counted: an IPv6 client by its /64 (one host usually holds a whole one),
+    as django-ratelimit counts the other per-address limits. Raises ValueError."""
+    parsed = ipaddress.ip_address(address.strip())
+    if parsed.version == 6:
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False).network_address)
+    return str(parsed)
+
+
+def budgets(request: HttpRequest | None, username: Any) -> list[Budget]:
+    found = [Budget(USERNAME, normal_username(username))]
+    # Without a peer address (a Unix socket, a call with no request) the username still counts.
+    if request is not None:
+        with contextlib.suppress(ValueError):
+            found.append(Budget(ADDRESS, normal_address(client_address(request.META))))
+    return found
+
+
+def usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -> list[Usage]:
+    """Each budget's failures in its current window; `count` adds this attempt as one more."""
+    cache = caches[settings.RATELIMIT_USE_CACHE]
+    generations = cache.get_many([budget.generation_key for budget in budgets_])
+    seconds = settings.VIRGO_SIGNIN_LOCKOUT_SECONDS
+    found = []
+    for budget in budgets_:
+        value = generations.get(budget.generation_key, "") + ":" + budget.value
+        counted = get_usage(
+            request,
+            group=_GROUP + budget.kind,
+            key=lambda group, request, value=value: value,
+            rate=f"{budget.limit}/{seconds}s",
+            increment=count,
+        )
+        if counted is None:  # RATELIMIT_ENABLE is off
+            continue
+        # A count the cache could not give reads as limit 0 with should_limit set: locked.
+        failures = counted["count"] if counted["limit"] else budget.limit
+        found.append(Usage(budget, failures, max(counted["time_left"], 1)))
+    return found
+
+
+def retry_after(request: HttpRequest | None, username: Any) -> int | None:
+    """Seconds until a sign-in as `username` from this request's address may be tried; None
+    while it may be tried now."""
+    spent = [
+        used.seconds_left
+        for used in usage(budgets(request, username), request=request, count=False)
+        if used.spent
+    ]
+    return max(spent) if spent else None
+
+
+def refused(request: HttpRequest, username: Any) -> int | None:
+    """For the doors that answer a lockout themselves: the seconds to wait while a sign-in as
+    `username` from here may not be tried (the refused attempt counts as one more failure, so
+    one username tried on and on from one address locks the address too); None when it may."""
+    seconds = retry_after(request, username)
+    if seconds is not None:
+        usage(budgets(request, username), request=request, count=True)
+    return seconds
+
+
+def count_failure(
+    sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any
+) -> None:
+    """`user_login_failed`: one more failure for the username and for the address."""
+    usage(budgets(request, credentials.get("username")), request=request, count=True)
+
+
+def lift(budget: Budget) -> int:
+    """Lift a lockout (or a count short of one): the failures it had in its window."""
+    (before,) = usage([budget], request=None, count=False) or [Usage(budget, 0, 0)]
+    caches[settings.RATELIMIT_USE_CACHE].set(
+        budget.generation_key, secrets.token_hex(8), timeout=None
+    )
+    return before.failures
+
+
+def connect() -> None:
+    user_login_failed.connect(count_failure, dispatch_uid="virgo.signin.count_failure")
+
+
+class LockoutBackend:
+    """First in AUTHENTICATION_BACKENDS: while a budget is spent, `authenticate()` stops here
+    (PermissionDenied ends the search) and no backend checks the password. It signs no one in
+    itself; a session it is named in (the test client's force_login names the first backend)
+    is loaded as ModelBackend loads it."""
+
+    def authenticate(
+        self, request: HttpRequest | None, username: Any = None, **credentials: Any
+    ) -> None:
+        if retry_after(request, username) is not None:
+            raise PermissionDenied(LOCKED_OUT)
+
+    def get_user(self, user_id: Any) -> Any:
+        return ModelBackend().get_user(user_id)
+
+
+def locked_out_page(request: HttpRequest, seconds: int) -> HttpResponse:
+    minutes = -(-seconds // 60)
+    response = TemplateResponse(
+        request,
+        "admin/virgo/signin_locked.html",
+        {
+            **admin.site.each_context(request),
+            "title": "Sign-in paused",
+            "minutes": minutes,
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(seconds)
+    add_never_cache_headers(response)
+    return response
+
+
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """The admin's login page, answered with the lockout page while a budget is spent."""
+    if request.method == "POST":
+        seconds = refused(request, request.POST.get("username"))
+        if seconds is not None:
+            return locked_out_page(request, seconds)
+    return admin.site.login(request)
