@@ -35,6 +35,7 @@ from typing import Any
 from django.conf import settings
 
 from runtime.params import Choice, Integer, Key, Param, Text, check_declaration
+from runtime.redaction import looks_secret
 
 SCOPE_WIDE_DIR = "_scope"
 STANDARD_MUTABLE_PATHS: tuple[str, ...] = ("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**")
@@ -124,6 +125,12 @@ class PathEscape(WorkspaceError):
 
 class SecretPath(WorkspaceError):
     code = "secret_path"
+
+
+class SecretContent(SecretPath):
+    """The file's name is innocent, but what it holds looks like a secret credential value."""
+
+    code = "secret_content"
 
 
 class AuthorityPath(WorkspaceError):
@@ -392,7 +399,10 @@ class Workspace:
         length = _bounded("length", length, 1, READ_MAX_LENGTH)
         real, _ = self._readable(path)
         with self._open_regular(real, path) as handle:
-            total = os.fstat(handle.fileno()).st_size
+            info = os.fstat(handle.fileno())
+            total = info.st_size
+            if _holds_secret(handle, info):
+                raise SecretContent(f"{path!r} holds what looks like a secret credential value")
             handle.seek(offset)
             data = handle.read(length)
         content, encoding, used = _decode(data, at_end=offset + len(data) >= total)
@@ -599,6 +609,40 @@ def _atomic_replace(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=directory_fd)
         raise
+
+
+# A file's verdict, by what identifies its bytes: a write replaces the file (a new inode), so a
+# changed file is scanned again.
+_SECRET_SCANS: dict[tuple[int, int, int, int], bool] = {}
+_SECRET_SCANS_MAX = 4096
+_SCAN_CHUNK = 1024 * 1024
+# Longer than any match's start the patterns need, so a value split across chunks is still seen.
+_SCAN_OVERLAP = 512
+
+
+def _holds_secret(handle: Any, info: os.stat_result) -> bool:
+    """Whether any part of the file looks like a secret credential value (V1-GB-4).
+
+    The whole file is judged, not the range asked for: a range that starts after a key's header
+    would hand out the key's body, and pages chosen to split the header would hide it.
+    """
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    verdict = _SECRET_SCANS.get(identity)
+    if verdict is not None:
+        return verdict
+    verdict, tail = False, ""
+    handle.seek(0)
+    while chunk := handle.read(_SCAN_CHUNK):
+        # Latin-1 maps each byte to one character: the ASCII patterns see the bytes as they are.
+        text = tail + chunk.decode("latin-1")
+        if looks_secret(text):
+            verdict = True
+            break
+        tail = text[-_SCAN_OVERLAP:]
+    if len(_SECRET_SCANS) >= _SECRET_SCANS_MAX:
+        _SECRET_SCANS.clear()
+    _SECRET_SCANS[identity] = verdict
+    return verdict
 
 
 def _decode(data: bytes, *, at_end: bool) -> tuple[str, str, int]:

@@ -289,6 +289,21 @@ def test_secret_files_never_leave_and_arguments_are_checked(hub: Hub) -> None:
     assert hub.received == []
 
 
+def test_a_file_holding_a_secret_value_never_leaves(hub: Hub) -> None:
+    """V1-GB-4, VX-SEC-7: send_human_file judges the content too: a key a human left in an
+    innocent-looking file is refused loudly and nothing reaches the hub."""
+    persona = surface_persona()
+    stamp = load_active_stamp(persona)
+    root = stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
+    (root / "memory").mkdir(exist_ok=True)
+    key = "deploy key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n"
+    (root / "memory" / "handover.md").write_text(key)
+    refused = call(persona, "send_human_file", {"binding": OPS, "path": "memory/handover.md"})
+    assert (refused["code"], refused["boundary"]) == ("secret_content", "secret-credential-values")
+    assert hub.received == []
+    assert "MIIE" not in repr(list(RefusalRecord.objects.values()))
+
+
 def test_files_larger_than_the_hub_takes_are_refused(settings, hub: Hub) -> None:
     settings.VIRGO_CHANNEL_MAX_FILE_BYTES = 10
     persona = surface_persona()

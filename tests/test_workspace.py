@@ -23,6 +23,8 @@ from runtime.workspace import (
     workspace_root,
 )
 
+PRIVATE_KEY_HEADER = "-----BEGIN OPENSSH PRIVATE KEY-----"
+
 
 @pytest.fixture
 def home(tmp_path: Path, settings) -> Path:
@@ -187,6 +189,25 @@ def test_secret_and_authority_files_are_never_listed_nor_read(space: Workspace) 
         space.hash("worker.lease")
     with pytest.raises(AuthorityPath):
         space.write("memory/worker.fence", "1")
+
+
+def test_a_file_holding_a_secret_value_is_read_by_no_range(space: Workspace) -> None:
+    """V1-GB-4, VX-SEC-7: a key placed in an innocent file is refused whatever range is asked,
+    the key's header split across pages or left out of the range included; its neighbours and
+    the file once the key is gone read as usual."""
+    root = space.ensure()
+    (root / "memory").mkdir()
+    body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" * 40
+    text = "# notes\n" + "x" * (ws.READ_MAX_LENGTH + 100) + PRIVATE_KEY_HEADER + "\n" + body
+    (root / "memory" / "notes.md").write_text(text)
+    (root / "memory" / "plain.md").write_text("nothing to hide\n")
+    header_at = text.index(PRIVATE_KEY_HEADER)
+    for offset, length in ((0, 16), (header_at + 5, 64), (header_at + 40, 4096), (0, 1)):
+        with pytest.raises(SecretPath):
+            space.read("memory/notes.md", offset=offset, length=length)
+    assert space.read("memory/plain.md")["content"] == "nothing to hide\n"
+    space.write("memory/notes.md", "# notes\nthe key was rotated\n")
+    assert "rotated" in space.read("memory/notes.md")["content"]
 
 
 def test_ranged_reads_walk_a_large_file_with_continuation(space: Workspace) -> None:
