@@ -149,7 +149,11 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        data = repair_missing(generation, stored, found_by=FoundBy.LOAD)
+        try:
+            data = repair_missing(generation, stored, found_by=FoundBy.LOAD)
+        except OSError as exc:
+            reason = f"{label}: stamp file {path} is missing and cannot be rewritten: {exc}"
+            raise StampUnavailable(reason) from None
     except OSError as exc:
         reason = f"{label}: stamp file {path} cannot be read: {exc.strerror}"
         raise StampUnavailable(reason) from None
@@ -186,7 +190,7 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
 
 def _refuse(generation: Generation, reason: str) -> NoReturn:
     _quarantine(generation, reason.partition(": ")[2])
-    raise StampUnavailable(reason)
+    raise StampUnavailable(reason) from None
 
 
 def _quarantine(generation: Generation, reason: str) -> None:

@@ -5,8 +5,9 @@ serve...), virgo-web before it binds and every Celery worker before it takes a t
 does not grow with the fleet: the stamp schema compiles, every handler action of the verb
 catalogue is declared in the one registry (V1-FAC-7), and how many stamps are owed and how many
 personas are quarantined, each said once. No stamp file is opened: one persona's broken file
-must not stop the processes that serve all the others (VX-OPS-4). Per-persona verification happens where it concerns one persona: in the
-periodic sweep and when a runtime loads the stamp (stamps.quarantine).
+must not stop the processes that serve all the others (VX-OPS-4). Per-persona verification
+happens where it concerns one persona: in the periodic sweep and when a runtime loads the stamp
+(stamps.quarantine).
 
 `virgo check` (manage.py check, virgo.management.commands.check) verifies every active stamp as
 well, for release pipelines: it exits non-zero listing every problem, and what it finds is
@@ -144,6 +145,7 @@ def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[Check
     current = (
         Generation.objects.filter(number=F("persona__generation"))
         .select_related("persona", "stamp")
+        .defer("composition", "stamp__body")
         .order_by("pk")
     )
     messages: list[CheckMessage] = []

@@ -299,6 +299,8 @@ def _lift(generation: Generation, restoration: Restoration) -> bool:
 
 @dataclass
 class SweepReport:
+    """Persona uuids by outcome; `unreadable`: files the machine could not read or rewrite."""
+
     verified: int = 0
     repaired: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
@@ -317,6 +319,8 @@ def sweep(*, batch_size: int | None = None) -> SweepReport:
     standing = (
         Generation.objects.filter(standing=True, number=F("persona__generation"))
         .select_related("persona", "stamp")
+        # The stored bytes are read only to repair a file; its hash is what is compared.
+        .defer("composition", "stamp__body")
         .order_by("pk")
     )
     last_id = 0
@@ -333,9 +337,9 @@ def sweep(*, batch_size: int | None = None) -> SweepReport:
             uuid = str(generation.persona.uuid)
             if generation.standing is False:
                 report.quarantined.append(uuid)
-            elif any(message.id == UNREADABLE for message in after):
+            elif any(message.is_serious() for message in after):
                 report.unreadable.append(uuid)
-            elif after:
+            else:
                 report.repaired.append(uuid)
         last_id = batch[-1].pk
     if report.repaired or report.quarantined or report.unreadable:

@@ -8,6 +8,7 @@ the admin saying which file and why, until `virgo stamp restore` or a new genera
 
 import json
 import logging
+import resource
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -329,6 +330,28 @@ def test_a_file_the_machine_cannot_read_is_refused_not_quarantined(
     assert sweep().unreadable == [str(persona.uuid)]
     assert standing(persona) is True
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_QUARANTINED).exists()
+
+
+def test_a_lost_file_the_disk_will_not_take_is_refused_not_quarantined(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: a missing file whose rewrite fails (here EFBIG: this process may write no file
+    past 1 KiB, less than a stamp) is a refusal naming why, never a crash, and quarantines
+    nobody."""
+    persona = fleet["Lost"]
+    file_of(persona).unlink()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        with pytest.raises(StampUnavailable, match="is missing and cannot be rewritten"):
+            load_active_stamp(persona)
+        assert sweep().unreadable == [str(persona.uuid)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert standing(persona) is True
+    assert not file_of(persona).exists()
+    assert load_active_stamp(persona).mcp_tools
+    assert file_of(persona).read_bytes() == stored_bytes(persona)
 
 
 def test_beat_runs_the_sweep_at_the_configured_interval(fleet: dict[str, Persona]) -> None:
