@@ -3,7 +3,8 @@
 A standing persona whose stamp grants human-surface writes needs a hub to reach: without
 VIRGO_CHANNEL_URL those tools refuse every call (`channel_unconfigured`), never fake a delivery.
 Without VIRGO_CHANNEL_SECRET the decision callback refuses every answer. (Production settings
-refuse to start with a hub and no secret; the embedded default only warns.)
+refuse to start with a hub and no secret; the embedded default only warns.) Naming each persona
+reads every standing stamp, so only `virgo check` does it (VX-OPS-5).
 """
 
 from typing import Any
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
 
 from personas.catalogue import VERBS, Bundle
+from stamps.checks import every_stamp_verified
 from stamps.selectors import standing_handler_tables
 
 # Status is the one human-surface tool that answers without a hub (it reports the hub missing).
@@ -34,7 +36,7 @@ def check_channel(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 id="channel.W002",
             )
         )
-    if settings.VIRGO_CHANNEL_URL:
+    if settings.VIRGO_CHANNEL_URL or not every_stamp_verified():
         return messages
     for persona, table in standing_handler_tables():
         tools = sorted(rule.tool for action, rule in table.items() if action in HUB_ACTIONS)

@@ -232,6 +232,14 @@ def describe_audit(event: AuditEvent) -> str:
     if event.kind == AuditEvent.Kind.GRANT_NARROWED:
         removed = [*data.get("removed_verbs", []), *data.get("removed_queues", [])]
         return f"removed {', '.join(removed)} (generation {data.get('generation')})"
+    if event.kind == AuditEvent.Kind.STAMP_QUARANTINED:
+        return f"generation {data.get('generation')}: {'; '.join(data.get('reasons', []))}"
+    if event.kind == AuditEvent.Kind.STAMP_REPAIRED:
+        return f"generation {data.get('generation')}: {data.get('path')} {data.get('repair')}"
+    if event.kind == AuditEvent.Kind.STAMP_RESTORED:
+        aside = data.get("set_aside")
+        kept = f" (the file found there kept as {aside})" if aside else ""
+        return f"generation {data.get('generation')}: {data.get('path')} restored{kept}"
     return f"skill {data.get('skill')} {data.get('change')}"
 
 

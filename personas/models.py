@@ -233,7 +233,14 @@ class Persona(models.Model):
                 fields=["id"],
                 name="persona_discoverable_idx",
                 condition=models.Q(discoverable=True),
-            )
+            ),
+            # Start-up counts the stamps owed (stamps.checks) in time that does not grow with
+            # the personas that stand.
+            models.Index(
+                fields=["id"],
+                name="persona_not_standing_idx",
+                condition=models.Q(standing__isnull=True) | models.Q(standing=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -378,12 +385,16 @@ class Generation(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Who changed what, when: discoverability toggles, grant narrowing, map changes."""
+    """Who changed what, when: discoverability toggles, grant narrowing, map changes, and what
+    became of a broken stamp file (repaired, quarantined, restored: stamps.quarantine)."""
 
     class Kind(models.TextChoices):
         DISCOVERABILITY = "discoverability", "Discoverability toggled"
         GRANT_NARROWED = "grant-narrowed", "Agent grant narrowed a persona"
         SKILL_MAP_CHANGED = "skill-map-changed", "Verb->skill map changed"
+        STAMP_REPAIRED = "stamp-repaired", "Stamp file repaired"
+        STAMP_QUARANTINED = "stamp-quarantined", "Stamp quarantined"
+        STAMP_RESTORED = "stamp-restored", "Stamp file restored"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(

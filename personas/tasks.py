@@ -62,13 +62,22 @@ def fan_out_skill_map() -> int:
 
 @shared_task(bind=True, max_retries=5, default_retry_delay=2, acks_late=True)
 def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ignore[no-untyped-def]
+    """Recompute one id range of the fan-out, then publish every persona of it still owed.
+
+    What the range owes is read back from the database, not from what this run changed: a run
+    killed after its recompute committed leaves new generations unpublished, and the same task,
+    redelivered (acks_late, reject on worker lost), resumes there instead of returning 0 and
+    leaving them to the reconciler (VX-REL-5). Returns how many personas it published.
+    """
     from personas.publication import publish_generations
+    from personas.reconciliation import owed_personas
     from personas.services import settle_persona_batch
 
-    ids = Persona.objects.filter(pk__gte=first_id, pk__lte=last_id).values_list("pk", flat=True)
-    changed = settle_persona_batch(ids)
-    publish_generations([persona.pk for persona in changed])
-    return len(changed)
+    in_range = {"pk__gte": first_id, "pk__lte": last_id}
+    settle_persona_batch(Persona.objects.filter(**in_range).values_list("pk", flat=True))
+    owed = list(owed_personas().filter(**in_range).values_list("pk", flat=True))
+    publish_generations(owed)
+    return len(owed)
 
 
 @shared_task(acks_late=True)

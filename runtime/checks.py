@@ -1,15 +1,17 @@
-"""Boot check of the runtime side of the handler registry (runtime.W001).
+"""Boot check of the runtime side of the handler registry (runtime.W001, runtime.W002).
 
-stamps.checks proves every handler action of an active stamp is declared in the one registry;
-this check says which of them this runtime has not bound to an implementation yet. Calls to those
+stamps.checks proves every handler action of the catalogue is declared in the one registry; this
+check says which of them this runtime has not bound to an implementation yet. Calls to those
 tools are refused (`not_implemented`), never answered with a made-up success, so the persona
-still stands; the warning names the persona and the exact tools.
+still stands. At start-up that is one warning naming the actions (runtime.W002, constant time,
+VX-OPS-5); `virgo check` names each standing persona and its exact tools (runtime.W001).
 """
 
 from typing import Any
 
 from django.core.checks import CheckMessage, Warning, register
 
+from stamps.checks import every_stamp_verified
 from stamps.registry import HANDLERS
 from stamps.selectors import standing_handler_tables
 
@@ -18,6 +20,18 @@ from stamps.selectors import standing_handler_tables
 def check_bound_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if app_configs is not None and not any(config.name == "runtime" for config in app_configs):
         return []
+    if not every_stamp_verified():
+        unbound = sorted(a for a in HANDLERS.actions if HANDLERS.implementation(a) is None)
+        if not unbound:
+            return []
+        return [
+            Warning(
+                "handler actions with no implementation in this runtime yet, refused when "
+                f"called: {', '.join(unbound)}",
+                hint="`virgo check` names the personas whose stamps grant them.",
+                id="runtime.W002",
+            )
+        ]
     messages: list[CheckMessage] = []
     for persona, table in standing_handler_tables():
         unbound = sorted(

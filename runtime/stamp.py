@@ -2,7 +2,8 @@
 
 The bytes of the active generation's CAPABILITY-STAMP.json are read on every load and hashed;
 they must equal the hash of the generation's stored stamp (the immutable row, stamps.models), so
-an altered file is refused, not trusted, whatever else in the database was changed beside it.
+an altered file is refused, not trusted, whatever else in the database was changed beside it,
+and its persona is quarantined (stamps.quarantine).
 Only then are the three projections derived (stamps.projections), from those exact bytes.
 Validation of a given hash is done once per process: the same bytes always validate the same way.
 """
@@ -10,7 +11,7 @@ Validation of a given hash is done once per process: the same bytes always valid
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NoReturn
 
 import rfc8785
 from django.db.models import F
@@ -19,8 +20,10 @@ from personas.models import Generation, Persona
 from runtime.policy import Binding
 from runtime.workspace import Workspace, workspace_root
 from stamps.canonical import MalformedStamp, parse_strict
+from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of
 from stamps.projections import HandlerRule, project
+from stamps.quarantine import FoundBy, quarantine, repair_missing, settle
 from stamps.storage import stamp_path
 from stamps.validation import StampRejected, validate_stamp
 
@@ -117,7 +120,12 @@ _validated: dict[str, tuple[str, ...]] = {}
 
 
 def load_active_stamp(persona: Persona) -> ActiveStamp:
-    """The verified stamp of the persona's current generation, or StampUnavailable saying why."""
+    """The verified stamp of the persona's current generation, or StampUnavailable saying why.
+
+    A lost file is rewritten from the stored stamp and served; any other fault of the file
+    quarantines the generation (stamps.quarantine, VX-OPS-4) before it is refused, so its card
+    is withdrawn too and the next load refuses at once, naming the reason.
+    """
     label = f"persona {persona.uuid}"
     # The persona's current generation as committed, whatever the caller's instance remembers.
     generation = (
@@ -135,32 +143,38 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     try:
         stored = stored_stamp_of(generation)
     except StampNotVerifiable as exc:
+        _quarantine(generation, str(exc))
         raise StampUnavailable(f"{label} (generation {generation.number}): {exc}") from None
     path = stamp_path(persona.uuid, generation.number)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise StampUnavailable(f"{label}: stamp file {path} is missing") from None
+        try:
+            data = repair_missing(generation, stored, found_by=FoundBy.LOAD)
+        except OSError as exc:
+            reason = f"{label}: stamp file {path} is missing and cannot be rewritten: {exc}"
+            raise StampUnavailable(reason) from None
     except OSError as exc:
         reason = f"{label}: stamp file {path} cannot be read: {exc.strerror}"
         raise StampUnavailable(reason) from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != stored.stamp_hash:
-        raise StampUnavailable(
-            f"{label}: stamp file {path} was altered (sha256 {digest}, stored {stored.stamp_hash})"
+        _refuse(
+            generation,
+            f"{label}: stamp file {path} was altered (sha256 {digest}, stored {stored.stamp_hash})",
         )
     try:
         document = parse_strict(data)
     except MalformedStamp as exc:
-        raise StampUnavailable(f"{label}: stamp file {path} is malformed: {exc}") from None
+        _refuse(generation, f"{label}: stamp file {path} is malformed: {exc}")
     if digest not in _validated:
         try:
             validate_stamp(document)
         except StampRejected as exc:
-            raise StampUnavailable(f"{label}: stamp file {path} is invalid: {exc}") from None
+            _refuse(generation, f"{label}: stamp file {path} is invalid: {exc}")
         _validated[digest] = ()
     if document["persona"]["id"] != str(persona.uuid):
-        raise StampUnavailable(f"{label}: stamp file {path} belongs to another persona")
+        _refuse(generation, f"{label}: stamp file {path} belongs to another persona")
     projections = project(data)
     return ActiveStamp(
         persona_uuid=str(persona.uuid),
@@ -172,3 +186,18 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         handlers=projections.handlers,
         allowlist=projections.allowlist,
     )
+
+
+def _refuse(generation: Generation, reason: str) -> NoReturn:
+    _quarantine(generation, reason.partition(": ")[2])
+    raise StampUnavailable(reason) from None
+
+
+def _quarantine(generation: Generation, reason: str) -> None:
+    """Quarantine for every fault the full verification names, or for `reason` when it names
+    none (a stored stamp of another persona is only seen here)."""
+    found = [message for message in stamp_file_messages(generation) if message.is_serious()]
+    if found:
+        settle(generation, found, found_by=FoundBy.LOAD)
+    else:
+        quarantine(generation, [reason], found_by=FoundBy.LOAD)

@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 
 from personas.models import Generation, Persona
 from stamps.models import stamp_file_state
+from stamps.quarantine import is_quarantined, restore_command
 from stamps.selectors import may_view_stamps, stamp_diff, stamp_document
 from virgo.admin_permissions import NoEditsMixin
 
@@ -67,10 +68,18 @@ class GenerationInline(NoEditsMixin, admin.TabularInline):
             return "stamp owed (build pending)"
         if generation.standing:
             return "standing"
-        return format_html(
-            "not standing:<ul>{}</ul>",
-            format_html_join("", "<li>{}</li>", ((r,) for r in generation.not_standing_reasons)),
+        reasons = format_html_join(
+            "", "<li>{}</li>", ((r,) for r in generation.not_standing_reasons)
         )
+        if is_quarantined(generation):
+            # Which file and why are in the reasons (stamps.quarantine); this says what to do.
+            return format_html(
+                "<strong>QUARANTINED</strong> (card withdrawn, runtime refuses):<ul>{}</ul>"
+                "Put the stored stamp back with <code>{}</code>, or make a new generation.",
+                reasons,
+                restore_command(generation.persona),
+            )
+        return format_html("not standing:<ul>{}</ul>", reasons)
 
     @admin.display(description="stamp")
     def stamp_link(self, generation: Generation) -> str:
@@ -142,6 +151,8 @@ class StampAdminMixin:
                 pretty=json.dumps(document, indent=2, ensure_ascii=False),
                 file_path=path,
                 file_state=file_state,
+                quarantined=is_quarantined(generation),
+                restore_command=restore_command(generation.persona),
                 others=[
                     (other, _stamp_url(self.admin_site, generation, other))
                     for other in generation.persona.generations.exclude(number=number)

@@ -17,5 +17,6 @@ class StampsConfig(AppConfig):
             sender=Generation,
             dispatch_uid="stamps.remove_stamp_of_deleted_generation",
         )
-        # Workers validate every active stamp before they take a task (V1-BOOT-1).
-        worker_init.connect(checks.refuse_to_start_worker, weak=False)
+        # Workers check what every stamp depends on before they take a task, in constant time
+        # (VX-OPS-5); each persona's file is verified by the sweep and on load (VX-OPS-4).
+        worker_init.connect(checks.check_worker_start, weak=False)

@@ -1,199 +1,216 @@
-"""Boot validation of every active stamp (V1-BOOT-1, V1-FAC-7), as Django system checks.
+"""Stamp checks, as Django system checks: constant-time at start-up, every file in `virgo check`.
 
-Run by `manage.py check` / `virgo check`, by runserver and migrate (which run the checks before
-they start), and by every Celery worker before it takes a task. An active generation whose stamp
-file is missing, altered, malformed, has duplicates, cannot be projected without loss, names an
-unregistered handler or lacks a tool its class requires is an error naming the persona and the
-tool. A generation whose stamp is still owed, or that was recorded as not standing, is a warning:
-it is not advertised, so nothing would run on it.
+Start-up (VX-OPS-5): every command that runs the system checks (migrate, runserver, launch, mcp
+serve...), virgo-web before it binds and every Celery worker before it takes a task check what
+does not grow with the fleet: the stamp schema compiles, every handler action of the verb
+catalogue is declared in the one registry (V1-FAC-7), and how many stamps are owed and how many
+personas are quarantined, each said once. No stamp file is opened: one persona's broken file
+must not stop the processes that serve all the others (VX-OPS-4). Per-persona verification
+happens where it concerns one persona: in the periodic sweep and when a runtime loads the stamp
+(stamps.quarantine).
 
-    virgo.E001  stamp file missing              virgo.E006  handler action not registered
-    virgo.E002  stamp file altered (hash)       virgo.E007  class, boundary or scope violation
-    virgo.E003  stamp file malformed            virgo.E008  standing but no stored stamp
-    virgo.E004  duplicate tool names/actions    virgo.E009  stamp file not owner-private
-    virgo.E005  projection would lose a tool    virgo.E010  recorded hash is not the stored stamp's
-                                                virgo.W001  stamp owed (build pending)
-                                                virgo.W002  generation does not stand
+`virgo check` (manage.py check, virgo.management.commands.check) verifies every active stamp as
+well, for release pipelines: it exits non-zero listing every problem, and what it finds is
+repaired or quarantined as the sweep would (stamps.quarantine). Its messages:
 
-A file is verified against its generation's stored stamp (the immutable row), never against a
-column beside it (stamps.models.stored_stamp_of).
+    virgo.E001-E010, E013  what is wrong with one file (stamps.integrity)
+    virgo.E011  the stamp schema does not compile   virgo.E012  persona quarantined (until restored)
+    virgo.W001  N stamps owed (builds pending)     virgo.W002  generation does not stand
+    virgo.W003  a missing file was rewritten       virgo.W004  a file was made owner-private again
+    virgo.W005  N personas quarantined (start-up; `virgo check` names each, virgo.E012)
 """
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.management.base import SystemCheckError
 from django.db import DatabaseError
 from django.db.models import F
+from jsonschema.exceptions import SchemaError
 
-from personas.models import Generation
-from stamps.canonical import MalformedStamp, parse_strict, sha256_hex
-from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
-from stamps.projections import name_the_same_tools, projections_of
+from personas.catalogue import VERBS
+from personas.models import Generation, Persona
+from stamps.integrity import stamp_file_messages, who
+from stamps.quarantine import (
+    FoundBy,
+    is_quarantined,
+    quarantine_message,
+    quarantined_personas,
+    settle,
+)
 from stamps.registry import HANDLERS, HandlerRegistry
-from stamps.storage import FILE_MODE, stamp_path
-from stamps.validation import Code, schema_problems, semantic_problems
+from stamps.validation import compile_schema
 
 logger = logging.getLogger(__name__)
 
 TAG = "virgo"
+# How many generations `virgo check` holds in memory at once.
+_BATCH = 2000
 
-_CODE_IDS = {
-    Code.DUPLICATE_NAME: "virgo.E004",
-    Code.DUPLICATE_ACTION: "virgo.E004",
-    Code.PROJECTION_LOSS: "virgo.E005",
-    Code.UNREGISTERED_HANDLER: "virgo.E006",
-}
+_every_stamp: ContextVar[bool] = ContextVar("verifying_every_stamp", default=False)
+
+
+@contextmanager
+def verifying_every_stamp() -> Iterator[None]:
+    """Within this block the system checks verify every active stamp (`virgo check`)."""
+    token = _every_stamp.set(True)
+    try:
+        yield
+    finally:
+        _every_stamp.reset(token)
+
+
+def every_stamp_verified() -> bool:
+    """Whether the checks now running are `virgo check`'s, which may look at every persona."""
+    return _every_stamp.get()
 
 
 @register(TAG)
-def check_active_stamps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+def check_stamps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if app_configs is not None and not any(config.name == "stamps" for config in app_configs):
         return []
-    return active_stamp_messages()
+    if every_stamp_verified():
+        return [*fleet_messages(), *active_stamp_messages()]
+    return [*fleet_messages(), *backlog_messages()]
 
 
-def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[CheckMessage]:
-    try:
-        generations = list(
-            Generation.objects.filter(number=F("persona__generation"))
-            .select_related("persona", "stamp")
-            .order_by("persona_id")
-        )
-    except DatabaseError:
-        # Not migrated yet (a first `migrate` runs the checks too): there is nothing to check.
-        return []
+def fleet_messages(*, registry: HandlerRegistry = HANDLERS) -> list[CheckMessage]:
+    """What every persona's stamp depends on alike: the schema, the handler registry."""
     messages: list[CheckMessage] = []
-    for generation in generations:
-        messages += generation_messages(generation, registry=registry)
+    try:
+        compile_schema()
+    except (OSError, ValueError, SchemaError) as exc:
+        messages.append(
+            Error(f"the capability stamp schema v3 cannot be used: {exc}", id="virgo.E011")
+        )
+    undeclared = sorted(
+        {verb.handler_action for verb in VERBS if not registry.is_registered(verb.handler_action)}
+    )
+    if undeclared:
+        messages.append(
+            Error(
+                "handler actions of the verb catalogue missing from the handler registry: "
+                + ", ".join(undeclared),
+                id="virgo.E006",
+            )
+        )
     return messages
 
 
-def _who(generation: Generation) -> str:
-    persona = generation.persona
-    return f"persona {persona.name!r} ({persona.uuid}) generation {generation.number}"
+def backlog_messages() -> list[CheckMessage]:
+    """One line however many stamps are owed, one however many personas are quarantined.
+
+    Both count only personas that do not stand, which an index of their own holds.
+    """
+    try:
+        owed = Persona.objects.filter(standing__isnull=True).count()
+        quarantined = quarantined_personas().count()
+    except DatabaseError:
+        # Not migrated yet (a first `migrate` runs the checks too): nothing can be owed.
+        return []
+    messages = _owed(owed)
+    if quarantined:
+        messages.append(
+            Warning(
+                f"{quarantined} persona{'s' if quarantined != 1 else ''} quarantined for a "
+                "broken stamp file (not advertised, their runtimes refuse)",
+                hint="`virgo check` names each file and why; `virgo stamp restore PERSONA` "
+                "lifts a quarantine.",
+                id="virgo.W005",
+            )
+        )
+    return messages
+
+
+def _owed(count: int) -> list[CheckMessage]:
+    if not count:
+        return []
+    return [
+        Warning(
+            f"{count} stamp{'s' if count != 1 else ''} owed (builds pending)",
+            hint="A Celery worker builds them, or `virgo reconcile`.",
+            id="virgo.W001",
+        )
+    ]
+
+
+def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[CheckMessage]:
+    """`virgo check`: every current generation verified; a broken standing one is repaired or
+    quarantined on the spot (stamps.quarantine), and every quarantine still open is an error."""
+    current = (
+        Generation.objects.filter(number=F("persona__generation"))
+        .select_related("persona", "stamp")
+        .defer("composition", "stamp__body")
+        .order_by("pk")
+    )
+    messages: list[CheckMessage] = []
+    owed = 0
+    last_id = 0
+    try:
+        while True:
+            batch = list(current.filter(pk__gt=last_id)[:_BATCH])
+            if not batch:
+                break
+            for generation in batch:
+                if generation.standing is None:
+                    owed += 1
+                else:
+                    messages += generation_messages(generation, registry=registry)
+            last_id = batch[-1].pk
+    except DatabaseError:
+        return []
+    return _owed(owed) + messages
 
 
 def generation_messages(
     generation: Generation, *, registry: HandlerRegistry = HANDLERS
 ) -> list[CheckMessage]:
-    persona = generation.persona
-    who = _who(generation)
-    if generation.standing is None:
-        return [
-            Warning(
-                f"{who}: its stamp is owed (the build is pending)",
-                hint="Run a Celery worker, or `virgo stamp build`, to build it.",
-                obj=persona,
-                id="virgo.W001",
-            )
-        ]
+    """What `virgo check` says of one current generation whose stamp is not owed."""
     if generation.standing is False:
+        if is_quarantined(generation):
+            return [quarantine_message(generation)]
         reasons = "; ".join(generation.not_standing_reasons) or "no reason recorded"
         return [
             Warning(
-                f"{who} does not stand and is not advertised: {reasons}",
-                obj=persona,
+                f"{who(generation)} does not stand and is not advertised: {reasons}",
+                obj=generation.persona,
                 id="virgo.W002",
             )
         ]
-    return stamp_file_messages(generation, registry=registry)
+    found = stamp_file_messages(generation, registry=registry)
+    return settle(generation, found, found_by=FoundBy.CHECK)
 
 
-def stamp_file_messages(
-    generation: Generation, *, registry: HandlerRegistry = HANDLERS
-) -> list[CheckMessage]:
-    persona = generation.persona
-    who = _who(generation)
-    messages: list[CheckMessage] = []
-    path = stamp_path(persona.uuid, generation.number)
-    stored: CapabilityStamp | None = getattr(generation, "stamp", None)
-    try:
-        stored_stamp_of(generation)
-    except StampNotVerifiable as exc:
-        code = "virgo.E008" if stored is None else "virgo.E010"
-        messages.append(Error(f"{who}: {exc}", obj=persona, id=code))
-    try:
-        data = path.read_bytes()
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        return [
-            *messages,
-            Error(f"{who}: stamp file {path} is missing", obj=persona, id="virgo.E001"),
-        ]
-    if stored is None:
-        # Nothing the file could be verified against.
-        return messages
-    if mode & ~FILE_MODE:
-        messages.append(
-            Error(
-                f"{who}: stamp file {path} is not owner-private (mode {mode:o}, not 600)",
-                obj=persona,
-                id="virgo.E009",
-            )
+def start_checks() -> list[CheckMessage]:
+    """virgo-web before it binds and every worker before it takes a task (constant time).
+
+    Raises SystemCheckError when something every persona depends on is broken; logs the rest
+    (how many stamps are owed) once, and returns it.
+    """
+    messages = [*fleet_messages(), *backlog_messages()]
+    errors = [message for message in messages if message.is_serious()]
+    if errors:
+        raise SystemCheckError(
+            "Virgo refuses to start: what every capability stamp depends on is broken.\n"
+            + "\n".join(f"{error.id}: {error.msg}" for error in errors)
         )
-    actual = sha256_hex(data)
-    if actual != stored.stamp_hash:
-        messages.append(
-            Error(
-                f"{who}: stamp file {path} was altered (sha256 {actual}, stored "
-                f"{stored.stamp_hash})",
-                obj=persona,
-                id="virgo.E002",
-            )
-        )
-    try:
-        document = parse_strict(data)
-    except MalformedStamp as exc:
-        return [
-            *messages,
-            Error(f"{who}: stamp file {path} is malformed: {exc}", obj=persona, id="virgo.E003"),
-        ]
-    problems = schema_problems(document)
-    if problems:
-        return messages + [
-            Error(f"{who}: stamp file {path}: {p.message}", obj=persona, id="virgo.E003")
-            for p in problems
-        ]
-    for problem in semantic_problems(document, registry=registry):
-        messages.append(
-            Error(
-                f"{who}: {problem.message}",
-                obj=persona,
-                id=_CODE_IDS.get(problem.code, "virgo.E007"),
-            )
-        )
-    if not name_the_same_tools(projections_of(document)):
-        messages.append(
-            Error(
-                f"{who}: the MCP tool list, handler table and launcher allowlist do not name "
-                "the same tools",
-                obj=persona,
-                id="virgo.E005",
-            )
-        )
+    for message in messages:
+        logger.warning("%s: %s. %s", message.id, message.msg, message.hint or "")
     return messages
 
 
-def require_valid_stamps() -> None:
-    """Raise SystemCheckError listing every boot error; servers and workers call it at start."""
-    errors = [message for message in active_stamp_messages() if message.is_serious()]
-    if errors:
-        raise SystemCheckError(
-            "Virgo refuses to start: active capability stamps failed boot validation.\n"
-            + "\n".join(f"{error.id}: {error.msg}" for error in errors)
-        )
-
-
-def refuse_to_start_worker(**kwargs: Any) -> None:
-    """Celery `worker_init`: a worker with an invalid active stamp must not start.
+def check_worker_start(**kwargs: Any) -> None:
+    """Celery `worker_init`: start_checks, and a worker they fail must not start.
 
     Celery logs and swallows exceptions raised by signal handlers, so the refusal is an exit.
     """
     try:
-        require_valid_stamps()
+        start_checks()
     except SystemCheckError as refused:
         logger.error("%s", refused)
         print(refused, file=sys.stderr)

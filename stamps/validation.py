@@ -88,6 +88,13 @@ def _fast(version: int) -> jsonschema_rs.Draft202012Validator:
     return jsonschema_rs.Draft202012Validator(schema(version))
 
 
+def compile_schema(version: int = 3) -> None:
+    """Load and compile the schema for both engines, once per process (the start-up check);
+    raises what a broken schema file raises."""
+    _fast(version)
+    _validator(version)
+
+
 def schema_problems(document: object, version: int = 3) -> list[Problem]:
     """Every JSON Schema violation, each naming the JSON path it is at."""
     if _fast(version).is_valid(document):

@@ -142,6 +142,16 @@ class CeleryProcess:
             raise AssertionError(f"celery {self.args[0]} exited early:\n{self.log.read_text()}")
         return text in self.log.read_text(errors="replace")
 
+    def children(self) -> list[int]:
+        """The process ids of its children (a prefork worker's pool processes)."""
+        assert self.process is not None
+        task = Path(f"/proc/{self.process.pid}/task")
+        return [
+            int(pid)
+            for thread in task.iterdir()
+            for pid in (thread / "children").read_text().split()
+        ]
+
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to finish, acknowledge or clean up anything."""
         assert self.process is not None
@@ -180,11 +190,16 @@ class CeleryProcesses:
         env.update(extra)
         return env
 
-    def worker(self, name: str = "worker", **extra_env: str) -> CeleryProcess:
+    def worker(
+        self, name: str = "worker", *, pool: str = "solo", **extra_env: str
+    ) -> CeleryProcess:
+        """`--pool=solo` runs tasks in the worker process itself; `prefork` in one child of it,
+        which the worker replaces when it dies."""
         process = CeleryProcess(
             [
                 "worker",
-                "--pool=solo",
+                f"--pool={pool}",
+                "--concurrency=1",
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",

@@ -4,17 +4,21 @@ import pytest
 
 from channel.checks import check_channel
 from personas.models import PersonaClass
+from stamps.checks import verifying_every_stamp
 from tests.channel_support import surface_persona
 
 pytestmark = pytest.mark.django_db
 
 
 def test_personas_with_hub_tools_and_no_hub_are_named(settings) -> None:
-    """V1-FAC-7: a tool that cannot do its job is reported at boot, never faked."""
+    """V1-FAC-7, VX-OPS-5: a tool that cannot do its job is reported by `virgo check`, never
+    faked."""
     settings.VIRGO_CHANNEL_URL = ""
     secretary = surface_persona(PersonaClass.SECRETARY)
     surface_persona(PersonaClass.CODER_DEPUTY, owner=secretary.agent.owner)
-    (message,) = check_channel()
+    assert check_channel() == []  # start-up reads no stamp (VX-OPS-5): `virgo check` names them
+    with verifying_every_stamp():
+        (message,) = check_channel()
     assert message.id == "channel.W001"
     assert str(secretary.uuid) in message.msg
     assert "send_human_message" in message.msg and "get_human_surface_status" not in message.msg

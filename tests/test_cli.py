@@ -95,9 +95,13 @@ def test_virgo_persona_add_suggests_and_stamps_the_first_persona(
     assert "virgo.E" not in checked.stdout + checked.stderr
 
 
-def test_boot_refuses_a_stamp_missing_a_tool(installation: Installation) -> None:
-    """V1-BOOT-1, V1-INV-2: with a tool cut from the active stamp file, `virgo check` fails and
-    a Celery worker refuses to start, both naming the persona and the exact missing tool."""
+def test_check_fails_on_a_stamp_missing_a_tool_and_restore_brings_it_back(
+    installation: Installation,
+) -> None:
+    """V1-BOOT-1, V1-INV-2, VX-OPS-4: with a tool cut from the active stamp file, `virgo check`
+    fails naming the persona and the exact missing tool, and quarantines the persona: the next
+    check still fails (virgo.E012) and `virgo stamp show` says QUARANTINED with the reason.
+    `virgo stamp restore` sets the file aside, puts the stored stamp back and lifts it."""
     if not list((installation.home / "personas").glob("*")):
         installation.run(
             "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
@@ -107,7 +111,8 @@ def test_boot_refuses_a_stamp_missing_a_tool(installation: Installation) -> None
     original = path.read_bytes()
     document = json.loads(original)
     document["tools"] = [t for t in document["tools"] if t["name"] != "send_human_message"]
-    path.write_bytes(rfc8785.dumps(document))
+    altered = rfc8785.dumps(document)
+    path.write_bytes(altered)
     try:
         checked = installation.run("check", check=False)
         assert checked.returncode == 1
@@ -115,19 +120,23 @@ def test_boot_refuses_a_stamp_missing_a_tool(installation: Installation) -> None
         assert "not standing: missing tool send_human_message" in checked.stderr
         assert "persona 'Secretary'" in checked.stderr
 
-        worker = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "virgo", "worker", "--pool=solo"],
-            env=installation.env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_SECONDS,
-        )
-        assert worker.returncode != 0
-        assert "Virgo refuses to start" in worker.stderr
-        assert "not standing: missing tool send_human_message" in worker.stderr
+        again = installation.run("check", check=False)
+        assert again.returncode == 1
+        assert "virgo.E012" in again.stderr and "is quarantined" in again.stderr
+        assert "missing tool send_human_message" in again.stderr
+        assert "virgo stamp restore" in again.stderr
+        shown = installation.run("stamp", "show", "Secretary").stdout
+        assert "QUARANTINED:" in shown and f"stamp file {path} was altered" in shown
+
+        restored = installation.run("stamp", "restore", "Secretary").stdout
+        assert "quarantine lifted: it stands again" in restored
+        [aside] = path.parent.glob("CAPABILITY-STAMP.json.set-aside-*")
+        assert aside.read_bytes() == altered
+        assert path.read_bytes() == original
     finally:
-        path.write_bytes(original)
+        if path.read_bytes() != original:
+            path.write_bytes(original)
+            installation.run("stamp", "restore", "Secretary", check=False)
     assert installation.run("check").returncode == 0
 
 

@@ -125,20 +125,31 @@ def test_a_scope_wide_persona_has_no_project_worktree() -> None:
     assert root.parts[-3:] == ("work", "_scope", str(persona.uuid))
 
 
-@pytest.mark.parametrize("damage", ["missing", "altered", "malformed"])
-def test_a_missing_altered_or_malformed_stamp_stops_every_call(damage: str) -> None:
-    """V1-BOOT-1: the handler never works from a stamp it cannot verify."""
+@pytest.mark.parametrize("damage", ["altered", "malformed"])
+def test_an_altered_or_malformed_stamp_stops_every_call(damage: str) -> None:
+    """V1-BOOT-1, VX-OPS-4: the handler never works from a stamp it cannot verify; the first
+    refusal quarantines the persona, so every later call is refused saying why."""
     persona = standing_persona()
     path = stamp_path(persona.uuid, persona.generation)
-    if damage == "missing":
-        path.unlink()
-    elif damage == "altered":
+    if damage == "altered":
         path.write_bytes(path.read_bytes().replace(b'"allow"', b'"allow" ', 1))
     else:
         store_as_stamp(persona, b"{not json")
-    result = call(persona, "workspace_list")
-    assert (result["ok"], result["code"]) == (False, "stamp_unavailable")
-    assert damage in result["reason"]
+    for _ in range(2):
+        result = call(persona, "workspace_list")
+        assert (result["ok"], result["code"]) == (False, "stamp_unavailable")
+        assert damage in result["reason"]
+    assert "quarantined by the runtime's load" in result["reason"]
+
+
+def test_a_lost_stamp_file_is_rewritten_and_the_call_runs() -> None:
+    """V1-STAMP-1, VX-OPS-4: a missing file is repaired from the stored stamp, not refused."""
+    persona = standing_persona()
+    path = stamp_path(persona.uuid, persona.generation)
+    data = path.read_bytes()
+    path.unlink()
+    assert call(persona, "workspace_list")["ok"]
+    assert path.read_bytes() == data
 
 
 def test_a_persona_that_does_not_stand_gets_nothing() -> None:

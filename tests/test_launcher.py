@@ -46,14 +46,12 @@ def test_the_allowlist_is_exactly_the_stamps_tools_in_the_cli_form() -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("damage", ["missing", "altered", "not standing"])
+@pytest.mark.parametrize("damage", ["altered", "not standing"])
 def test_the_launcher_refuses_to_start_naming_the_reason(damage: str) -> None:
-    """V1-BOOT-1: missing, altered or not standing: no launch, and the reason is named."""
+    """V1-BOOT-1: altered or not standing: no launch, and the reason is named."""
     persona = standing_persona()
     path = stamp_path(persona.uuid, persona.generation)
-    if damage == "missing":
-        path.unlink()
-    elif damage == "altered":
+    if damage == "altered":
         path.write_bytes(path.read_bytes()[:-1] + b" }")
     else:
         persona = update_persona(persona, verb_subset=["workspace_list"])

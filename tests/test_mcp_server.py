@@ -142,12 +142,18 @@ def test_an_unlisted_tool_is_a_protocol_error_not_a_result() -> None:
 
 
 def test_the_server_refuses_to_start_without_a_verified_stamp() -> None:
-    """V1-BOOT-1: missing or altered stamp: no server."""
+    """V1-BOOT-1, VX-OPS-4: an altered stamp: no server, then or later (the persona is
+    quarantined); a lost file is rewritten from the stored stamp and served."""
     persona = standing_persona()
     path = stamp_path(persona.uuid, persona.generation)
     path.write_bytes(path.read_bytes() + b" ")
     with pytest.raises(StampUnavailable, match="altered"):
         build_server(persona)
-    path.unlink()
-    with pytest.raises(StampUnavailable, match="missing"):
+    with pytest.raises(StampUnavailable, match=r"not standing.*quarantined.*altered"):
         build_server(persona)
+    lost = standing_persona()
+    lost_path = stamp_path(lost.uuid, lost.generation)
+    data = lost_path.read_bytes()
+    lost_path.unlink()
+    build_server(lost)
+    assert lost_path.read_bytes() == data

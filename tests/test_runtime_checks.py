@@ -6,6 +6,7 @@ import pytest
 
 from runtime.checks import check_bound_handlers
 from runtime.tools import IMPLEMENTATIONS
+from stamps.checks import verifying_every_stamp
 from stamps.registry import HANDLERS
 from tests.runtime_support import standing_persona
 
@@ -25,14 +26,27 @@ def test_every_workspace_action_is_bound_to_its_real_implementation() -> None:
 
 
 def test_unbound_tools_are_named_per_persona(monkeypatch) -> None:
-    """V1-FAC-7: a stamped tool without an implementation is reported, naming persona and tool."""
+    """V1-FAC-7: a stamped tool without an implementation is reported by `virgo check`, naming
+    persona and tool."""
     persona = standing_persona()
     monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
-    [message] = [m for m in check_bound_handlers() if m.obj == persona]
-    assert message.id == "runtime.W001"
-    assert str(persona.uuid) in message.msg
-    assert "list_peers" in message.msg and "workspace_read" not in message.msg
-    for action in list(HANDLERS.actions):
-        if HANDLERS.implementation(action) is None:
-            monkeypatch.setitem(HANDLERS._handlers, action, lambda call: {})
-    assert not [m for m in check_bound_handlers() if m.obj == persona]
+    with verifying_every_stamp():
+        [message] = [m for m in check_bound_handlers() if m.obj == persona]
+        assert message.id == "runtime.W001"
+        assert str(persona.uuid) in message.msg
+        assert "list_peers" in message.msg and "workspace_read" not in message.msg
+        for action in list(HANDLERS.actions):
+            if HANDLERS.implementation(action) is None:
+                monkeypatch.setitem(HANDLERS._handlers, action, lambda call: {})
+        assert check_bound_handlers() == []
+
+
+def test_at_start_unbound_actions_are_one_warning_naming_no_persona(monkeypatch) -> None:
+    """V1-FAC-7, VX-OPS-5: start-up names the unbound handler actions once, whatever the number
+    of personas whose stamps grant them."""
+    for _ in range(3):
+        standing_persona()
+    monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
+    [message] = check_bound_handlers()
+    assert (message.id, message.obj) == ("runtime.W002", None)
+    assert message.msg.endswith("refused when called: identity.list_peers")

@@ -7,9 +7,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
+from cards.models import PublishedCard
 from personas import services, tasks
 from personas.models import Persona
-from personas.reconciliation import reconcile
+from personas.reconciliation import owed_personas, reconcile
 from tests.factories import REVIEWER_VERBS, make_agent, make_owner, make_persona, run_on_commit
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +74,26 @@ def test_a_fan_out_stopped_halfway_resumes_with_only_the_rest(staff: Any) -> Non
     assert tasks.fan_out_skill_map() == 2  # three personas left, batches of two
     assert all(has_skill(persona, "review-code") for persona in personas)
     assert tasks.fan_out_skill_map() == 0
+
+
+def test_a_redelivered_range_publishes_what_its_killed_run_left(staff: Any) -> None:
+    """VX-REL-5: a range task killed after its recompute committed left new generations with
+    no stamp and no card; the same task, redelivered, publishes them itself (and says how many)
+    instead of returning 0 and leaving them to the reconciler."""
+    agent = make_agent(make_owner())
+    personas = [make_persona(agent) for _ in range(4)]
+    add_review_skill(staff)  # its on-commit fan-out never runs here
+    ids = [persona.pk for persona in personas]
+    changed = services.settle_persona_batch(ids)  # what the killed run committed
+    assert len(changed) == 4
+    assert sorted(owed_personas().values_list("pk", flat=True)) == ids
+    assert tasks.settle_persona_range(ids[0], ids[-1]) == 4
+    assert list(owed_personas()) == []
+    for persona in personas:
+        persona.refresh_from_db()
+        assert (persona.generation, persona.standing) == (2, True)
+        assert PublishedCard.objects.get(persona=persona).generation == 2
+    assert tasks.settle_persona_range(ids[0], ids[-1]) == 0
 
 
 def test_a_skill_without_tags_is_refused_before_any_card_breaks(staff: Any) -> None:

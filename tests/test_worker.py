@@ -7,6 +7,8 @@ real, and a worker is killed with SIGKILL in the middle of writing a stamp.
 
 import json
 import logging
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ from cards.models import PublishedCard
 from personas import services
 from personas.models import Generation, Persona, PersonaClass
 from personas.reconciliation import owed_personas
+from personas.services import skill_map_revision
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona, standing_verbs
@@ -199,3 +202,92 @@ def test_a_worker_killed_mid_build_leaves_no_half_written_stamp(
     assert_stamp_file_is_the_stored_stamp(persona, 2)
     if left:
         assert left[path.name] == Path(path).read_bytes()
+
+
+@contextmanager
+def card_row_held(persona: Persona) -> Iterator[None]:
+    """Lock the persona's published card in another connection and keep the lock.
+
+    A fan-out batch that gets as far as publishing its cards waits on this row: after its
+    recompute and its stamps have committed, before any of its cards is written.
+    """
+    locked = threading.Event()
+    release = threading.Event()
+    failure: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                PublishedCard.objects.select_for_update().get(persona=persona)
+                locked.set()
+                release.wait(DEADLINE_SECONDS)
+        except BaseException as exc:
+            failure.append(exc)
+            locked.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    locked.wait(DEADLINE_SECONDS)
+    assert not failure, failure
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join(DEADLINE_SECONDS)
+
+
+def a_backend_waits_to_publish_cards() -> bool:
+    table = PublishedCard._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE %s",
+            [f'SELECT %FROM "{table}"%FOR UPDATE%'],
+        )
+        (waiting,) = cursor.fetchone()
+    return waiting > 0
+
+
+def test_a_fan_out_whose_worker_was_killed_half_way_resumes_by_itself(
+    celery_processes: CeleryProcesses,
+) -> None:
+    """VX-REL-5: a map change fans out in two ranges; the worker process running the second is
+    SIGKILLed after that range's recompute and stamps committed, before its cards. The task is
+    redelivered (acks_late, reject on worker lost) and finishes the range itself: every persona
+    reaches its new card with no reconciler running (there is no beat)."""
+    agent = make_agent(make_owner())
+    personas = [make_persona(agent) for _ in range(6)]
+    staff = make_owner("staff")
+    staff.is_superuser = True
+    staff.save()
+    worker = celery_processes.worker(pool="prefork", VIRGO_RECOMPUTE_BATCH_SIZE="3")
+
+    with card_row_held(personas[-1]):
+        with celery_publishing_to(celery_processes.broker.url):
+            services.skill_save(
+                actor=staff,
+                slug="review-code",
+                name="Review code",
+                description="Claims and completes reviews.",
+                required_verbs=["claim", "complete"],
+                tags=["review"],
+            )
+        wait_until(a_backend_waits_to_publish_cards, what="the second range to publish its cards")
+        assert all(built(persona, 2) for persona in personas[:3])
+        assert not Persona.objects.filter(skill_map_revision__lt=skill_map_revision()).exists()
+        [child] = worker.children()
+        os.kill(child, signal.SIGKILL)
+        wait_until(
+            lambda: "WorkerLostError" in worker.log.read_text(errors="replace"),
+            what="the worker to notice its pool process died",
+        )
+
+    wait_until(
+        lambda: all(built(persona, 2) for persona in personas),
+        what="the redelivered range to publish the cards its killed run left",
+    )
+    assert list(owed_personas()) == []
+    for persona in personas:
+        assert_stamp_file_is_the_stored_stamp(persona, 2)

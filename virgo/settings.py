@@ -342,6 +342,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # task is most likely still on its way; a run that outlasts the interval expires the next one.
 VIRGO_RECONCILE_INTERVAL_SECONDS = env_int("VIRGO_RECONCILE_INTERVAL_SECONDS", 60)
 VIRGO_RECONCILE_GRACE_SECONDS = env_int("VIRGO_RECONCILE_GRACE_SECONDS", 30)
+# The verification sweep (stamps.quarantine) reads every standing stamp file and compares it
+# with its stored stamp: a lost file is rewritten, a broken one quarantines its persona alone.
+VIRGO_STAMP_VERIFY_INTERVAL_SECONDS = env_int("VIRGO_STAMP_VERIFY_INTERVAL_SECONDS", 300)
 
 # virgo-channel: the hub that reaches human surfaces (channel/, docs/channel.md). Stamps carry
 # only binding names; the hub's credential and the callback secret live here, never in a stamp.
@@ -380,6 +383,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "personas.tasks.reconcile_owed",
         "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
+    },
+    "verify-stamp-files": {
+        "task": "stamps.tasks.verify_stamp_files",
+        "schedule": VIRGO_STAMP_VERIFY_INTERVAL_SECONDS,
+        "options": {"expires": VIRGO_STAMP_VERIFY_INTERVAL_SECONDS},
     },
     # Confirmation cards whose delivery to the hub ended unknown are sent again (same key).
     "redeliver-confirmations": {

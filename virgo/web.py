@@ -2,8 +2,9 @@
 
 granian's HTTP/1 core is native code, so a request costs Python only what Django (or the card
 fast path) does; gunicorn parsed HTTP in Python, which was ~75% of a card request
-(docs/benchmarks.md). Before it binds a socket, this command runs the boot validation of every
-active stamp (V1-BOOT-1) and refuses to serve when one fails, naming it.
+(docs/benchmarks.md). Before it binds a socket, this command checks what every capability stamp
+depends on (the schema, the handler registry) and refuses to serve when that is broken; it opens
+no stamp file, so one persona's broken stamp quarantines that persona alone (stamps.checks).
 
 Each web process is independent: sessions live in the database and rate-limit counters in Redis,
 so adding workers, or machines running this same command, needs no other change. Everything is
@@ -114,8 +115,8 @@ def server_for(options: WebOptions) -> Granian:
     )
 
 
-def require_valid_stamps_before_serving() -> None:
-    """V1-BOOT-1: raise SystemCheckError naming every active stamp that fails boot validation.
+def run_start_checks() -> None:
+    """VX-OPS-5: stamps.checks.start_checks, in time that does not grow with the personas.
 
     Its database connections are closed again, so no worker inherits a socket it would share
     with its siblings.
@@ -126,10 +127,10 @@ def require_valid_stamps_before_serving() -> None:
     django.setup()
     from django.db import connections
 
-    from stamps.checks import require_valid_stamps
+    from stamps.checks import start_checks
 
     try:
-        require_valid_stamps()
+        start_checks()
     finally:
         connections.close_all()
 
@@ -139,7 +140,7 @@ def main() -> None:
         options = options_from(os.environ)
     except ConfigurationError as error:
         raise SystemExit(f"virgo-web: {error}") from None
-    require_valid_stamps_before_serving()
+    run_start_checks()
     server_for(options).serve()
 
 

@@ -1,4 +1,4 @@
-"""`virgo stamp show|verify|build|diff`: read, check and (re)build capability stamps."""
+"""`virgo stamp show|verify|build|diff|restore`: read, check, (re)build and restore stamps."""
 
 import json
 from pathlib import Path
@@ -7,14 +7,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from personas.models import Generation, Persona
-from stamps.models import stamp_file_state
+from stamps.models import StampNotVerifiable, stamp_file_state
+from stamps.quarantine import is_quarantined, restore, restore_command
 from stamps.selectors import PersonaNotFound, persona_by_reference, stamp_diff, stamp_document
 from stamps.services import build_generation_stamp
 from stamps.verification import verify_file
 
 
 class Command(BaseCommand):
-    help = "Show, verify, build or compare capability stamps."
+    help = "Show, verify, build, compare or restore capability stamps."
     # The tool for looking into broken stamps must run while boot validation fails.
     requires_system_checks: list[str] = []
 
@@ -36,6 +37,12 @@ class Command(BaseCommand):
         diff.add_argument("persona")
         diff.add_argument("old", type=int, help="older generation number")
         diff.add_argument("new", type=int, help="newer generation number")
+        restored = actions.add_parser(
+            "restore",
+            help="Put the stored stamp back in place of a persona's stamp file (the file found "
+            "there is set aside) and lift its quarantine once it verifies.",
+        )
+        restored.add_argument("persona", help="persona UUID or name")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -43,6 +50,8 @@ class Command(BaseCommand):
             self._verify(options["paths"])
         elif action == "build":
             self._build(options["persona"], build_all=options["all"])
+        elif action == "restore":
+            self._restore(self._persona(options["persona"]))
         else:
             persona = self._persona(options["persona"])
             if action == "show":
@@ -68,10 +77,13 @@ class Command(BaseCommand):
         if generation.standing is None:
             raise CommandError("its stamp is owed: run `virgo stamp build` or a Celery worker")
         if generation.standing is False:
-            self.stdout.write("not standing:")
+            quarantined = is_quarantined(generation)
+            self.stdout.write("QUARANTINED:" if quarantined else "not standing:")
             for reason in generation.not_standing_reasons:
                 self.stdout.write(f"  - {reason}")
-            raise CommandError("this generation has no stamp: it does not stand")
+            if not quarantined:
+                raise CommandError("this generation has no stamp: it does not stand")
+            self.stdout.write(f"restore it with `{restore_command(persona)}`")
         stamp = generation.stamp
         self.stdout.write(f"stamp sha256 {stamp.stamp_hash}")
         self.stdout.write(f"composition {generation.composition_hash}")
@@ -113,6 +125,27 @@ class Command(BaseCommand):
                     f"{persona.name} ({persona.uuid}) generation {generation.number}: not "
                     "standing: " + "; ".join(outcome.reasons)
                 )
+
+    def _restore(self, persona: Persona) -> None:
+        try:
+            restoration = restore(persona=persona)
+        except (Generation.DoesNotExist, StampNotVerifiable) as exc:
+            reason = str(exc) if isinstance(exc, StampNotVerifiable) else "no current generation"
+            raise CommandError(
+                f"nothing to restore persona {persona.name!r} ({persona.uuid}) from: {reason}"
+            ) from None
+        generation = restoration.generation
+        self.stdout.write(
+            f"{persona.name} ({persona.uuid}) generation {generation.number}: stamp file "
+            f"{restoration.path} holds the stored stamp"
+        )
+        if restoration.set_aside is not None:
+            self.stdout.write(f"  the file found there is kept as {restoration.set_aside}")
+        if not restoration.ok:
+            for problem in restoration.problems:
+                self.stdout.write(f"  - {problem.id}: {problem.msg}")
+            raise CommandError("the stored stamp itself does not verify: it stays quarantined")
+        self.stdout.write("  quarantine lifted: it stands again" if restoration.lifted else "  ok")
 
     def _diff(self, persona: Persona, old: int, new: int) -> None:
         documents = []

@@ -1,0 +1,381 @@
+"""One broken stamp file is that persona's problem (VX-OPS-4): repaired, or quarantined alone.
+
+The sweep, `virgo check` and the runtime's load each find a broken file; a lost one is rewritten
+from the stored stamp, any other fault takes exactly that persona out of service (not standing,
+card withdrawn, out of the directory, runtime refusing) with an ERROR line, an audit event and
+the admin saying which file and why, until `virgo stamp restore` or a new generation.
+"""
+
+import json
+import logging
+import resource
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError, SystemCheckError
+from django.test import Client
+
+from cards import fastpath
+from personas.models import AuditEvent, Generation, Persona
+from runtime.stamp import StampUnavailable, load_active_stamp
+from stamps.models import CapabilityStamp
+from stamps.quarantine import quarantined_personas, sweep
+from stamps.storage import stamp_path
+from stamps.tasks import verify_stamp_files
+from tests.factories import make_agent, make_owner, make_persona, update_persona
+from tests.owner_clients import token_client
+from tests.stored_stamps import store_as_stamp
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet() -> dict[str, Persona]:
+    """Four discoverable personas of one owner, each standing with its card published."""
+    agent = make_agent(make_owner("olivia"))
+    return {
+        name: make_persona(agent, name=name, discoverable=True)
+        for name in ("Altered", "Lost", "Kept", "Other")
+    }
+
+
+def file_of(persona: Persona) -> Path:
+    return stamp_path(persona.uuid, persona.generation)
+
+
+def stored_bytes(persona: Persona) -> bytes:
+    return CapabilityStamp.objects.get(
+        persona_uuid=persona.uuid, generation_number=persona.generation
+    ).data
+
+
+def alter(persona: Persona) -> bytes:
+    """Change one letter of the persona's stamp file (still valid JSON, another hash)."""
+    path = file_of(persona)
+    data = path.read_bytes().replace(b'"access":"allow"', b'"access":"confirm"', 1)
+    path.write_bytes(data)
+    return data
+
+
+def card_status(persona: Persona) -> int:
+    return Client().get(persona.card_path).status_code
+
+
+def listed(reader: Any) -> set[str]:
+    return {
+        entry["name"] for entry in token_client(reader).get("/api/directory/").json()["results"]
+    }
+
+
+def standing(persona: Persona) -> bool | None:
+    persona.refresh_from_db()
+    return persona.standing
+
+
+def test_the_sweep_quarantines_the_altered_persona_alone_and_repairs_the_lost_file(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: among several personas, an altered file quarantines its persona (not standing,
+    no card, out of the directory, its runtime refusing with the reason, an ERROR line, an audit
+    event naming the file and why); a lost file is rewritten from the stored bytes; every other
+    persona keeps serving."""
+    altered, lost = fleet["Altered"], fleet["Lost"]
+    reader = make_owner("reader")
+    assert listed(reader) == set(fleet)
+    alter(altered)
+    file_of(lost).unlink()
+
+    with caplog.at_level(logging.WARNING, logger="stamps.quarantine"):
+        report = sweep()
+
+    assert report.quarantined == [str(altered.uuid)]
+    assert report.repaired == [str(lost.uuid)]
+    assert report.verified == 4
+    path = file_of(altered)
+    assert standing(altered) is False
+    generation = Generation.objects.get(persona=altered, number=1)
+    assert generation.not_standing_reasons[0] == "quarantined by the verification sweep"
+    assert generation.not_standing_reasons[1].startswith(f"stamp file {path} was altered (sha256 ")
+    assert card_status(altered) == 404
+    assert listed(reader) == {"Lost", "Kept", "Other"}
+    with pytest.raises(StampUnavailable, match=rf"not standing.*stamp file {path} was altered"):
+        load_active_stamp(altered)
+    [error] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert f"persona 'Altered' ({altered.uuid}) generation 1: stamp quarantined" in error.message
+    assert f"virgo stamp restore {altered.uuid}" in error.message
+    [event] = AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_QUARANTINED)
+    assert event.persona == altered
+    assert event.data["path"] == str(path)
+    assert event.data["found_by"] == "the verification sweep"
+    assert any("was altered" in reason for reason in event.data["reasons"])
+
+    assert file_of(lost).read_bytes() == stored_bytes(lost)
+    assert file_of(lost).stat().st_mode & 0o777 == 0o600
+    assert f"stamp file {file_of(lost)} was missing; rewritten" in caplog.text
+    [repaired] = AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_REPAIRED)
+    assert repaired.persona == lost
+    for name in ("Lost", "Kept", "Other"):
+        assert standing(fleet[name]) is True
+        assert card_status(fleet[name]) == 200
+        assert load_active_stamp(fleet[name]).mcp_tools
+    assert list(quarantined_personas()) == [altered]
+
+
+def test_a_quarantine_is_recorded_once(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: the sweep, the load and `virgo check` finding the same file again add no event
+    and no ERROR line; the quarantine stays until it is lifted."""
+    altered = fleet["Altered"]
+    alter(altered)
+    with caplog.at_level(logging.ERROR, logger="stamps.quarantine"):
+        sweep()
+        assert sweep().quarantined == []
+        with pytest.raises(StampUnavailable):
+            load_active_stamp(altered)
+        with pytest.raises(SystemCheckError):
+            call_command("check")
+    assert len([r for r in caplog.records if "stamp quarantined" in r.message]) == 1
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_QUARANTINED).count() == 1
+
+
+def test_the_runtime_load_quarantines_at_once(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: the first load that meets an altered file refuses and quarantines: the card is
+    withdrawn then, not at the next sweep, and the next load refuses saying why."""
+    altered = fleet["Altered"]
+    alter(altered)
+    assert card_status(altered) == 200
+    with pytest.raises(StampUnavailable, match="was altered"):
+        load_active_stamp(altered)
+    assert card_status(altered) == 404
+    with pytest.raises(StampUnavailable, match="quarantined by the runtime's load; stamp file"):
+        load_active_stamp(altered)
+    with pytest.raises(CommandError, match=f"refusing to launch persona {altered.uuid}:.*altered"):
+        call_command("launch", "--persona", str(altered.uuid), "--print-allowlist")
+    with pytest.raises(CommandError, match=f"refusing to serve persona {altered.uuid}:.*altered"):
+        call_command("mcp", "serve", "--persona", str(altered.uuid))
+    out = StringIO()
+    call_command("launch", "--persona", str(fleet["Kept"].uuid), "--print-allowlist", stdout=out)
+    assert "mcp__virgo__workspace_list" in out.getvalue()
+
+
+def test_a_lost_file_found_on_load_is_rewritten_and_served(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: repair, not quarantine: the launcher rewrites a lost file and launches."""
+    lost = fleet["Lost"]
+    file_of(lost).unlink()
+    out = StringIO()
+    call_command("launch", "--persona", str(lost.uuid), "--print-allowlist", stdout=out)
+    assert "mcp__virgo__workspace_list" in out.getvalue()
+    assert file_of(lost).read_bytes() == stored_bytes(lost)
+    assert standing(lost) is True
+    assert AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_REPAIRED).data["found_by"] == (
+        "the runtime's load"
+    )
+
+
+def test_the_card_token_moves_so_every_web_process_reloads(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: quarantine replaces the persona's card token, which every web process reads
+    before it answers from memory (cards.fastpath), and leaves other personas' tokens alone."""
+    altered, kept = fleet["Altered"], fleet["Kept"]
+
+    def token(persona: Persona) -> str | None:
+        return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
+
+    before = token(altered), token(kept)
+    alter(altered)
+    sweep()
+    assert token(altered) != before[0]
+    assert token(kept) == before[1]
+
+
+def test_virgo_check_lists_every_problem_and_keeps_failing_while_quarantined(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: `virgo check`, for release pipelines, exits non-zero naming every broken file
+    among the fleet and quarantines each; the lost one is repaired; while a quarantine is open
+    the next check fails too (virgo.E012), with the way out."""
+    altered, broken, lost = fleet["Altered"], fleet["Other"], fleet["Lost"]
+    alter(altered)
+    file_of(broken).write_bytes(b"{not json")
+    file_of(lost).unlink()
+    with pytest.raises(SystemCheckError) as first:
+        call_command("check")
+    text = str(first.value)
+    assert f"persona 'Altered' ({altered.uuid}) generation 1: stamp file" in text
+    assert f"persona 'Other' ({broken.uuid}) generation 1: stamp file" in text
+    assert "is malformed: not JSON" in text
+    assert f"{file_of(lost)} was missing; rewritten" in text
+    assert "Kept" not in text
+    assert standing(altered) is False and standing(broken) is False
+    assert standing(lost) is True and standing(fleet["Kept"]) is True
+    with pytest.raises(SystemCheckError) as second:
+        call_command("check")
+    again = str(second.value)
+    assert again.count("virgo.E012") == 2
+    assert f"Restore its file from the stored stamp with `virgo stamp restore {altered.uuid}`" in (
+        again
+    )
+
+
+def test_restore_sets_the_file_aside_and_lifts_the_quarantine(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: `virgo stamp restore` puts the stored bytes back, keeps the altered file for
+    whoever investigates, lifts the quarantine once the file verifies: standing, card and
+    directory again, with an audit event."""
+    altered = fleet["Altered"]
+    data = alter(altered)
+    sweep()
+    assert card_status(altered) == 404
+    out = StringIO()
+    call_command("stamp", "restore", str(altered.uuid), stdout=out)
+    assert "quarantine lifted: it stands again" in out.getvalue()
+    [aside] = file_of(altered).parent.glob("CAPABILITY-STAMP.json.set-aside-*")
+    assert aside.read_bytes() == data
+    assert file_of(altered).read_bytes() == stored_bytes(altered)
+    assert standing(altered) is True
+    assert Generation.objects.get(persona=altered, number=1).not_standing_reasons == []
+    assert card_status(altered) == 200
+    assert load_active_stamp(altered).mcp_tools
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_RESTORED)
+    assert event.data == {
+        "generation": 1,
+        "path": str(file_of(altered)),
+        "set_aside": str(aside),
+        "lifted": True,
+    }
+    call_command("check")
+
+
+def test_restore_refuses_when_the_stored_stamp_itself_does_not_verify(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: bytes stored broken (a faulty factory) cannot be restored from: the persona
+    stays quarantined and the command says why."""
+    persona = fleet["Other"]
+    store_as_stamp(persona, b'{"schema_version": 3}')
+    with pytest.raises(StampUnavailable):
+        load_active_stamp(persona)
+    out = StringIO()
+    with pytest.raises(CommandError, match="the stored stamp itself does not verify"):
+        call_command("stamp", "restore", str(persona.uuid), stdout=out)
+    assert "virgo.E003" in out.getvalue()
+    assert standing(persona) is False
+
+
+def test_a_new_generation_brings_a_quarantined_persona_back(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: any change to the persona makes a new generation whose new file stands; the
+    quarantined generation stays as it was."""
+    altered = fleet["Altered"]
+    alter(altered)
+    sweep()
+    altered = update_persona(altered, queues=["reviews", "triage"])
+    assert altered.generation == 2 and altered.standing is True
+    assert card_status(altered) == 200
+    assert Generation.objects.get(persona=altered, number=1).standing is False
+
+
+def test_an_owner_cannot_lift_a_quarantine_by_saving_or_listing_the_persona(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: an owner whose persona is quarantined saves it unchanged, lists it again and
+    tries to write `standing`: it stays quarantined, unlisted and without a public card."""
+    altered = fleet["Altered"]
+    owner = altered.agent.owner
+    alter(altered)
+    sweep()
+    client = token_client(owner)
+    url = f"/api/personas/{altered.uuid}/"
+    assert client.patch(url, {"standing": True}, format="json").status_code == 400
+    for change in (
+        {"queues": list(altered.queues)},
+        {"discoverable": False},
+        {"discoverable": True},
+    ):
+        assert client.patch(url, change, format="json").status_code == 200, change
+    assert standing(altered) is False
+    assert altered.generation == 1
+    assert card_status(altered) == 404
+    assert "Altered" not in listed(make_owner("reader"))
+
+
+def test_the_admin_shows_which_file_and_why(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: the persona's page and its stamp page say QUARANTINED, the file, the reason and
+    the way out; the audit trail has the event."""
+    altered = fleet["Altered"]
+    alter(altered)
+    sweep()
+    client = Client()
+    client.force_login(altered.agent.owner)
+    page = client.get(f"/admin/personas/persona/{altered.pk}/change/").content.decode()
+    assert "QUARANTINED" in page
+    assert f"stamp file {file_of(altered)} was altered" in page
+    assert f"virgo stamp restore {altered.uuid}" in page
+    assert "Stamp quarantined" in page
+    stamp = client.get(f"/admin/personas/persona/{altered.pk}/generations/1/stamp/")
+    text = stamp.content.decode()
+    assert "QUARANTINED" in text and "ALTERED" in text
+
+
+def test_a_file_the_machine_cannot_read_is_refused_not_quarantined(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: an OS error is the machine's condition (often every file's at once), not the
+    persona's: the runtime refuses, the sweep reports it, nobody is quarantined."""
+    persona = fleet["Kept"]
+    path = file_of(persona)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(StampUnavailable, match="cannot be read"):
+        load_active_stamp(persona)
+    assert sweep().unreadable == [str(persona.uuid)]
+    assert standing(persona) is True
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_QUARANTINED).exists()
+
+
+def test_a_lost_file_the_disk_will_not_take_is_refused_not_quarantined(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: a missing file whose rewrite fails (here EFBIG: this process may write no file
+    past 1 KiB, less than a stamp) is a refusal naming why, never a crash, and quarantines
+    nobody."""
+    persona = fleet["Lost"]
+    file_of(persona).unlink()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        with pytest.raises(StampUnavailable, match="is missing and cannot be rewritten"):
+            load_active_stamp(persona)
+        assert sweep().unreadable == [str(persona.uuid)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert standing(persona) is True
+    assert not file_of(persona).exists()
+    assert load_active_stamp(persona).mcp_tools
+    assert file_of(persona).read_bytes() == stored_bytes(persona)
+
+
+def test_beat_runs_the_sweep_at_the_configured_interval(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: the sweep is a beat entry every VIRGO_STAMP_VERIFY_INTERVAL_SECONDS, and its
+    task quarantines what it finds."""
+    entry = settings.CELERY_BEAT_SCHEDULE["verify-stamp-files"]
+    assert entry["task"] == "stamps.tasks.verify_stamp_files"
+    assert entry["schedule"] == settings.VIRGO_STAMP_VERIFY_INTERVAL_SECONDS == 300
+    alter(fleet["Altered"])
+    assert verify_stamp_files() == 1
+    assert standing(fleet["Altered"]) is False
+
+
+def test_stamp_show_says_quarantined(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: `virgo stamp show` of a quarantined persona names the reason and still shows
+    the stored stamp."""
+    altered = fleet["Altered"]
+    alter(altered)
+    sweep()
+    out = StringIO()
+    call_command("stamp", "show", str(altered.uuid), stdout=out)
+    shown = out.getvalue()
+    assert "QUARANTINED:" in shown and "was altered" in shown
+    assert json.loads(shown[shown.index("{") :])["persona"]["id"] == str(altered.uuid)
