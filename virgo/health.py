@@ -14,9 +14,10 @@ from django.core.cache import cache
 from django.db import connections
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_safe
+from django.views.decorators.csrf import csrf_exempt
 
 from virgo.celery import app as celery_app
+from virgo.errors import allow_methods
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +58,18 @@ CHECKS: dict[str, Callable[[], None]] = {
 }
 
 
+# Exempt from CSRF, which would answer an unknown method (QUERY) with its 403 page: nothing here
+# changes state, and every other method gets a JSON 405.
+@csrf_exempt
 @never_cache
-@require_safe
+@allow_methods("GET", "HEAD")
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@csrf_exempt
 @never_cache
-@require_safe
+@allow_methods("GET", "HEAD")
 def readyz(request: HttpRequest) -> JsonResponse:
     checks: dict[str, str] = {}
     for name, check in CHECKS.items():

@@ -265,9 +265,11 @@ CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'self'"]}}
 VIRGO_JSON_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
 
 REST_FRAMEWORK = {
+    # Token first: an anonymous caller of any endpoint gets 401 with `WWW-Authenticate: Token`
+    # (session authentication has no challenge to offer, so DRF would answer 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "virgo.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
