@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from cards.serializers import DirectoryEntrySerializer
 from personas.models import Persona
+from virgo import metrics
 from virgo.api import StrictCursorPagination
 
 RATE_LIMIT_GROUP = "virgo.directory"
@@ -62,6 +63,7 @@ class PrincipalRateThrottle(BaseThrottle):
         )
         if usage is None or not usage["should_limit"]:
             return True
+        metrics.RATE_LIMIT_REFUSALS.labels("directory").inc()
         self.retry_after = max(usage["time_left"], 1)
         return False
 

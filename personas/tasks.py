@@ -9,6 +9,7 @@ from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from personas.models import Persona
+from virgo import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ign
     ids = Persona.objects.filter(pk__gte=first_id, pk__lte=last_id).values_list("pk", flat=True)
     changed = settle_persona_batch(ids)
     publish_generations([persona.pk for persona in changed])
+    metrics.FANOUT_PERSONAS_SETTLED.inc(len(changed))
     return len(changed)
 
 

@@ -32,8 +32,8 @@ from tests.factories import address, make_agent, make_owner, make_persona
 pytestmark = pytest.mark.django_db
 
 LIMIT = 64 * 1024
-# Served by the site but not part of the API it documents.
-UNDOCUMENTED = {"/api/schema/", "/api/docs/"}
+# Served by the site but not part of the API it documents (/metrics is the operators').
+UNDOCUMENTED = {"/api/schema/", "/api/docs/", "/metrics"}
 
 
 @pytest.fixture(autouse=True)

@@ -228,11 +228,18 @@ def _health_operation(name: str, summary: str, ready: bool) -> dict[str, Any]:
     if ready:
         body = {
             "type": "object",
-            "required": ["status", "checks", "failed"],
+            "required": ["status", "checks", "failed", "backlog"],
             "properties": {
                 "status": {"type": "string", "enum": ["ready", "unavailable"]},
                 "checks": {"type": "object", "additionalProperties": {"type": "string"}},
                 "failed": {"type": "array", "items": {"type": "string"}},
+                "backlog": {
+                    "type": "object",
+                    "nullable": True,
+                    "description": "Personas owed work, by kind (stamp, card, recompute); null "
+                    "when it could not be counted. Never a reason for a 503.",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                },
             },
         }
         responses = {
