@@ -9,7 +9,6 @@ from django.db.models import QuerySet
 from django_ratelimit.core import get_usage
 from rest_framework import exceptions
 from rest_framework.generics import ListAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,15 +17,16 @@ from rest_framework.views import APIView
 
 from cards.serializers import DirectoryEntrySerializer
 from personas.models import Persona
+from virgo import metrics
+from virgo.api import StrictCursorPagination
 
 RATE_LIMIT_GROUP = "virgo.directory"
 
 
-class DirectoryPagination(CursorPagination):
+class DirectoryPagination(StrictCursorPagination):
     """Keyset pages over the persona key: each page is one indexed range scan, at any depth."""
 
     ordering = "id"
-    page_size_query_param = "page_size"
 
     def __init__(self) -> None:
         self.page_size = settings.VIRGO_DIRECTORY_PAGE_SIZE
@@ -63,6 +63,7 @@ class PrincipalRateThrottle(BaseThrottle):
         )
         if usage is None or not usage["should_limit"]:
             return True
+        metrics.RATE_LIMIT_REFUSALS.labels("directory").inc()
         self.retry_after = max(usage["time_left"], 1)
         return False
 

@@ -50,9 +50,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from virgo import metrics
 from virgo.clients import client_address
 
 # The UUID converter's own pattern, so the fast path claims exactly the URLs the view serves.
+CARD_ROUTE = "a/<uuid:persona_id>/.well-known/agent-card.json"
 CARD_PATH = re.compile(
     r"/a/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r"/\.well-known/agent-card\.json"
@@ -239,6 +241,8 @@ def count(environ: dict[str, Any], persona: str) -> Usage:
     limit, window = parse_rate(settings.VIRGO_CARD_RATE_LIMIT)
     address = client_key(client_address(environ))
     requests, ttl, token = _shared().count_and_token(address, persona, window)
+    if requests > limit:
+        metrics.RATE_LIMIT_REFUSALS.labels("card").inc()
     return Usage(limited=requests > limit, retry_after=max(ttl, 1), token=token)
 
 
@@ -383,7 +387,7 @@ class PublicCardFastPath:
             served = _from_memory(environ, persona, usage, start_response)
             if served is not None:
                 return served
-        return self.application(environ, _without_304_length(start_response))
+        return self.application(environ, _counted(_without_304_length(start_response)))
 
 
 def _from_memory(
@@ -401,12 +405,31 @@ def _from_memory(
     if_none_match = environ.get("HTTP_IF_NONE_MATCH")
     if if_none_match is not None:
         if _etag_listed(if_none_match, entry.etag):
+            _count_from_memory("304", method)
             start_response("304 Not Modified", entry.headers[(secure, True)])
             return []
     elif "HTTP_IF_MODIFIED_SINCE" in environ:
         return None
+    _count_from_memory("200", method)
     start_response("200 OK", entry.headers[(secure, False)])
     return [b"" if method == "HEAD" else entry.body]
+
+
+def _count_from_memory(status: str, method: str) -> None:
+    metrics.CARD_RESPONSES.labels(status, "memory").inc()
+    metrics.HTTP_RESPONSES.labels(CARD_ROUTE, method, status).inc()
+
+
+def _counted(start_response: Callable[..., Any]) -> Callable[..., Any]:
+    """Count the card answer Django gives (its middleware counts the response by route)."""
+
+    def count(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        metrics.CARD_RESPONSES.labels(status[:3], "django").inc()
+        if exc_info is None:
+            return start_response(status, headers)
+        return start_response(status, headers, exc_info)
+
+    return count
 
 
 def _plain(environ: dict[str, Any]) -> bool:

@@ -9,11 +9,11 @@ import json
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 
 from channel.callbacks import CallbackRefused, answer_once
 from channel.signing import HEADER, BadSignature, verify
 from virgo.clients import address_retry_after
+from virgo.errors import allow_methods
 
 
 def _error(status: int, code: str, detail: str) -> JsonResponse:
@@ -21,7 +21,7 @@ def _error(status: int, code: str, detail: str) -> JsonResponse:
 
 
 @csrf_exempt
-@require_POST
+@allow_methods("POST")
 def decision_callback(request: HttpRequest) -> JsonResponse:
     # Counted before the body is read or a signature checked: both cost the server more than
     # the sender.

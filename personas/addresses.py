@@ -13,7 +13,10 @@ ROOT_WORKSPACE = "root"
 FIRST_PERSONA_ADDRESS = "root/secretary"
 FIRST_PERSONA_NAME = "Secretary"
 
-_SEGMENT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+_SLUG = r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?"
+_SEGMENT = re.compile(rf"^{_SLUG}$")
+# The shape alone (2 or 3 slugs), as the API's schema states it; the rules of `root` are below.
+ADDRESS_SHAPE = rf"^{_SLUG}(?:/{_SLUG}){{1,2}}$"
 
 
 def address_problem(path: object) -> str | None:

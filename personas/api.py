@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import transaction
 from django_ratelimit import UNSAFE
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -21,16 +22,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
 from rest_framework import serializers, status, viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.generics import get_object_or_404
-from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -40,11 +38,22 @@ from rest_framework.reverse import reverse
 from rest_framework.throttling import BaseThrottle
 
 from personas import selectors, services, surfaces
+from personas.addresses import ADDRESS_SHAPE
 from personas.catalogue import VERBS
 from personas.models import Agent, HumanSurface, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
+from personas.surfaces import BINDING_SHAPE
 from virgo import signin
-from virgo.authentication import TokenAuthentication
+from virgo.api import (
+    ANY_TEXT,
+    ObjectId,
+    ObjectUuid,
+    StrictBoolean,
+    StrictChoice,
+    StrictCursorPagination,
+    Text,
+    UniqueList,
+)
 from virgo.clients import address_retry_after
 from virgo.openapi import field_errors, refusal
 
@@ -93,65 +102,57 @@ class StrictInputSchema(OpenApiSerializerExtension):
         return {**schema, "additionalProperties": False}
 
 
-def _names() -> serializers.ListField:
-    return serializers.ListField(child=serializers.CharField(max_length=200))
+BINDING_REASON = "not a hub binding: printable ASCII characters, no spaces"
 
 
-@extend_schema_field(
-    {"type": "array", "items": {"type": "string", "enum": [verb.name for verb in VERBS]}}
-)
-class VerbNames(serializers.ListField):
-    """Verb names. Shapes only here: the services name what is unknown or outside the grant."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(child=serializers.CharField(max_length=200), **kwargs)
+def _names(**kwargs: Any) -> UniqueList:
+    return UniqueList(child=Text(max_length=200), **kwargs)
 
 
-@extend_schema_field({"type": "string", "enum": list(PersonaClass.values)})
-class PersonaClassName(serializers.CharField):
-    """A persona class; the services refuse an unknown one, listing the classes."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_length=32, **kwargs)
+def _verbs(**kwargs: Any) -> UniqueList:
+    """Verb names of the catalogue; the services say which lie outside the agent's grant."""
+    return UniqueList(child=StrictChoice(choices=[verb.name for verb in VERBS]), **kwargs)
 
 
 class AgentInput(StrictInput):
-    name = serializers.CharField(max_length=120)
-    self_description = serializers.CharField(allow_blank=True, default="", trim_whitespace=False)
-    granted_verbs = VerbNames()
+    name = Text(max_length=120)
+    self_description = Text(allow_blank=True, default="")
+    granted_verbs = _verbs()
     granted_queues = _names()
 
 
 class PersonaInput(StrictInput):
     """What an owner authors. verb_subset and queues are required: scope is never implied."""
 
-    name = serializers.CharField(max_length=120)
-    description = serializers.CharField(allow_blank=True, default="")
-    system_prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    verb_subset = VerbNames()
+    name = Text(max_length=120)
+    description = Text(allow_blank=True, default="")
+    system_prompt = Text(help_text="Authored by the owner, never generated.")
+    verb_subset = _verbs()
     queues = _names()
-    persona_class = PersonaClassName()
-    address = serializers.CharField(max_length=200, help_text="A registered address path")
-    graph_namespace = serializers.CharField(allow_blank=True, default="", max_length=200)
-    human_surface_bindings = serializers.ListField(
-        child=serializers.CharField(max_length=200),
+    persona_class = StrictChoice(choices=PersonaClass.choices)
+    address = Text(
+        max_length=200,
+        pattern=RegexValidator(ADDRESS_SHAPE, "not an address: 2 or 3 lowercase slugs"),
+        help_text="A registered address path, e.g. `work/core/reviewer`",
+    )
+    graph_namespace = Text(allow_blank=True, default="", max_length=200)
+    human_surface_bindings = UniqueList(
+        child=Text(max_length=200, pattern=RegexValidator(BINDING_SHAPE, BINDING_REASON)),
         default=list,
         help_text=(
             "Where the persona may talk to humans: surfaces registered to you (/api/surfaces/), "
             "or `virgo:persona/<uuid>`, the mailbox of one of your personas."
         ),
     )
-    ask_first_verbs = VerbNames(
+    ask_first_verbs = _verbs(
         default=list,
         help_text=(
             "Verbs of verb_subset that wait for confirmation before they run, though no global "
             "boundary asks: the owning lead answers, or you when there is none."
         ),
     )
-    owning_lead = serializers.SlugRelatedField(
-        slug_field="uuid", queryset=Persona.objects.none(), allow_null=True, default=None
-    )
-    discoverable = serializers.BooleanField(required=False)
+    owning_lead = ObjectUuid(queryset=Persona.objects.none(), allow_null=True, default=None)
+    discoverable = StrictBoolean(required=False)
 
     extra_reasons = {"agent": "cannot be changed after creation; create a new persona instead"}
 
@@ -164,16 +165,16 @@ class PersonaInput(StrictInput):
 
 
 class SurfaceInput(StrictInput):
-    binding = serializers.CharField(
+    binding = Text(
         max_length=200,
-        trim_whitespace=False,
+        pattern=RegexValidator(BINDING_SHAPE, BINDING_REASON),
         help_text="The hub's id of the place, e.g. `teams:chat/ops`; one owner holds each.",
     )
-    label = serializers.CharField(max_length=200, allow_blank=True, default="")
+    label = Text(max_length=200, allow_blank=True, default="")
 
 
 class PersonaCreateInput(PersonaInput):
-    agent = serializers.PrimaryKeyRelatedField(queryset=Agent.objects.none())
+    agent = ObjectId(queryset=Agent.objects.none())
 
     extra_reasons: ClassVar[dict[str, str]] = {}
 
@@ -249,16 +250,13 @@ class OwnerMutationThrottle(BaseThrottle):
         return self.retry_after
 
 
-class ById(CursorPagination):
+class ById(StrictCursorPagination):
     ordering = "id"
     page_size = 50
-    page_size_query_param = "page_size"
     max_page_size = 100
 
 
 class OwnerViewSet(viewsets.ViewSet):
-    # Token first, so that an anonymous caller gets 401 with WWW-Authenticate: Token.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [OwnerMutationThrottle]
     pagination_class = ById
@@ -431,7 +429,7 @@ class PersonaViewSet(OwnerViewSet):
         tags=["surfaces"],
     ),
     destroy=extend_schema(
-        responses={204: None, 400: field_errors("A persona is still bound to the surface.")},
+        responses={204: None, 422: field_errors("A persona is still bound to the surface.")},
         parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)],
         tags=["surfaces"],
     ),
@@ -469,6 +467,14 @@ class SurfaceViewSet(OwnerViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class TokenInput(AuthTokenSerializer):
+    """A username and a password, as JSON strings or form fields, never trimmed."""
+
+    username = Text(write_only=True)
+    password = Text(write_only=True, pattern=ANY_TEXT)
+    token = None
+
+
 class TokenView(ObtainAuthToken):
     """`POST /api/auth/token/` with username and password: the caller's API token.
 
@@ -480,9 +486,10 @@ class TokenView(ObtainAuthToken):
     renderer_classes = [JSONRenderer]
     parser_classes = [JSONParser, FormParser]
     permission_classes = [AllowAny]
+    serializer_class = TokenInput
 
     @extend_schema(
-        request=AuthTokenSerializer,
+        request=TokenInput,
         responses={
             200: inline_serializer("Token", {"token": serializers.CharField()}),
             429: refusal(

@@ -12,6 +12,8 @@ from django.http import HttpRequest
 from django_ratelimit import UNSAFE
 from django_ratelimit.core import get_usage
 
+from virgo import metrics
+
 GROUP = "virgo.owner-mutation"
 
 
@@ -31,4 +33,5 @@ def mutation_retry_after(request: HttpRequest) -> int | None:
     )
     if usage is None or not usage["should_limit"]:
         return None
+    metrics.RATE_LIMIT_REFUSALS.labels(GROUP).inc()
     return max(usage["time_left"], 1)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from cards.models import PublishedCard
@@ -63,6 +63,25 @@ def owed_personas(*, settled_before: datetime | None = None) -> QuerySet[Persona
         )
         .order_by("pk")
     )
+
+
+def owed_work() -> dict[str, int]:
+    """How many personas are owed each kind of work now (the backlog /readyz and /metrics show).
+
+    `recompute` is the skill-map fan-out's remaining work.
+    """
+    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    card_is_current = PublishedCard.objects.filter(
+        persona=OuterRef("pk"),
+        generation__gte=OuterRef("generation"),
+        base_url=settings.VIRGO_PUBLIC_BASE_URL,
+    )
+    counts = Persona.objects.filter(Exists(current)).aggregate(
+        stamp=Count("pk", filter=Q(Exists(current.filter(standing__isnull=True)))),
+        card=Count("pk", filter=~Q(Exists(card_is_current))),
+        recompute=Count("pk", filter=Q(skill_map_revision__lt=skill_map_revision())),
+    )
+    return {work: int(count) for work, count in counts.items()}
 
 
 def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) -> ReconcileReport:

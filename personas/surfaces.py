@@ -26,6 +26,8 @@ RESERVED_PREFIX = "virgo:"
 LABEL_MAX = 200
 # Printable ASCII without spaces: what the hub's ids are made of, and no look-alike spellings.
 _BINDING = re.compile(r"[!-~]{1,200}")
+# The same characters, as the API's schema states them (its maxLength says 200).
+BINDING_SHAPE = r"^[!-~]+$"
 
 
 def binding_problem(binding: object) -> str | None:

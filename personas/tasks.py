@@ -9,6 +9,7 @@ from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from personas.models import Persona
+from virgo import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ign
     from personas.services import settle_persona_batch
 
     in_range = {"pk__gte": first_id, "pk__lte": last_id}
-    settle_persona_batch(Persona.objects.filter(**in_range).values_list("pk", flat=True))
+    changed = settle_persona_batch(Persona.objects.filter(**in_range).values_list("pk", flat=True))
+    metrics.FANOUT_PERSONAS_SETTLED.inc(len(changed))
     owed = list(owed_personas().filter(**in_range).values_list("pk", flat=True))
     publish_generations(owed)
     return len(owed)

@@ -96,7 +96,7 @@ def test_unknown_verbs_are_refused_naming_them(owner: Any) -> None:
         format="json",
     )
     assert response.status_code == 400
-    assert "launch_missiles" in response.json()["granted_verbs"][0]
+    assert "launch_missiles" in response.json()["granted_verbs"]["1"][0]
     assert not Agent.objects.exists()
 
 
@@ -106,7 +106,7 @@ def test_a_duplicate_agent_name_is_refused(owner: Any, agent: Agent) -> None:
         {"name": agent.name, "granted_verbs": ["claim"], "granted_queues": ["reviews"]},
         format="json",
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "already exists" in str(response.json())
     assert Agent.objects.count() == 1
 

@@ -119,7 +119,7 @@ def test_another_owner_cannot_create_a_persona_on_someone_elses_agent(owner: Any
     response = token_client(make_owner("mallory")).post(
         url(), new_persona_body(agent.pk), format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "does not exist" in response.json()["agent"][0]
     assert not Persona.objects.exists()
 
@@ -220,7 +220,7 @@ def test_the_agent_of_a_persona_cannot_be_changed(owner: Any, persona: Persona) 
 def test_an_unregistered_address_is_refused_naming_it(persona: Persona, client: APIClient) -> None:
     before = snapshot(persona)
     response = client.patch(url(persona), {"address": "work/core/ghost"}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "work/core/ghost" in response.json()["address"][0]
     assert snapshot(persona) == before
 
@@ -298,7 +298,7 @@ def test_a_create_beyond_the_grant_is_refused_naming_the_values_and_nothing_pers
         agent.pk, verb_subset=[*REVIEWER_VERBS, "trigger_webhook"], queues=["reviews", "deploys"]
     )
     response = client.post(url(), body, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     errors = response.json()
     assert "trigger_webhook" in errors["verb_subset"][0]
     assert "deploys" in errors["queues"][0]
@@ -317,7 +317,7 @@ def test_an_update_beyond_the_grant_is_refused_and_the_persona_is_unchanged(
     response = client.patch(
         url(persona), {"verb_subset": ["claim", "create_for"], "name": "Bigger"}, format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "create_for" in response.json()["verb_subset"][0]
     assert snapshot(persona) == before
     assert persona.generations.count() == 1
@@ -349,14 +349,14 @@ def test_reviewer_and_deployer_cannot_take_each_others_out_of_grant_scope(owner:
     taking = client.patch(
         url(reviewer), {"verb_subset": DEPLOYER_VERBS, "queues": ["deploys"]}, format="json"
     )
-    assert taking.status_code == 400
+    assert taking.status_code == 422
     assert "register_webhook, trigger_webhook" in taking.json()["verb_subset"][0]
     assert "deploys" in taking.json()["queues"][0]
     assert snapshot(reviewer) == before
 
     before = snapshot(deployer)
     taking = client.patch(url(deployer), {"queues": ["deploys", "reviews"]}, format="json")
-    assert taking.status_code == 400
+    assert taking.status_code == 422
     assert "reviews" in taking.json()["queues"][0]
     assert snapshot(deployer) == before
 

@@ -27,12 +27,14 @@ def test_a_password_gets_a_token_that_opens_the_directory() -> None:
     assert client.get("/api/directory/").status_code == 200
 
 
-def test_a_wrong_password_gets_a_clear_400() -> None:
+def test_a_wrong_password_gets_a_clear_422() -> None:
+    """VX-OPS-6: well-formed credentials that match no account are refused by the domain (422),
+    not as a request that breaks the schema (400)."""
     owner = make_owner()
     response = APIClient().post(
         URL, {"username": owner.username, "password": "wrong"}, format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "non_field_errors" in response.json()
     assert "token" not in response.json()
 
@@ -46,7 +48,7 @@ def test_password_guessing_is_rate_limited_per_ip() -> None:
             client.post(
                 URL, {"username": owner.username, "password": "x"}, format="json"
             ).status_code
-            == 400
+            == 422
         )
     limited = client.post(URL, {"username": owner.username, "password": PASSWORD}, format="json")
     assert limited.status_code == 429

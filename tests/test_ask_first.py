@@ -134,7 +134,7 @@ def test_the_api_and_the_admin_expose_ask_first_verbs() -> None:
     path = f"/api/personas/{persona.uuid}/"
     assert client.get(path).json()["ask_first_verbs"] == []
     bad = client.patch(path, {"ask_first_verbs": ["create_for"]}, format="json")
-    assert bad.status_code == 400
+    assert bad.status_code == 422
     assert "create_for" in bad.json()["ask_first_verbs"][0]
     good = client.patch(path, {"ask_first_verbs": ["complete"]}, format="json")
     assert good.status_code == 200, good.content

@@ -95,6 +95,6 @@ def test_the_token_limit_counts_each_client_behind_the_proxy(settings: Any) -> N
             .status_code
         )
 
-    assert [attempt("203.0.113.1") for _ in range(3)] == [400, 400, 429]
-    assert attempt("203.0.113.2") == 400
+    assert [attempt("203.0.113.1") for _ in range(3)] == [422, 422, 429]
+    assert attempt("203.0.113.2") == 422
     cache.clear()

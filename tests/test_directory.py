@@ -165,15 +165,21 @@ def test_keyset_pages_walk_every_persona_once_in_order(
     assert pages == 3
 
 
-def test_page_size_is_capped(agent: Any, reader: Any, settings: Any) -> None:
+def test_page_size_is_bounded(agent: Any, reader: Any, settings: Any) -> None:
+    """VX-OPS-6: a page size past the maximum, or one that is not a whole number, is a 400
+    naming page_size, never quietly replaced by another size."""
     settings.VIRGO_DIRECTORY_PAGE_SIZE = 2
     settings.VIRGO_DIRECTORY_MAX_PAGE_SIZE = 3
     for _ in range(5):
         make_persona(agent, discoverable=True)
     client = session_client(reader)
-    assert len(listed_ids(client, URL + "?page_size=4")) == 3
+    assert len(listed_ids(client, URL + "?page_size=3")) == 3
     assert len(listed_ids(client, URL + "?page_size=1")) == 1
-    assert len(listed_ids(client, URL + "?page_size=nonsense")) == 2
+    assert len(listed_ids(client)) == 2
+    for bad in ("4", "nonsense", "0"):
+        response = client.get(URL + "?page_size=" + bad)
+        assert response.status_code == 400, bad
+        assert response.json() == {"page_size": ["must be one whole number from 1 to 3"]}
 
 
 def test_an_invalid_cursor_is_a_json_404(reader: Any) -> None:

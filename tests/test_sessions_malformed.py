@@ -30,7 +30,7 @@ def test_a_malformed_session_cookie_is_answered_as_no_session(hidden: Persona, c
     expected = {
         f"/a/{hidden.uuid}/.well-known/agent-card.json": 404,
         "/api/personas/": 401,
-        "/api/directory/": 403,
+        "/api/directory/": 401,
         "/api/docs/": 302,
         "/admin/": 302,
     }

@@ -127,7 +127,7 @@ def test_the_token_endpoint_shares_the_budgets_and_answers_json(settings: Any) -
         client.post(TOKEN, {"username": ada.username, "password": "x"}, format="json")
         for _ in range(6)
     ]
-    assert [answer.status_code for answer in answers] == [400] * 5 + [429]
+    assert [answer.status_code for answer in answers] == [422] * 5 + [429]
     locked = client.post(TOKEN, {"username": ada.username, "password": PASSWORD}, format="json")
     assert locked.status_code == 429
     assert locked["Content-Type"] == "application/json"
@@ -147,7 +147,7 @@ def test_the_token_endpoint_shares_the_budgets_and_answers_json(settings: Any) -
 
     settings.VIRGO_TOKEN_RATE_LIMIT = "1/h"
     fresh = APIClient(REMOTE_ADDR="198.51.100.10")
-    assert fresh.post(TOKEN, {"username": "x", "password": "y"}, format="json").status_code == 400
+    assert fresh.post(TOKEN, {"username": "x", "password": "y"}, format="json").status_code == 422
     limited = fresh.post(TOKEN, {"username": "x", "password": "y"}, format="json")
     assert limited.json()["code"] == "rate_limited"
 

@@ -177,7 +177,7 @@ def test_the_api_and_the_admin_refuse_with_the_field_and_value() -> None:
         "human_surface_bindings": [mailbox(victim)],
     }
     response = token_client(attacker).post("/api/personas/", body, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert mailbox(victim) in " ".join(response.json()[FIELD])
     assert not Persona.objects.filter(agent=agent).exists()
     mine = standing_persona(attacker, agent=agent)
@@ -321,14 +321,14 @@ def test_owners_manage_their_surfaces_in_the_api_and_nobody_elses() -> None:
     assert created["Location"].endswith(f"/api/surfaces/{surface_id}/")
     assert created.json()["binding"] == OPS and created.json()["owner"] == owner.pk
     taken = token_client(other).post("/api/surfaces/", {"binding": OPS}, format="json")
-    assert taken.status_code == 400 and "another owner" in taken.json()["binding"][0]
+    assert taken.status_code == 422 and "another owner" in taken.json()["binding"][0]
     assert token_client(other).get("/api/surfaces/").json()["results"] == []
     assert token_client(other).get(f"/api/surfaces/{surface_id}/").status_code == 404
     assert token_client(other).delete(f"/api/surfaces/{surface_id}/").status_code == 404
     assert client.get(f"/api/surfaces/{surface_id}/").json()["label"] == "ops"
     surface_persona(owner=owner, name="Bound")
     busy = client.delete(f"/api/surfaces/{surface_id}/")
-    assert busy.status_code == 400 and "bound to Bound" in busy.json()["binding"][0]
+    assert busy.status_code == 422 and "bound to Bound" in busy.json()["binding"][0]
     assert Client().get("/api/surfaces/").status_code == 401
     unknown = client.post("/api/surfaces/", {"binding": FINANCE, "owner": 9}, format="json")
     assert unknown.status_code == 400 and set(unknown.json()) == {"owner"}

@@ -18,6 +18,8 @@ from django.core.signals import setting_changed
 from django.http import HttpRequest
 from django_ratelimit.core import get_usage
 
+from virgo import metrics
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -49,6 +51,7 @@ def address_retry_after(request: HttpRequest, *, group: str, rate: str) -> int |
     usage = get_usage(request, group=group, key="ip", rate=rate, increment=True)
     if usage is None or not usage["should_limit"]:
         return None
+    metrics.RATE_LIMIT_REFUSALS.labels(group).inc()
     return max(usage["time_left"], 1)
 
 

@@ -4,7 +4,11 @@ The card endpoint and the API speak JSON with `detail` and `code` in every error
 the ones no view of theirs produced: an unknown path under them, a malformed request, a crash.
 """
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views import defaults
 
 JSON_PREFIXES = ("/a/", "/api/")
@@ -33,3 +37,27 @@ def server_error(request: HttpRequest) -> HttpResponse:
             status=500,
         )
     return defaults.server_error(request)
+
+
+def allow_methods(*methods: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Answer any other method with a JSON 405 naming the allowed ones (in `Allow`, RFC 9110).
+
+    Django's require_http_methods answers with an empty HTML page instead.
+    """
+    allowed = ", ".join(methods)
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if request.method not in methods:
+                response = JsonResponse(
+                    {"detail": f"Allowed methods: {allowed}.", "code": "method_not_allowed"},
+                    status=405,
+                )
+                response["Allow"] = allowed
+                return response
+            return view(request, *args, **kwargs)
+
+        return guarded
+
+    return decorator

@@ -2,7 +2,8 @@
 
 /healthz says the process is alive and answering; it touches nothing else, so a slow database
 never gets a healthy web process restarted. /readyz says whether this process can do its work
-now: the database, the cache (where rate limits are counted) and the Celery broker all answer.
+now: the database, the cache (where rate limits are counted) and the Celery broker all answer;
+it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 """
 
@@ -14,9 +15,11 @@ from django.core.cache import cache
 from django.db import connections
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_safe
+from django.views.decorators.csrf import csrf_exempt
 
+from virgo import metrics
 from virgo.celery import app as celery_app
+from virgo.errors import allow_methods
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +60,18 @@ CHECKS: dict[str, Callable[[], None]] = {
 }
 
 
+# Exempt from CSRF, which would answer an unknown method (QUERY) with its 403 page: nothing here
+# changes state, and every other method gets a JSON 405.
+@csrf_exempt
 @never_cache
-@require_safe
+@allow_methods("GET", "HEAD")
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@csrf_exempt
 @never_cache
-@require_safe
+@allow_methods("GET", "HEAD")
 def readyz(request: HttpRequest) -> JsonResponse:
     checks: dict[str, str] = {}
     for name, check in CHECKS.items():
@@ -76,5 +83,19 @@ def readyz(request: HttpRequest) -> JsonResponse:
         else:
             checks[name] = "ok"
     failed = [name for name, outcome in checks.items() if outcome != "ok"]
-    body = {"status": "unavailable" if failed else "ready", "checks": checks, "failed": failed}
+    body = {
+        "status": "unavailable" if failed else "ready",
+        "checks": checks,
+        "failed": failed,
+        "backlog": owed_work() if "database" not in failed else None,
+    }
     return JsonResponse(body, status=503 if failed else 200)
+
+
+def owed_work() -> dict[str, int] | None:
+    """The owed-work backlog, by kind; it informs, it never makes a process unready."""
+    try:
+        return metrics.backlog()
+    except Exception as exc:
+        logger.warning("counting the owed work failed: %r", exc)
+        return None

@@ -13,6 +13,8 @@ Imported by virgo.settings: nothing here may read Django's settings.
 
 import contextlib
 import os
+import shutil
+import sys
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -58,3 +60,19 @@ def private_embedded_home(home: Path, database: Path) -> None:
     private_file(database)
     for suffix in SQLITE_COMPANIONS:
         make_owner_only(database.with_name(database.name + suffix), FILE_MODE)
+
+
+def count_metrics_in(directory: Path) -> None:
+    """This process and the ones it starts count their metrics (virgo.metrics) into `directory`,
+    made empty and owner-only first: what an earlier run of the same group left is gone.
+
+    Called by a process group's first process (virgo-web, a Celery worker) before
+    prometheus-client is imported, which reads the variable once, when it is imported.
+    """
+    if "prometheus_client" in sys.modules:
+        raise RuntimeError("count_metrics_in() must run before prometheus_client is imported")
+    shutil.rmtree(directory, ignore_errors=True)
+    private_directory(directory.parent)
+    make_owner_only(directory.parent, DIR_MODE)
+    private_directory(directory)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)

@@ -1,4 +1,4 @@
-"""Request-body limits and content-type-aware CSP, applied to every response."""
+"""Request-body limits, content-type-aware CSP and response counts, applied to every response."""
 
 import io
 from collections.abc import Callable
@@ -6,6 +6,8 @@ from collections.abc import Callable
 from csp.middleware import CSPMiddleware, PolicyParts
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+
+from virgo import metrics
 
 _CHUNK = 8192
 
@@ -19,6 +21,28 @@ def _payload_too_large(limit: int) -> HttpResponse:
         },
         status=413,
     )
+
+
+class ResponseCountMiddleware:
+    """Count every response Django gives, by URL pattern, method and status (virgo.metrics).
+
+    The outermost layer, so that it sees the answers the inner layers give early too (413, a
+    disallowed Host's 400). Public cards the fast path answers from memory never reach Django;
+    the fast path counts those itself, under the same route.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        metrics.HTTP_RESPONSES.labels(
+            metrics.route_label(match.route) if match is not None else "unmatched",
+            metrics.method_label(request.method),
+            str(response.status_code),
+        ).inc()
+        return response
 
 
 class BodySizeLimitMiddleware:

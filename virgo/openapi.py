@@ -1,8 +1,9 @@
 """The OpenAPI 3 schema of Virgo's HTTP surface (drf-spectacular), served at /api/schema/.
 
 The DRF views describe their bodies through their serializers. This module adds what a
-serializer cannot say: the error answers every operation shares (400 field errors, 401/403,
-404, 413 and 415 for bodies, 429 with Retry-After), and the endpoints that are plain Django
+serializer cannot say: the error answers every operation shares (400 for what breaks the
+schema, 422 for what the domain refuses, 401/403, 404, 413 and 415 for bodies, 429 with
+Retry-After), and the endpoints that are plain Django
 views (the well-known Agent Card, the health probes, the hub's signed callback), which
 drf-spectacular does not see. A status a view can answer is documented here; schemathesis
 (tests/test_schemathesis_live.py) holds the live server to it.
@@ -99,7 +100,21 @@ class VirgoAutoSchema(AutoSchema):
     def _error_responses(self) -> dict[str, Any]:
         errors: dict[str, Any] = {}
         if self.method in BODY_METHODS:
-            errors["400"] = _json("The body was refused; each field says why.", "FieldErrors")
+            errors["400"] = _json(
+                "The body breaks a rule this schema states (a type, length, pattern, choice, "
+                "required or unknown key); each field says which.",
+                "FieldErrors",
+            )
+        elif self._is_paginated_list():
+            errors["400"] = _json("A paging value is not one this schema allows.", "FieldErrors")
+        if self.method in BODY_METHODS or self.method == "DELETE":
+            errors["422"] = _json(
+                "The request is well formed, and refused by a rule no schema can state: an "
+                "object the caller cannot see, a value outside the agent's grant, a name or "
+                "binding already taken, credentials that match no account, an object still in "
+                "use. Each field says why; nothing was written.",
+                "FieldErrors",
+            )
         # Every DRF view authenticates what it is sent: a bad token is a 401 even where none is
         # needed, and a session write without its CSRF token is a 403.
         errors["401"] = _json(
@@ -213,11 +228,18 @@ def _health_operation(name: str, summary: str, ready: bool) -> dict[str, Any]:
     if ready:
         body = {
             "type": "object",
-            "required": ["status", "checks", "failed"],
+            "required": ["status", "checks", "failed", "backlog"],
             "properties": {
                 "status": {"type": "string", "enum": ["ready", "unavailable"]},
                 "checks": {"type": "object", "additionalProperties": {"type": "string"}},
                 "failed": {"type": "array", "items": {"type": "string"}},
+                "backlog": {
+                    "type": "object",
+                    "nullable": True,
+                    "description": "Personas owed work, by kind (stamp, card, recompute); null "
+                    "when it could not be counted. Never a reason for a 503.",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                },
             },
         }
         responses = {
@@ -365,5 +387,5 @@ def refusal(description: str) -> OpenApiResponse:
 
 
 def field_errors(description: str) -> OpenApiResponse:
-    """A documented 400 with the shared `FieldErrors` body, for an operation without a body."""
+    """A documented refusal with the shared `FieldErrors` body, for use in `extend_schema`."""
     return OpenApiResponse(response=_ref("FieldErrors"), description=description)

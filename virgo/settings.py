@@ -75,6 +75,14 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if LOCAL else "")
 
 VIRGO_HOME = Path(env_str("VIRGO_HOME", str(BASE_DIR / "var")))
+# Where the serving processes count their metrics, a directory per group (virgo.metrics); must
+# be local to the machine (not a VIRGO_HOME shared with other machines).
+VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics")))
+# A secret the Prometheus scraper sends as `Authorization: Bearer <token>`; superusers may also
+# read /metrics signed in. Unset: superusers only.
+VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
+# The function counting the owed-work backlog (/readyz and /metrics), by kind.
+VIRGO_BACKLOG = "personas.reconciliation.owed_work"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 VIRGO_CARD_RATE_LIMIT = env_str("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
@@ -122,6 +130,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "virgo.middleware.ResponseCountMiddleware",
     # The header-setting layers come first (outermost), so that every response carries the
     # security headers, including those an inner layer answers early: the 413 of the body
     # limit, the 400 of a disallowed Host, a redirect.
@@ -265,9 +274,11 @@ CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'self'"]}}
 VIRGO_JSON_CSP = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
 
 REST_FRAMEWORK = {
+    # Token first: an anonymous caller of any endpoint gets 401 with `WWW-Authenticate: Token`
+    # (session authentication has no challenge to offer, so DRF would answer 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "virgo.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -39,6 +39,7 @@ from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 from django_ratelimit.core import get_usage
 
+from virgo import metrics
 from virgo.clients import client_address
 
 USERNAME = "username"
@@ -145,6 +146,7 @@ def refused(request: HttpRequest, username: Any) -> int | None:
     one username tried on and on from one address locks the address too); None when it may."""
     seconds = retry_after(request, username)
     if seconds is not None:
+        metrics.RATE_LIMIT_REFUSALS.labels("virgo.signin").inc()
         usage(budgets(request, username), request=request, count=True)
     return seconds
 

@@ -4,11 +4,13 @@ from drf_spectacular.views import SpectacularAPIView
 
 from virgo.docs import api_docs
 from virgo.health import healthz, readyz
+from virgo.metrics import metrics_view
 from virgo.signin import admin_login
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     # Before the admin's own URLs: its login page, held to the sign-in limit (virgo.signin).
     path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),

@@ -135,11 +135,23 @@ def run_start_checks() -> None:
         connections.close_all()
 
 
+def count_metrics_per_server() -> None:
+    """This process and its workers count their metrics into one directory (virgo.metrics),
+    emptied first; before Django is set up, which imports prometheus-client."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "virgo.settings")
+    from django.conf import settings
+
+    from virgo.home import count_metrics_in
+
+    count_metrics_in(settings.VIRGO_METRICS_DIR / "web")
+
+
 def main() -> None:
     try:
         options = options_from(os.environ)
     except ConfigurationError as error:
         raise SystemExit(f"virgo-web: {error}") from None
+    count_metrics_per_server()
     run_start_checks()
     server_for(options).serve()
 
