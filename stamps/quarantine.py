@@ -26,7 +26,7 @@ Virgo is for an operator to look at first.
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -37,6 +37,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from cards.fastpath import card_changed
 from personas.models import AuditEvent, Generation, Persona
@@ -50,6 +51,7 @@ from stamps.integrity import (
 )
 from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
 from stamps.storage import FILE_MODE, stamp_path, write_stamp_file
+from virgo import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +73,20 @@ def is_quarantined(generation: Generation) -> bool:
 
 
 def quarantined_personas() -> Any:
-    """Personas whose current generation is quarantined (counted at start-up)."""
+    """Personas whose current generation is quarantined (counted at start-up and per scrape)."""
     return Persona.objects.filter(
         standing=False,
         generations__number=F("generation"),
         generations__stamp__isnull=False,
+    )
+
+
+@metrics.scraped
+def _quarantined_gauge() -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "virgo_quarantined_personas",
+        "Personas out of service because their stamp file no longer holds their stored stamp.",
+        value=quarantined_personas().count(),
     )
 
 

@@ -23,6 +23,8 @@ from werkzeug.test import Client as WSGIClient
 from cards.fastpath import PublicCardFastPath
 from personas import services
 from personas.models import Persona
+from stamps.quarantine import sweep
+from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona
 from tests.owner_clients import token_client
 
@@ -217,3 +219,14 @@ def test_celery_task_outcomes_are_counted(site: SiteClient) -> None:
     after = scrape(site)
     settled = {"task": "personas.tasks.settle_persona", "outcome": "success"}
     assert grew(before, after, "virgo_celery_tasks_total", **settled) >= 1
+
+
+def test_the_scrape_counts_quarantined_personas(site: SiteClient) -> None:
+    """VX-OPS-4: an operator sees how many personas a broken stamp file took out of service."""
+    agent = make_agent(make_owner())
+    broken, _ = make_persona(agent), make_persona(agent)
+    assert value(scrape(site), "virgo_quarantined_personas") == 0
+    path = stamp_path(broken.uuid, broken.generation)
+    path.write_bytes(path.read_bytes().replace(b'"access":"allow"', b'"access":"confirm"', 1))
+    sweep()
+    assert value(scrape(site), "virgo_quarantined_personas") == 1
