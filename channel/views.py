@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from channel.callbacks import CallbackRefused, answer_once
 from channel.signing import HEADER, BadSignature, verify
-from virgo.clients import address_retry_after
+from virgo.limits import address_retry_after
 
 
 def _error(status: int, code: str, detail: str) -> JsonResponse:

@@ -43,10 +43,11 @@ from personas import selectors, services, surfaces
 from personas.catalogue import VERBS
 from personas.models import Agent, HumanSurface, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
-from virgo import signin
+from virgo import metrics, signin
 from virgo.authentication import TokenAuthentication
-from virgo.clients import address_retry_after
+from virgo.limits import address_retry_after
 from virgo.openapi import field_errors, refusal
+from virgo.outages import logged_by_outage
 
 READ_ONLY_REASONS: dict[str, str] = {
     "id": "read-only: assigned by the server",
@@ -474,7 +475,8 @@ class TokenView(ObtainAuthToken):
 
     Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT, every request) and by
     the sign-in limit shared with the admin (virgo.signin: failures per username and per
-    address); a limited request gets 429 with Retry-After before the credentials are checked.
+    address); a limited request gets 429 with Retry-After before the credentials are checked,
+    and while those counts cannot be reached (Redis down) 503 with Retry-After (VX-REL-1).
     """
 
     renderer_classes = [JSONRenderer]
@@ -488,6 +490,10 @@ class TokenView(ObtainAuthToken):
             429: refusal(
                 "Too many token requests from this address (`rate_limited`), or too many "
                 "failed sign-ins for this username or from this address (`signin_locked`)."
+            ),
+            503: refusal(
+                "Failed sign-ins cannot be counted right now, so no password is checked "
+                "(`signin_unavailable`); Retry-After says when to try again."
             ),
         },
         tags=["auth"],
@@ -503,11 +509,22 @@ class TokenView(ObtainAuthToken):
                 headers={"Retry-After": str(retry_after)},
             )
         data = request.data
-        locked = signin.refused(request, data.get("username") if isinstance(data, Mapping) else "")
-        if locked is not None:
-            return Response(
-                {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
-                status=429,
-                headers={"Retry-After": str(locked)},
+        username = data.get("username") if isinstance(data, Mapping) else ""
+        try:
+            locked = signin.refused(request, username)
+            if locked is not None:
+                return Response(
+                    {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
+                    status=429,
+                    headers={"Retry-After": str(locked)},
+                )
+            return super().post(request, *args, **kwargs)
+        except signin.Unavailable as unavailable:
+            metrics.UNAVAILABLE_RESPONSES.labels(reason="signin").inc()
+            return logged_by_outage(
+                Response(
+                    {"detail": signin.UNAVAILABLE, "code": "signin_unavailable"},
+                    status=503,
+                    headers={"Retry-After": str(unavailable.retry_after)},
+                )
             )
-        return super().post(request, *args, **kwargs)
