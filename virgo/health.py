@@ -121,5 +121,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
     checks = run_checks(settings.VIRGO_READYZ_TIMEOUT_SECONDS)
     failed = [name for name, outcome in checks.items() if outcome != "ok"]
     body = {"status": "unavailable" if failed else "ready", "checks": checks, "failed": failed}
-    # Each failed check was logged above.
-    return logged_by_outage(JsonResponse(body, status=503 if failed else 200))
+    if not failed:
+        return JsonResponse(body)
+    response = JsonResponse(body, status=503)
+    response["Retry-After"] = str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
+    # Each failed check was logged by run_checks.
+    return logged_by_outage(response)
