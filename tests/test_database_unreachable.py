@@ -90,5 +90,5 @@ def test_every_request_answers_503_with_retry_after_and_healthz_answers() -> Non
         assert "cannot reach its database" in answer["body"]
     assert "secret-password" not in done.stdout + done.stderr
     # The outage is logged once (and again at most once a minute), not once per request.
-    assert done.stderr.count("The database unreachable") == 1
+    assert done.stderr.count("The database is unreachable") == 1
     assert "Internal Server Error" not in done.stderr

@@ -1,4 +1,5 @@
-"""A frozen Redis (SIGSTOP) holds no request up past its bound, and answers no 500 (VX-REL-1).
+"""A frozen Redis (SIGSTOP) holds no request up past its bound, and answers no 500 (VX-REL-1);
+once Redis answers again, the limits count in it again (VX-REL-2).
 
 A frozen server is worse than a stopped one: connections are still accepted, nothing is ever
 answered, so only timeouts end a call. Here a private redis-server is frozen while this process
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.test import Client
 from pytest_django.fixtures import Settings
@@ -119,5 +121,29 @@ def test_owner_writes_cards_tokens_and_readyz_while_redis_is_frozen(
     assert set(body["failed"]) == {"cache", "broker"}
     assert ready_seconds < settings.VIRGO_READYZ_TIMEOUT_SECONDS + 1.0, ready_seconds
 
-    assert caplog.text.count("Redis (the cache) unreachable") == 1
-    assert caplog.text.count("Redis (the Celery broker) unreachable") == 1
+    assert caplog.text.count("Redis (the cache) is unreachable") == 1
+    assert caplog.text.count("Redis (the Celery broker) is unreachable") == 1
+
+
+def test_the_limits_count_in_redis_again_once_it_answers(
+    redis_settings: RedisServer, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-REL-1, VX-REL-2: a write made while Redis is stopped is counted in this process; once
+    Redis is back, the first try after VIRGO_DEGRADED_RETRY_SECONDS finds it, the count is
+    shared again, and the return is logged."""
+    settings.VIRGO_DEGRADED_RETRY_SECONDS = 1
+    persona = make_persona(make_agent(make_owner()), persona_class=LEAD)
+    client = token_client(persona.agent.owner)
+    path = f"/api/personas/{persona.uuid}/"
+    shared = redis.Redis.from_url(redis_settings.url)
+
+    redis_settings.stop()
+    with caplog.at_level(logging.INFO, logger="virgo.outages"):
+        assert client.patch(path, {"description": "while away"}, format="json").status_code == 200
+        redis_settings.start()
+        time.sleep(settings.VIRGO_DEGRADED_RETRY_SECONDS + 0.2)
+        assert client.patch(path, {"description": "once back"}, format="json").status_code == 200
+    assert "Redis (the cache) is unreachable" in caplog.text
+    assert "Redis (the cache) is reachable again" in caplog.text
+    assert any(b"rl:" in key for key in shared.scan_iter()), "the second write was counted in Redis"
+    shared.close()

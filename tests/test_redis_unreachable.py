@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client
@@ -38,7 +40,7 @@ from virgo.settings import redis_cache
 pytestmark = pytest.mark.django_db
 
 LEAD = PersonaClass.PROJECT_LEAD
-WARNING = "Redis (the cache) unreachable"
+WARNING = "Redis (the cache) is unreachable"
 
 
 def metric(name: str, **labels: str) -> float:
@@ -161,3 +163,22 @@ def test_public_cards_are_served_and_still_limited_per_process(
     assert again[0][2] == first[2]
     assert again[2][1]["Retry-After"]
     assert call(card_app, persona.card_path, address="198.51.100.21")[0] == 200
+
+
+def test_the_directory_is_served_and_limited_per_process(
+    dead_redis: str, settings: Settings
+) -> None:
+    """VX-REL-1: the directory's per-principal limit is counted in this process too."""
+    settings.VIRGO_DIRECTORY_RATE_LIMIT = "2/m"
+    lead(discoverable=True)
+    client = token_client(make_owner())
+    answers = [client.get("/api/directory/") for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [200, 200, 429]
+    assert len(answers[0].json()["results"]) == 1
+    assert int(answers[2]["Retry-After"]) > 0
+
+
+def test_unlocking_sign_in_says_redis_cannot_be_reached(dead_redis: str) -> None:
+    """VX-REL-1: `virgo signin unlock` fails with a clear message, not a traceback."""
+    with pytest.raises(CommandError, match="cannot be reached: nothing was lifted"):
+        call_command("signin", "unlock", "--username", "ada")

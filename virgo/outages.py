@@ -93,7 +93,7 @@ class Outage:
         reason = f"{type(error).__name__}: {error}"
         if first:
             logger.warning(
-                "%s unreachable (%s, %s): %s",
+                "%s is unreachable (%s, %s): %s",
                 self.title,
                 use,
                 reason,
@@ -101,7 +101,7 @@ class Outage:
             )
         else:
             logger.warning(
-                "%s still unreachable after %.0fs (%s); %d calls went without it since the "
+                "%s is still unreachable after %.0fs (%s); %d calls went without it since the "
                 "last warning",
                 self.title,
                 down_for,
@@ -126,7 +126,7 @@ class Outage:
             down_for = time.monotonic() - self._down_since
             self._down_since = None
             self._skipped = 0
-        logger.info("%s reachable again after %.0fs", self.title, down_for)
+        logger.info("%s is reachable again after %.0fs", self.title, down_for)
 
 
 SHARED_CACHE = Outage(
