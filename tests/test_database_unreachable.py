@@ -11,8 +11,12 @@ import sys
 import uuid
 
 import pytest
+from django.conf import settings
+from django.db import OperationalError
+from django.test import RequestFactory
 
 from tests.live import REPO, free_port
+from virgo.errors import server_error
 
 PROBE = """
 import json, sys, time
@@ -92,3 +96,25 @@ def test_every_request_answers_503_with_retry_after_and_healthz_answers() -> Non
     # The outage is logged once (and again at most once a minute), not once per request.
     assert done.stderr.count("The database is unreachable") == 1
     assert "Internal Server Error" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"), [("/api/personas/", "application/json"), ("/admin/", "text/html")]
+)
+def test_a_database_error_a_middleware_layer_raised_is_a_503_too(
+    rf: RequestFactory, path: str, content_type: str
+) -> None:
+    """VX-REL-3: what a layer around the view raises (a session saved after it, say) reaches
+    the site's 500 handler while the error is being handled; a database error answers 503
+    there too, and any other error is still the 500 it was."""
+    try:
+        raise OperationalError("server closed the connection unexpectedly")
+    except OperationalError:
+        response = server_error(rf.get(path))
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
+    assert response["Content-Type"].startswith(content_type)
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        assert server_error(rf.get(path)).status_code == 500

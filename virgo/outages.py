@@ -64,6 +64,8 @@ class Outage:
     def should_try(self, use: str) -> bool:
         """Whether to call the service now. While it is down: False, counted as a call that
         went without it, except for one caller per interval, who tries it again."""
+        if self._down_since is None:
+            return True  # the hot path (every card request) takes no lock
         with self._lock:
             if self._down_since is None:
                 return True
