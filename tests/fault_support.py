@@ -9,16 +9,15 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
-from tests.live import DEADLINE_SECONDS, REPO, RedisServer
+from tests.live import DEADLINE_SECONDS, REPO, RedisServer, unavailable
 
 
 @contextmanager
@@ -118,16 +117,6 @@ class Load:
         return [answer for answer in self.answers if start <= answer.started < end]
 
 
-def wait_for(
-    predicate: Callable[[], bool], *, what: str, timeout: float = DEADLINE_SECONDS
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.05)
-
-
 class PostgresCluster:
     """A private PostgreSQL of the test's own (scripts/lib.sh), which it may restart in place:
     `pg_ctl restart` keeps the port, as a real database restart does."""
@@ -149,20 +138,14 @@ class PostgresCluster:
         return done.stdout
 
     def start(self) -> None:
-        if shutil.which("pg_ctl") is None and not list(Path("/usr/lib/postgresql").glob("*/bin")):
-            raise AssertionError("PostgreSQL server binaries not found")
+        if shutil.which("initdb") is None and not list(Path("/usr/lib/postgresql").glob("*/bin")):
+            unavailable("needs the PostgreSQL server (apt-get install postgresql)")
         self._lib(f'postgres_start "{self.directory}" fast')
 
     @property
     def url(self) -> str:
         env = (self.directory / "env").read_text()
         return env.strip().removeprefix("DATABASE_URL=")
-
-    @property
-    def port(self) -> int:
-        port = urlsplit(self.url).port
-        assert port is not None
-        return port
 
     def restart(self) -> None:
         """A fast restart: every connection is closed, the server is down for a moment."""
