@@ -6,7 +6,6 @@ and a per-principal rate limit: the directory is for finding personas, not for h
 
 from django.conf import settings
 from django.db.models import QuerySet
-from django_ratelimit.core import get_usage
 from rest_framework import exceptions
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -17,7 +16,7 @@ from rest_framework.views import APIView
 
 from cards.serializers import DirectoryEntrySerializer
 from personas.models import Persona
-from virgo import metrics
+from virgo import limits
 from virgo.api import StrictCursorPagination
 
 RATE_LIMIT_GROUP = "virgo.directory"
@@ -45,7 +44,7 @@ class DirectoryRateLimited(exceptions.APIException):
 
 
 class PrincipalRateThrottle(BaseThrottle):
-    """VIRGO_DIRECTORY_RATE_LIMIT per signed-in user, counted by django-ratelimit.
+    """VIRGO_DIRECTORY_RATE_LIMIT per signed-in user, counted by django-ratelimit (virgo.limits).
 
     Throttles run after authentication and permissions, so every counted request has a user.
     """
@@ -54,18 +53,10 @@ class PrincipalRateThrottle(BaseThrottle):
         self.retry_after: int | None = None
 
     def allow_request(self, request: Request, view: APIView) -> bool:
-        usage = get_usage(
-            request,
-            group=RATE_LIMIT_GROUP,
-            key="user",
-            rate=settings.VIRGO_DIRECTORY_RATE_LIMIT,
-            increment=True,
+        self.retry_after = limits.retry_after(
+            request, group=RATE_LIMIT_GROUP, key="user", rate=settings.VIRGO_DIRECTORY_RATE_LIMIT
         )
-        if usage is None or not usage["should_limit"]:
-            return True
-        metrics.RATE_LIMIT_REFUSALS.labels("directory").inc()
-        self.retry_after = max(usage["time_left"], 1)
-        return False
+        return self.retry_after is None
 
     def wait(self) -> int | None:
         return self.retry_after

@@ -22,11 +22,16 @@ token read before its database read, and the token is replaced after the commit,
 request sees a new token and reloads. Should that write be lost (the cache unreachable just
 then), an entry still expires after VIRGO_CARD_PROCESS_CACHE_SECONDS; the token keys outlive
 that age, so an expired key cannot bring back a token an entry was stored under.
+
+While Redis cannot be reached (VX-REL-1; virgo.outages) the count is kept in this process alone
+(virgo.limits) and the token is unread: a card this process holds is served until its entry
+expires, any other comes from the database and is kept under a token no real one equals, so it
+is reloaded once Redis answers again. A change made meanwhile drops this process's own entry at
+once; other processes serve what they hold for at most VIRGO_CARD_PROCESS_CACHE_SECONDS.
 """
 
-import functools
+import enum
 import io
-import ipaddress
 import os
 import re
 import secrets
@@ -46,12 +51,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpRespons
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.utils.http import http_date
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from virgo import metrics
 from virgo.clients import client_address
+from virgo.limits import IN_PROCESS, client_key, parse_rate
+from virgo.outages import REDIS_ERRORS, SHARED_CACHE
 
 # The UUID converter's own pattern, so the fast path claims exactly the URLs the view serves.
 CARD_ROUTE = "a/<uuid:persona_id>/.well-known/agent-card.json"
@@ -62,8 +67,8 @@ CARD_PATH = re.compile(
 READ_METHODS = ("GET", "HEAD")
 # Where the fast path leaves its count for the view (a WSGI environ key, so request.META).
 USAGE_KEY = "virgo.card_usage"
-_RATE = re.compile(r"(\d+)/(\d*)([smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The card's limit as the metrics name it (virgo.metrics).
+LIMIT_NAME = "virgo.agent-card"
 # How many cards one process keeps. A card is ~2 KB; only advertised cards are kept.
 MAX_ENTRIES = 4096
 _KEY_COUNT = "virgo:card-rl:"
@@ -83,43 +88,28 @@ return {count, ttl, redis.call('GET', KEYS[2])}
 """
 
 
+class Token(enum.Enum):
+    # The shared cache could not be read: a token that no token read from it ever equals.
+    UNREAD = "unread"
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """One counted card request: over the limit or not, and the card token read with it."""
 
     limited: bool
     retry_after: int
-    token: str | None
+    token: str | Token | None
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    token: str | None
+    token: str | Token | None
     expires: float
     body: bytes
     etag: str
     # Complete header lists, security headers included, keyed by (secure, not_modified).
     headers: dict[tuple[bool, bool], list[tuple[str, str]]]
-
-
-@functools.lru_cache(maxsize=16)
-def parse_rate(rate: str) -> tuple[int, int]:
-    """django-ratelimit's notation, e.g. `60/m` or `100/5m`: (requests, window seconds)."""
-    match = _RATE.fullmatch(rate.strip())
-    if match is None:
-        raise ValueError(f"not a rate: {rate!r} (expected e.g. 60/m)")
-    count, multiplier, unit = match.groups()
-    return int(count), int(multiplier or 1) * _UNIT_SECONDS[unit]
-
-
-def client_key(address: str) -> str:
-    """The source address, an IPv6 one reduced to its /64 as django-ratelimit does."""
-    if ":" not in address:
-        return address
-    try:
-        return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address)
-    except ValueError:
-        return address
 
 
 # The shared cache -------------------------------------------------------------------------------
@@ -140,23 +130,37 @@ class _Store:
 
     def count_and_token(
         self, address: str, persona: str, window: int
-    ) -> tuple[int, int, str | None]:
+    ) -> tuple[int, int, str | Token | None]:
         count_key = self.cache.make_key(_KEY_COUNT + address)
         token_key = self.cache.make_key(_KEY_TOKEN + persona)
-        if self.script is not None:
-            count, ttl, token = self._run_script(count_key, token_key, window)
-            return int(count), int(ttl), token.decode() if token is not None else None
-        return self._count_in_process(count_key, token_key, window)
+        if self.script is None:
+            return self._count_in_process(count_key, token_key, window)
+        if SHARED_CACHE.should_try("card"):
+            try:
+                count, ttl, token = self._run_script(count_key, token_key, window)
+            except REDIS_ERRORS as error:
+                SHARED_CACHE.failed("card", error)
+            else:
+                SHARED_CACHE.succeeded()
+                return int(count), int(ttl), token.decode() if token is not None else None
+        metrics.RATE_LIMIT_FALLBACKS.labels(LIMIT_NAME).inc()
+        count, ttl = IN_PROCESS.hit(count_key, window)
+        return count, ttl, Token.UNREAD
 
     def _run_script(self, *arguments: object) -> list[Any]:
-        """EVALSHA on this thread's connection; the script is loaded once if Redis lacks it."""
+        """EVALSHA on this thread's connection; the script is loaded once if Redis lacks it.
+
+        A connection found stale (Redis restarted since its last use) is replaced and the call
+        made once more, by the retry policy the cache's connections carry (settings).
+        """
         assert self.script is not None
         connection = getattr(self._local, "connection", None)
         if connection is None or self._local.pid != os.getpid():
             # A forked child never shares its parent's socket.
             connection = self._local.connection = self.redis.connection_pool.make_connection()
             self._local.pid = os.getpid()
-        try:
+
+        def run() -> list[Any]:
             try:
                 connection.send_command("EVALSHA", self.script.sha, 2, *arguments)
                 return connection.read_response()
@@ -165,8 +169,11 @@ class _Store:
                 connection.read_response()
                 connection.send_command("EVALSHA", self.script.sha, 2, *arguments)
                 return connection.read_response()
-        except (RedisConnectionError, RedisTimeoutError):
-            # The next request connects afresh; this one fails as any cache error would.
+
+        try:
+            return connection.retry.call_with_retry(run, lambda error: connection.disconnect())
+        except REDIS_ERRORS:
+            # The next call connects afresh.
             connection.disconnect()
             self._local.connection = None
             raise
@@ -192,10 +199,18 @@ class _Store:
         if not keys:
             return
         if self.redis is not None:
+            # Lost while Redis is unreachable: entries that other processes hold expire instead.
+            if not SHARED_CACHE.should_try("card_token"):
+                return
             pipeline = self.redis.pipeline(transaction=False)
             for key in keys:
                 pipeline.set(key, secrets.token_hex(8), ex=self.token_ttl)
-            pipeline.execute()
+            try:
+                pipeline.execute()
+            except REDIS_ERRORS as error:
+                SHARED_CACHE.failed("card_token", error)
+            else:
+                SHARED_CACHE.succeeded()
         else:
             for key in keys:
                 self.cache.set(key, secrets.token_hex(8), self.token_ttl)
@@ -261,6 +276,9 @@ def card_changed(persona_uuids: Iterable[object], *, after_commit: bool = False)
     personas = [str(persona) for persona in persona_uuids]
     if not personas:
         return
+    for persona in personas:
+        # This process needs no token to know: it reloads at once, whatever Redis does.
+        _entries.pop(persona, None)
     _shared().replace_tokens(personas)
     if after_commit:
         transaction.on_commit(lambda: _shared().replace_tokens(personas))
@@ -394,7 +412,9 @@ def _from_memory(
     environ: dict[str, Any], persona: str, usage: Usage, start_response: Callable[..., Any]
 ) -> list[bytes] | None:
     entry = _entries.get(persona)
-    if entry is None or entry.token != usage.token or entry.expires < time.monotonic():
+    if entry is None or entry.expires < time.monotonic():
+        return None
+    if usage.token is not Token.UNREAD and entry.token != usage.token:
         return None
     method = environ.get("REQUEST_METHOD")
     if method not in READ_METHODS or not _plain(environ):

@@ -43,7 +43,7 @@ from personas.catalogue import VERBS
 from personas.models import Agent, HumanSurface, Persona, PersonaClass
 from personas.ratelimits import mutation_retry_after
 from personas.surfaces import BINDING_SHAPE
-from virgo import signin
+from virgo import metrics, signin
 from virgo.api import (
     ANY_TEXT,
     ObjectId,
@@ -54,8 +54,9 @@ from virgo.api import (
     Text,
     UniqueList,
 )
-from virgo.clients import address_retry_after
+from virgo.limits import address_retry_after
 from virgo.openapi import field_errors, refusal
+from virgo.outages import logged_by_outage
 
 READ_ONLY_REASONS: dict[str, str] = {
     "id": "read-only: assigned by the server",
@@ -480,7 +481,8 @@ class TokenView(ObtainAuthToken):
 
     Password guessing is bounded per source IP (VIRGO_TOKEN_RATE_LIMIT, every request) and by
     the sign-in limit shared with the admin (virgo.signin: failures per username and per
-    address); a limited request gets 429 with Retry-After before the credentials are checked.
+    address); a limited request gets 429 with Retry-After before the credentials are checked,
+    and while those counts cannot be reached (Redis down) 503 with Retry-After (VX-REL-1).
     """
 
     renderer_classes = [JSONRenderer]
@@ -496,6 +498,10 @@ class TokenView(ObtainAuthToken):
                 "Too many token requests from this address (`rate_limited`), or too many "
                 "failed sign-ins for this username or from this address (`signin_locked`)."
             ),
+            503: refusal(
+                "Failed sign-ins cannot be counted right now, so no password is checked "
+                "(`signin_unavailable`); Retry-After says when to try again."
+            ),
         },
         tags=["auth"],
     )
@@ -510,11 +516,22 @@ class TokenView(ObtainAuthToken):
                 headers={"Retry-After": str(retry_after)},
             )
         data = request.data
-        locked = signin.refused(request, data.get("username") if isinstance(data, Mapping) else "")
-        if locked is not None:
-            return Response(
-                {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
-                status=429,
-                headers={"Retry-After": str(locked)},
+        username = data.get("username") if isinstance(data, Mapping) else ""
+        try:
+            locked = signin.refused(request, username)
+            if locked is not None:
+                return Response(
+                    {"detail": signin.LOCKED_OUT, "code": "signin_locked"},
+                    status=429,
+                    headers={"Retry-After": str(locked)},
+                )
+            return super().post(request, *args, **kwargs)
+        except signin.Unavailable as unavailable:
+            metrics.UNAVAILABLE_RESPONSES.labels(reason="signin").inc()
+            return logged_by_outage(
+                Response(
+                    {"detail": signin.UNAVAILABLE, "code": "signin_unavailable"},
+                    status=503,
+                    headers={"Retry-After": str(unavailable.retry_after)},
+                )
             )
-        return super().post(request, *args, **kwargs)

@@ -4,15 +4,15 @@
 signed-in user, counted over every state-changing request to the owner surfaces (API writes,
 admin saves, deletes, actions and discoverability toggles), VIRGO_MUTATION_RATE_LIMIT per
 window. Counting uses django-ratelimit on the shared cache, so it holds across processes when
-Redis is configured.
+Redis is configured; while Redis is unreachable each process counts alone (virgo.limits), and
+the owner's change goes through as usual.
 """
 
 from django.conf import settings
 from django.http import HttpRequest
 from django_ratelimit import UNSAFE
-from django_ratelimit.core import get_usage
 
-from virgo import metrics
+from virgo import limits
 
 GROUP = "virgo.owner-mutation"
 
@@ -23,15 +23,6 @@ def mutation_retry_after(request: HttpRequest) -> int | None:
     Returns None when the request is allowed (or is not a mutation). Callers answer 429 with
     Retry-After set to the returned value.
     """
-    usage = get_usage(
-        request,
-        group=GROUP,
-        key="user",
-        rate=settings.VIRGO_MUTATION_RATE_LIMIT,
-        method=UNSAFE,
-        increment=True,
+    return limits.retry_after(
+        request, group=GROUP, key="user", rate=settings.VIRGO_MUTATION_RATE_LIMIT, method=UNSAFE
     )
-    if usage is None or not usage["should_limit"]:
-        return None
-    metrics.RATE_LIMIT_REFUSALS.labels(GROUP).inc()
-    return max(usage["time_left"], 1)

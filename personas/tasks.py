@@ -10,6 +10,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from personas.models import Persona
 from virgo import metrics
+from virgo.outages import BROKER
 
 logger = logging.getLogger(__name__)
 
@@ -19,16 +20,23 @@ def queue_after_commit(task: Any, *args: Any) -> None:
 
     The queue is only the fast path: what the task would do is recorded as owed in the committed
     rows themselves, and the reconciler pays it. So a broker that is down when the change
-    commits costs a warning and a delay, never the change, and never a 500.
+    commits costs a warning and a delay, never the change, and never a 500; and while this
+    process has just found it down (virgo.outages) the task is not even tried, so a frozen
+    broker holds no request up for its timeout.
     """
 
     def send() -> None:
+        if not BROKER.should_try("task"):
+            return
         try:
             task.delay(*args)
         except BrokerUnavailable as exc:
+            BROKER.failed("task", exc)
             logger.warning(
                 "could not queue %s%r (%s); the reconciler will do it", task.name, args, exc
             )
+        else:
+            BROKER.succeeded()
 
     transaction.on_commit(send)
 

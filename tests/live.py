@@ -27,6 +27,8 @@ from django.conf import settings
 from django.db import connection
 from kombu import pools
 
+from virgo.outages import BROKER
+
 REPO = Path(__file__).resolve().parent.parent
 # Generous: these bound how long a broken run hangs, they are not performance assertions.
 DEADLINE_SECONDS = 90.0
@@ -287,10 +289,12 @@ def celery_publishing_to(broker_url: str) -> Iterator[None]:
     saved = {"broker_url": app.conf.broker_url, "task_always_eager": app.conf.task_always_eager}
 
     def drop_connections() -> None:
-        # Celery caches its connection and producer pools, kombu keeps them in global groups.
+        # Celery caches its connection and producer pools, kombu keeps them in global groups;
+        # what this process learnt about the last broker's outages is no longer true either.
         pools.reset()
         app._pool = None
         app.amqp._producer_pool = None
+        BROKER.forget()
 
     drop_connections()
     app.conf.update(broker_url=broker_url, task_always_eager=False)

@@ -8,6 +8,9 @@ class VirgoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from virgo import checks, signin  # noqa: F401  (checks registers the system checks)
+        from django.db.backends.signals import connection_created
+
+        from virgo import checks, outages, signin  # noqa: F401  (checks registers the checks)
 
         signin.connect()
+        connection_created.connect(outages.database_connected, dispatch_uid="virgo.outages")

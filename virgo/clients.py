@@ -1,11 +1,12 @@
 """Who is asking: the client's address, seen through the proxies this deployment trusts.
 
-Every per-address limit (cards, tokens, hub callbacks) counts by this address. Behind a reverse
-proxy REMOTE_ADDR is the proxy, so every client would share one budget; VIRGO_TRUSTED_PROXIES
-names the proxies (addresses or networks) whose X-Forwarded-For is believed. The header is
-read from the right: each hop a trusted proxy appended is skipped, and the first address no
-trusted proxy vouches for is the client. Anything to its left was written by the client and is
-never believed; an entry that is not an address stops the walk at the last trusted hop.
+Every per-address limit (cards, tokens, hub callbacks: virgo.limits) counts by this address.
+Behind a reverse proxy REMOTE_ADDR is the proxy, so every client would share one budget;
+VIRGO_TRUSTED_PROXIES names the proxies (addresses or networks) whose X-Forwarded-For is
+believed. The header is read from the right: each hop a trusted proxy appended is skipped, and
+the first address no trusted proxy vouches for is the client. Anything to its left was written
+by the client and is never believed; an entry that is not an address stops the walk at the
+last trusted hop.
 """
 
 import functools
@@ -16,9 +17,6 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.http import HttpRequest
-from django_ratelimit.core import get_usage
-
-from virgo import metrics
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -43,16 +41,6 @@ def client_address(meta: Mapping[str, Any]) -> str:
 def client_ip(request: HttpRequest) -> str:
     """django-ratelimit's `ip` key (RATELIMIT_IP_META_KEY): the same address as client_address."""
     return client_address(request.META)
-
-
-def address_retry_after(request: HttpRequest, *, group: str, rate: str) -> int | None:
-    """Count this request against its client address in `group`; the seconds to wait when the
-    budget is spent (callers answer 429 with Retry-After), None while it is not."""
-    usage = get_usage(request, group=group, key="ip", rate=rate, increment=True)
-    if usage is None or not usage["should_limit"]:
-        return None
-    metrics.RATE_LIMIT_REFUSALS.labels(group).inc()
-    return max(usage["time_left"], 1)
 
 
 @functools.cache

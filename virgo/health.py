@@ -5,12 +5,23 @@ never gets a healthy web process restarted. /readyz says whether this process ca
 now: the database, the cache (where rate limits are counted) and the Celery broker all answer;
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
+
+/readyz answers within VIRGO_READYZ_TIMEOUT_SECONDS whatever hangs (VX-REL-3): the checks run
+at once on a small pool of threads of their own, and one that has not answered by then is
+reported as `failed: timeout` while it goes on in the background. Probes of a frozen service
+therefore never hold the server's request threads, and the checks a hung one holds up (at most
+the pool's size) are reported as timeouts too. Each check opens and closes its own database
+connection, so a connection a database restart left stale is never what answers.
 """
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
 from django.http import HttpRequest, JsonResponse
@@ -20,16 +31,23 @@ from django.views.decorators.csrf import csrf_exempt
 from virgo import metrics
 from virgo.celery import app as celery_app
 from virgo.errors import allow_methods
+from virgo.outages import logged_by_outage
 
 logger = logging.getLogger(__name__)
 
-BROKER_TIMEOUT_SECONDS = 3
+# Threads the checks run on, per process: enough for a few probes at once while one service
+# hangs, few enough that a flood of probes cannot pile threads up.
+CHECK_THREADS = 6
 
 
 def check_database() -> None:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
+    connection = connections["default"]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    finally:
+        connection.close()
 
 
 def check_cache() -> None:
@@ -49,7 +67,10 @@ def check_broker() -> None:
         return
     with celery_app.connection_for_write() as conn:
         conn.ensure_connection(
-            max_retries=1, interval_start=0, interval_step=0, timeout=BROKER_TIMEOUT_SECONDS
+            max_retries=1,
+            interval_start=0,
+            interval_step=0,
+            timeout=settings.VIRGO_READYZ_TIMEOUT_SECONDS,
         )
 
 
@@ -58,6 +79,37 @@ CHECKS: dict[str, Callable[[], None]] = {
     "cache": check_cache,
     "broker": check_broker,
 }
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _checks_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="readyz")
+        return _pool
+
+
+def run_checks(timeout: float) -> dict[str, str]:
+    """Every check at once; each one's outcome, `failed: timeout` for those still running."""
+    futures: dict[str, Future[None]] = {
+        name: _checks_pool().submit(check) for name, check in CHECKS.items()
+    }
+    wait_for(futures.values(), timeout=timeout)
+    outcomes: dict[str, str] = {}
+    for name, future in futures.items():
+        if not future.done():
+            future.cancel()
+            logger.warning("readiness check %s gave no answer within %ss", name, timeout)
+            outcomes[name] = "failed: timeout"
+        elif (error := future.exception()) is not None:
+            logger.warning("readiness check %s failed: %r", name, error)
+            outcomes[name] = "failed: " + type(error).__name__
+        else:
+            outcomes[name] = "ok"
+    return outcomes
 
 
 # Exempt from CSRF, which would answer an unknown method (QUERY) with its 403 page: nothing here
@@ -73,15 +125,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @allow_methods("GET", "HEAD")
 def readyz(request: HttpRequest) -> JsonResponse:
-    checks: dict[str, str] = {}
-    for name, check in CHECKS.items():
-        try:
-            check()
-        except Exception as exc:
-            logger.warning("readiness check %s failed: %r", name, exc)
-            checks[name] = "failed: " + type(exc).__name__
-        else:
-            checks[name] = "ok"
+    checks = run_checks(settings.VIRGO_READYZ_TIMEOUT_SECONDS)
     failed = [name for name, outcome in checks.items() if outcome != "ok"]
     body = {
         "status": "unavailable" if failed else "ready",
@@ -89,7 +133,12 @@ def readyz(request: HttpRequest) -> JsonResponse:
         "failed": failed,
         "backlog": owed_work() if "database" not in failed else None,
     }
-    return JsonResponse(body, status=503 if failed else 200)
+    if not failed:
+        return JsonResponse(body)
+    response = JsonResponse(body, status=503)
+    response["Retry-After"] = str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
+    # Each failed check was logged by run_checks.
+    return logged_by_outage(response)
 
 
 def owed_work() -> dict[str, int] | None:

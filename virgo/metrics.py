@@ -73,6 +73,18 @@ CELERY_TASKS = Counter(
     "Celery task runs by task and outcome (success, failure, retry).",
     ["task", "outcome"],
 )
+UNAVAILABLE = Counter(
+    "virgo_unavailable",
+    "Calls that went without a service (cache, broker, database) because it was unreachable, "
+    "by service and what the call was for (virgo.outages).",
+    ["service", "use"],
+)
+UNAVAILABLE_RESPONSES = Counter(
+    "virgo_unavailable_responses",
+    "Requests answered 503 because a service they need was unreachable, by reason (signin, "
+    "database).",
+    ["reason"],
+)
 FANOUT_PERSONAS_SETTLED = Counter(
     "virgo_fanout_personas_settled",
     "Personas the recompute fan-out's batches brought up to date.",

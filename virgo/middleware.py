@@ -1,4 +1,5 @@
-"""Request-body limits, content-type-aware CSP and response counts, applied to every response."""
+"""Request-body limits, content-type-aware CSP, response counts, and 503 for an unreachable
+database, applied to every response."""
 
 import io
 from collections.abc import Callable
@@ -8,6 +9,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 
 from virgo import metrics
+from virgo.errors import DATABASE_ERRORS, database_unavailable
 
 _CHUNK = 8192
 
@@ -119,3 +121,22 @@ class ContentTypeCSPMiddleware(CSPMiddleware):
 def _is_json(response: HttpResponseBase) -> bool:
     content_type = response.get("Content-Type", "")
     return content_type.startswith("application/json") or content_type.endswith("+json")
+
+
+class DatabaseUnavailableMiddleware:
+    """A view the database failed answers 503 with Retry-After, never 500 (VX-REL-3).
+
+    DRF hands such errors on, so the API is answered here too; what a middleware layer raises
+    reaches the same answer through the site's 500 handler (virgo.errors.server_error).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, DATABASE_ERRORS):
+            return database_unavailable(request, exception)
+        return None

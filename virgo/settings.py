@@ -11,6 +11,9 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry
 
 from virgo.envfile import load_env_file
 from virgo.home import private_embedded_home
@@ -146,6 +149,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Innermost: a view the database failed answers 503, before any layer sees an error.
+    "virgo.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "virgo.urls"
@@ -176,6 +181,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
         conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
+        # A persistent connection is checked before its first use in each request, so one that a
+        # database restart left stale is replaced instead of failing that request.
+        conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -184,14 +192,35 @@ REDIS_URL = env_str("REDIS_URL")
 # The cache (rate-limit counts, card tokens: one round trip per public card request) may reach
 # the same Redis another way, e.g. a Unix socket when it runs on this machine.
 REDIS_CACHE_URL = env_str("REDIS_CACHE_URL") or REDIS_URL
-if REDIS_URL:
-    CACHES = {
-        "default": {
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": REDIS_CACHE_URL,
-            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
-        }
+# Every call to Redis (cache, limits, card tokens, the broker) gives up after these many seconds
+# to connect and to answer, and is tried once more on a fresh connection when the one it had was
+# stale (the server restarted); a connection idle longer than the interval is PINGed first.
+# A process that found Redis unreachable counts its limits alone and tries it again after
+# VIRGO_DEGRADED_RETRY_SECONDS, also the Retry-After of what it refuses meanwhile (virgo.outages).
+REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 1.0)
+REDIS_TIMEOUT = env_float("REDIS_TIMEOUT", 1.0)
+REDIS_HEALTH_CHECK_INTERVAL = env_int("REDIS_HEALTH_CHECK_INTERVAL", 30)
+VIRGO_DEGRADED_RETRY_SECONDS = env_int("VIRGO_DEGRADED_RETRY_SECONDS", 5)
+
+
+def redis_cache(location: str) -> dict[str, object]:
+    """The django-redis cache on `location`, with the timeouts, retry and health checks above."""
+    return {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": location,
+        "OPTIONS": {
+            "SOCKET_CONNECT_TIMEOUT": REDIS_CONNECT_TIMEOUT,
+            "SOCKET_TIMEOUT": REDIS_TIMEOUT,
+            "CONNECTION_POOL_KWARGS": {
+                "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+                "health_check_interval": REDIS_HEALTH_CHECK_INTERVAL,
+            },
+        },
     }
+
+
+if REDIS_URL:
+    CACHES = {"default": redis_cache(REDIS_CACHE_URL)}
 else:
     # The embedded default runs one server process, where the local-memory cache is an exact,
     # atomic counter for django-ratelimit. It is not shared between processes: outside local
@@ -327,7 +356,18 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5}
+CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+    "socket_timeout": REDIS_TIMEOUT,
+    "health_check_interval": REDIS_HEALTH_CHECK_INTERVAL,
+}
+# A publish retries once, at once, on a fresh connection: the change it follows is committed and
+# its work is owed in the database, so a broker that stays unreachable costs no more than that.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0}
 
 LOGGING = {
     "version": 1,
@@ -342,6 +382,8 @@ LOGGING = {
 
 # Load balancers probe over plain HTTP from inside the network; the probes must not be redirected.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# /readyz answers within this many seconds whatever hangs; a check still running is a failure.
+VIRGO_READYZ_TIMEOUT_SECONDS = env_float("VIRGO_READYZ_TIMEOUT_SECONDS", 2.0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A request or a readiness probe fails, rather than hangs, while the database is unreachable.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(

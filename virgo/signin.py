@@ -13,8 +13,11 @@ Failures are counted where Django reports them (`user_login_failed`, sent by eve
 `authenticate()`); the lockout is enforced in `authenticate()` too (LockoutBackend), so no door
 that checks a password is left open, and the two doors people use answer it clearly: the admin
 with an HTML page, the token endpoint with JSON, both 429 with Retry-After. A refused attempt
-counts as a failure too. A cache that cannot
-be reached locks sign-in (django-ratelimit fails closed) rather than opening it.
+counts as a failure too.
+
+A shared cache that cannot be reached (VX-REL-1) neither opens sign-in nor counts it in the
+process (that would give a guesser a budget per web process): no password is checked, and both
+doors answer 503 with Retry-After (`signin_unavailable`) until Redis answers again.
 
 `virgo signin unlock --username NAME | --address ADDRESS` lifts a lockout: each budget's count
 is keyed with a generation stored beside it, and unlocking starts a new one.
@@ -41,6 +44,7 @@ from django_ratelimit.core import get_usage
 
 from virgo import metrics
 from virgo.clients import client_address
+from virgo.outages import REDIS_ERRORS, SHARED_CACHE, logged_by_outage
 
 USERNAME = "username"
 ADDRESS = "address"
@@ -50,6 +54,18 @@ LOCKED_OUT = (
     "Too many failed sign-ins for this username or from this address. "
     "Sign-in is paused for them; try again later."
 )
+UNAVAILABLE = (
+    "Sign-in is unavailable for a moment: failed sign-ins cannot be counted right now. "
+    "Try again shortly."
+)
+
+
+class Unavailable(Exception):
+    """The shared cache holding the sign-in counts cannot be reached: no password is checked."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(UNAVAILABLE)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -107,7 +123,22 @@ def budgets(request: HttpRequest | None, username: Any) -> list[Budget]:
 
 
 def usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -> list[Usage]:
-    """Each budget's failures in its current window; `count` adds this attempt as one more."""
+    """Each budget's failures in its current window; `count` adds this attempt as one more.
+
+    Raises Unavailable while the shared cache cannot be reached.
+    """
+    if not SHARED_CACHE.should_try("signin"):
+        raise Unavailable(SHARED_CACHE.retry_after())
+    try:
+        found = _usage(budgets_, request=request, count=count)
+    except REDIS_ERRORS as error:
+        SHARED_CACHE.failed("signin", error)
+        raise Unavailable(SHARED_CACHE.retry_after()) from error
+    SHARED_CACHE.succeeded()
+    return found
+
+
+def _usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -> list[Usage]:
     cache = caches[settings.RATELIMIT_USE_CACHE]
     generations = cache.get_many([budget.generation_key for budget in budgets_])
     seconds = settings.VIRGO_SIGNIN_LOCKOUT_SECONDS
@@ -204,10 +235,27 @@ def locked_out_page(request: HttpRequest, seconds: int) -> HttpResponse:
     return response
 
 
+def unavailable_page(request: HttpRequest, seconds: int) -> HttpResponse:
+    metrics.UNAVAILABLE_RESPONSES.labels(reason="signin").inc()
+    response = TemplateResponse(
+        request,
+        "admin/virgo/signin_unavailable.html",
+        {**admin.site.each_context(request), "title": "Sign-in unavailable", "seconds": seconds},
+        status=503,
+    )
+    response["Retry-After"] = str(seconds)
+    add_never_cache_headers(response)
+    return logged_by_outage(response)
+
+
 def admin_login(request: HttpRequest) -> HttpResponse:
-    """The admin's login page, answered with the lockout page while a budget is spent."""
-    if request.method == "POST":
-        seconds = refused(request, request.POST.get("username"))
-        if seconds is not None:
-            return locked_out_page(request, seconds)
-    return admin.site.login(request)
+    """The admin's login page, answered with the lockout page while a budget is spent, and with
+    503 while the counts cannot be reached (the login form's authenticate() counts too)."""
+    try:
+        if request.method == "POST":
+            seconds = refused(request, request.POST.get("username"))
+            if seconds is not None:
+                return locked_out_page(request, seconds)
+        return admin.site.login(request)
+    except Unavailable as unavailable:
+        return unavailable_page(request, unavailable.retry_after)

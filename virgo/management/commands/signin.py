@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from virgo import signin
 from virgo.checks import SHARED_CACHES
+from virgo.outages import REDIS_ERRORS
 
 
 class Command(BaseCommand):
@@ -47,7 +48,13 @@ class Command(BaseCommand):
                 f"at most {settings.VIRGO_SIGNIN_LOCKOUT_SECONDS} seconds"
             )
         for budget in budgets:
-            failures = signin.lift(budget)
+            try:
+                failures = signin.lift(budget)
+            except (signin.Unavailable, *REDIS_ERRORS):
+                raise CommandError(
+                    "Redis, where the sign-in counts live, cannot be reached: nothing was "
+                    "lifted. Try again once it answers (sign-in answers 503 until then)."
+                ) from None
             shown = username if budget.kind == signin.USERNAME else budget.value
             state = "was locked out" if failures >= budget.limit else "was not locked out"
             self.stdout.write(
