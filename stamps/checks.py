@@ -35,6 +35,7 @@ from stamps.projections import name_the_same_tools, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
 from stamps.validation import Code, schema_problems, semantic_problems
+from virgo import progress
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[Check
         # Not migrated yet (a first `migrate` runs the checks too): there is nothing to check.
         return []
     messages: list[CheckMessage] = []
-    for generation in generations:
+    for generation in progress.track(generations, "active stamps verified"):
         messages += generation_messages(generation, registry=registry)
     return messages
 
