@@ -40,8 +40,9 @@ def _unusable(name: str, value: str, expected: str, default: object) -> Improper
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"", "0", "false", "no", "off"}
-# django-ratelimit's rate: a count per (a number of) seconds, minutes, hours or days.
-RATE = re.compile(r"\d+/\d*[smhd]")
+# django-ratelimit's rate: a count per (a number of) seconds, minutes, hours or days; it reads
+# the period's first letter (60/minute is 60/m) and takes an unknown one for seconds (60/M).
+RATE = re.compile(r"\d+/\d*[smhd][a-z]*")
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -91,25 +92,27 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 def check_url(name: str, schemes: Collection[str]) -> None:
-    """A URL setting that is set must use one of `schemes` and parse, before the sections below
-    hand it to a library whose error would not name it."""
+    """A URL setting that is set must use one of `schemes`, before the sections below hand it to
+    a library whose error would not name it."""
     value = os.environ.get(name)
-    if not value:
-        return
-    scheme, separator, _ = value.partition("://")
-    if not separator or scheme not in schemes:
+    scheme, separator, _ = (value or "").partition("://")
+    if value and (not separator or scheme not in schemes):
         raise ImproperlyConfigured(
             f"{name}: the URL does not start with one of {', '.join(f'{s}://' for s in schemes)}"
             f"; set {name} to such a URL (see the README's configuration table), or unset it"
         )
-    if name == "DATABASE_URL":
-        try:
+
+
+def check_database_url() -> None:
+    check_url("DATABASE_URL", ("postgres", "postgresql", "pgsql", "sqlite"))
+    try:
+        if value := os.environ.get("DATABASE_URL"):
             dj_database_url.parse(value)
-        except ValueError:
-            raise ImproperlyConfigured(
-                "DATABASE_URL: the URL cannot be parsed (a port that is not a number, or a "
-                "password with unquoted characters such as / or @); percent-encode them"
-            ) from None
+    except ValueError:
+        raise ImproperlyConfigured(
+            "DATABASE_URL: the URL cannot be parsed (a port that is not a number, or a "
+            "password with unquoted characters such as / or @); percent-encode them"
+        ) from None
 
 
 # The owner-private settings file VIRGO_ENV_FILE names, if any, then the installation's own in
@@ -117,7 +120,7 @@ def check_url(name: str, schemes: Collection[str]) -> None:
 load_env_file(os.environ.get("VIRGO_ENV_FILE"))
 VIRGO_HOME = Path(env_str("VIRGO_HOME", str(BASE_DIR / "var")))
 load_env_file(home_env_file(VIRGO_HOME), variable="VIRGO_HOME", required=False)
-check_url("DATABASE_URL", ("postgres", "postgresql", "pgsql", "sqlite"))
+check_database_url()
 check_url("REDIS_URL", ("redis", "rediss", "unix"))
 check_url("REDIS_CACHE_URL", ("redis", "rediss", "unix"))
 
