@@ -5,6 +5,7 @@ in an environment of its own (PATH, HOME, a fresh VIRGO_HOME and the mistake), f
 that is not the checkout."""
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -113,9 +114,23 @@ def run(
         (name, value.format(world_readable=world_readable, a_file=a_file))
         for name, value in variables.items()
     )
-    return subprocess.run(
-        command, env=env, cwd=cwd or elsewhere, capture_output=True, text=True, timeout=TIMEOUT
+    process = subprocess.Popen(
+        command,
+        env=env,
+        cwd=cwd or elsewhere,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        # All it started goes too (what make serve supervises ends with its supervisor).
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def assert_one_line(

@@ -2,6 +2,7 @@
 dies is started again while the others run on, quick deaths wait longer each time, status 2
 stops everything, and SIGTERM stops every program."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -138,3 +139,20 @@ def test_sigterm_or_ctrl_c_stops_every_program(supervise, signum: signal.Signals
     assert supervised.process.wait(timeout=TIMEOUT) == 0
     assert not any(alive(pid) for pid in pids)
     assert "worker stopped" in supervised.said() and "web stopped" in supervised.said()
+
+
+def test_a_killed_supervisor_takes_its_programs_with_it(supervise) -> None:
+    """VX-REL-4: SIGKILL the supervisor itself: its programs get SIGTERM from the kernel and
+    end, instead of running on unsupervised, holding their ports."""
+    supervised = supervise(worker="exec sleep 600", web="exec sleep 600")
+    pids = [supervised.started("worker", 1), supervised.started("web", 1)]
+    supervised.process.kill()
+    supervised.process.wait(timeout=TIMEOUT)
+    try:
+        wait_until(
+            lambda: not any(alive(pid) for pid in pids), what="the programs to end", timeout=10
+        )
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

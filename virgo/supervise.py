@@ -11,11 +11,13 @@ one finds its port and its queue free.
 A program that exits with status 2 reported a setting it cannot use (virgo.startup): starting it
 again cannot help, so everything is stopped and the supervisor exits 2 too. SIGINT or SIGTERM
 stops everything: each program gets SIGTERM and up to STOP_SECONDS to finish (virgo-web's
-workers finish their requests), then SIGKILL.
+workers finish their requests), then SIGKILL. Should the supervisor itself be killed, each
+program gets SIGTERM from the kernel (Linux).
 """
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -32,6 +34,7 @@ MAX_DELAY_SECONDS = 30.0
 STABLE_SECONDS = 30.0
 # Longer than virgo-web's own graceful stop (virgo.web.GRACEFUL_STOP_SECONDS).
 STOP_SECONDS = 25.0
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,13 @@ def how_it_ended(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def _end_with_the_supervisor() -> None:
+    """In the child before it execs: Linux sends it SIGTERM should the supervisor die (even by
+    SIGKILL), so no program runs on unsupervised, holding its port."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def kill_session(pid: int) -> None:
     """SIGKILL whatever is left of the session `pid` led (its process group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -81,7 +91,11 @@ class Supervisor:
         delay = FIRST_DELAY_SECONDS
         while not self.stopping.is_set():
             started = time.monotonic()
-            process = await asyncio.create_subprocess_exec(*program.argv, start_new_session=True)
+            process = await asyncio.create_subprocess_exec(
+                *program.argv,
+                start_new_session=True,
+                preexec_fn=_end_with_the_supervisor if sys.platform == "linux" else None,
+            )
             log(f"{program.name} started (pid {process.pid})")
             if await self._stopped_before(process.wait()):
                 await self._stop(program, process)
