@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from personas.models import Persona
 from runtime.launcher import mcp_servers, persona_by_uuid
 from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
 from runtime.stamp import StampUnavailable, load_active_stamp
@@ -67,7 +68,7 @@ class Command(BaseCommand):
             print(f"Bearer token: {token}", file=sys.stderr)
         uvicorn.run(http_app(server, host=host, port=port, token=token), host=host, port=port)
 
-    def _config(self, persona: Any, dialect: str) -> None:
+    def _config(self, persona: Persona, dialect: str) -> None:
         try:
             load_active_stamp(persona)
         except StampUnavailable as exc:
