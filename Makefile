@@ -26,11 +26,14 @@ install: $(VENV)/.installed
 
 # The embedded default: SQLite under var/, Celery tasks in-process, a local-memory cache.
 # The links cards and the demo print follow PORT unless a public base URL is given.
+# var/virgo.env (owner-private) keeps the embedded flag, a SECRET_KEY made once and that base
+# URL, so every command printed below works pasted into a new shell in this checkout.
 run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
-	VIRGO_EMBEDDED=1 $(PY) manage.py migrate --noinput
-	VIRGO_EMBEDDED=1 $(PY) manage.py load_demo
-	VIRGO_EMBEDDED=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+	$(PY) -m virgo.envfile embedded
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo
+	$(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # The production shape: virgo-web (granian) + WhiteNoise, a Celery worker and beat, PostgreSQL and Redis
 # (private local ones unless DATABASE_URL / REDIS_URL are set). Ctrl-C stops it all.

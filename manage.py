@@ -1,13 +1,11 @@
 #!/usr/bin/env python
-import os
 import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "virgo.settings")
-    from django.core.management import execute_from_command_line
+    from virgo.startup import run_management
 
-    execute_from_command_line(sys.argv)
+    run_management("manage.py", sys.argv[1:])
 
 
 if __name__ == "__main__":

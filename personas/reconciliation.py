@@ -15,6 +15,7 @@ was built will never be the one a runtime reads.
 """
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -26,6 +27,7 @@ from cards.models import PublishedCard
 from personas.models import Generation, Persona
 from personas.publication import publish_generation
 from personas.services import settle_persona_batch, skill_map_revision
+from virgo import progress
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,14 @@ def owed_work() -> dict[str, int]:
     return {work: int(count) for work, count in counts.items()}
 
 
+def _id_batches(personas: QuerySet[Persona], size: int) -> Iterator[list[int]]:
+    """The ids of `personas`, in batches of `size`, each read when the one before is done."""
+    last_id = 0
+    while batch := list(personas.filter(pk__gt=last_id).values_list("pk", flat=True)[:size]):
+        yield batch
+        last_id = batch[-1]
+
+
 def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) -> ReconcileReport:
     """Build every owed stamp and card, in batches of persona ids; one failure stops no other."""
     if grace is None:
@@ -91,11 +101,10 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
     batch_size = batch_size or settings.VIRGO_RECOMPUTE_BATCH_SIZE
     owed = owed_personas(settled_before=timezone.now() - grace)
     report = ReconcileReport()
-    last_id = 0
-    while True:
-        batch = list(owed.filter(pk__gt=last_id).values_list("pk", flat=True)[:batch_size])
-        if not batch:
-            break
+    batches = progress.track(
+        _id_batches(owed, batch_size), "owed personas reconciled", total=owed.count, steps=len
+    )
+    for batch in batches:
         settle_persona_batch(batch)
         for persona_id in batch:
             report.owed.append(persona_id)
@@ -104,7 +113,6 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
             except Exception:
                 logger.exception("reconcile: publishing persona %s failed", persona_id)
                 report.failed.append(persona_id)
-        last_id = batch[-1]
     if report.owed:
         logger.info(
             "reconcile: %d personas owed work, %d done, %d failed",

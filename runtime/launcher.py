@@ -12,10 +12,11 @@ the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key, say). 
 the launcher holds (SECRET_KEY, DATABASE_URL, REDIS_URL, the hub's token and secret) stays out.
 
 The MCP config names one server, `virgo`, started as `manage.py mcp serve --persona <uuid>` with
-this Python. The server needs those settings; they reach it through an owner-private file
-beside the config (`server.env`, 0600): every setting virgo.settings reads from the environment,
-as the launcher has it. The config's `env` names only that file (VIRGO_ENV_FILE) and the
-settings module that loads it (virgo.envfile).
+this Python; `virgo mcp config` prints the same block (mcp_servers) for any MCP client. The
+server needs those settings; they reach it through an owner-private file beside the config
+(`server.env`, 0600): every setting virgo.settings reads from the environment, as the launcher
+has it. The config's `env` names only that file (VIRGO_ENV_FILE) and the settings module that
+loads it (virgo.envfile).
 """
 
 import json
@@ -113,22 +114,27 @@ def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def mcp_config(persona: Persona, env_file: Path) -> dict:
-    return {
-        "mcpServers": {
-            MCP_SERVER_NAME: {
-                "type": "stdio",
-                "command": sys.executable,
-                "args": [str(MANAGE_PY), "mcp", "serve", "--persona", str(persona.uuid)],
-                "env": {
-                    "DJANGO_SETTINGS_MODULE": os.environ.get(
-                        "DJANGO_SETTINGS_MODULE", "virgo.settings"
-                    ),
-                    ENV_FILE_VARIABLE: str(env_file),
-                },
-            }
-        }
+def mcp_servers(persona: Persona, *, dialect: str = "claude") -> dict:
+    """The `mcpServers` block that starts the persona's MCP server: what `launch` writes and
+    `virgo mcp config` prints (VX-OPS-3).
+
+    The server's settings go first to its owner-private file (server.env); the block names only
+    that file and the settings module, never a secret, so it works under a client that passes
+    the server nothing but a minimal environment. `claude` is Claude Code's form (`.mcp.json`,
+    `--mcp-config`: with `"type": "stdio"`), `json` the plain one most other clients read.
+    """
+    env_file = write_env_file(env_file_path(persona), server_settings())
+    server: dict = {
+        "command": sys.executable,
+        "args": [str(MANAGE_PY), "mcp", "serve", "--persona", str(persona.uuid)],
+        "env": {
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "virgo.settings"),
+            ENV_FILE_VARIABLE: str(env_file),
+        },
     }
+    if dialect == "claude":
+        server = {"type": "stdio", **server}
+    return {"mcpServers": {MCP_SERVER_NAME: server}}
 
 
 def run_directory(persona: Persona) -> Path:
@@ -146,12 +152,12 @@ def env_file_path(persona: Persona) -> Path:
 def write_mcp_config(persona: Persona) -> Path:
     """Write the server's settings file and the MCP config naming it, owner-private and
     atomically: a launch never reads half a file."""
-    env_file = write_env_file(env_file_path(persona), server_settings())
+    config = mcp_servers(persona)
     path = config_path(persona)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(mcp_config(persona, env_file), handle, indent=2)
+        json.dump(config, handle, indent=2)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)

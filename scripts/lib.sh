@@ -1,8 +1,9 @@
 # Private PostgreSQL and Redis servers for `make test` and `make serve`. Sourced, never run.
 #
 # Each service lives in one directory of its own: its data, its log, its credentials and an `env`
-# file (DATABASE_URL= or REDIS_URL=) that callers source. Both listen on loopback only, on a port
-# that was free when they started, and require a password generated at first start. Nothing here
+# file (DATABASE_URL= or REDIS_URL=) that callers source. Both listen on loopback only, on the port
+# they had last time (kept in DIR/port, so a URL that worked still works) unless another process
+# has taken it, and require a password generated at first start. Nothing here
 # uses systemd: PostgreSQL runs as the `postgres` user through pg_ctl, redis-server daemonizes with
 # a pidfile.
 
@@ -17,6 +18,24 @@ import socket
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     print(s.getsockname()[1])'
+}
+
+# port_for DIR: the port the service in DIR listened on last time (its URL stays valid), if it is
+# still free; else a free one, and a word that its URL changes.
+port_for() {
+	local dir=$1 port
+	port=$(cat "$dir/port" 2>/dev/null || true)
+	if [ -n "$port" ] && "${VIRGO_PYTHON:-python3}" -c '
+import socket, sys
+with socket.socket() as s:
+    # As the servers bind it: connections of the last run waiting out TIME_WAIT do not count.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
+		echo "$port"
+		return
+	fi
+	[ -z "$port" ] || echo "$(basename "$0"): port $port of $dir is taken; its URL changes" >&2
+	free_port
 }
 
 new_secret() {
@@ -97,12 +116,14 @@ postgres_start() {
 		return 0
 	fi
 	for attempt in 1 2 3; do
-		port=$(free_port)
+		port=$(port_for "$dir")
 		if as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 -o "-p $port" start >/dev/null; then
 			break
 		fi
+		rm -f "$dir/port"
 		[ "$attempt" = 3 ] && { tail -n 20 "$data/server.log" >&2; die "PostgreSQL did not start"; }
 	done
+	echo "$port" >"$dir/port"
 	if [ -s "$dir/password" ]; then
 		password=$(cat "$dir/password")
 	else
@@ -154,7 +175,7 @@ redis_start() {
 unixsocketperm 700"
 	fi
 	for attempt in 1 2 3; do
-		port=$(free_port)
+		port=$(port_for "$dir")
 		# The password stays out of the process list: it is only in this private file.
 		(
 			umask 077
@@ -176,6 +197,7 @@ unixsocketperm 700"
 		redis-server "$dir/redis.conf"
 		for tries in $(seq 1 100); do
 			if REDISCLI_AUTH=$password redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+				echo "$port" >"$dir/port"
 				(
 					umask 077
 					{
@@ -191,6 +213,7 @@ unixsocketperm 700"
 			sleep 0.1
 		done
 		redis_stop "$dir"
+		rm -f "$dir/port"
 	done
 	tail -n 20 "$dir/redis.log" >&2
 	die "redis-server did not start"

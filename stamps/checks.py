@@ -45,6 +45,7 @@ from stamps.quarantine import (
 )
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.validation import compile_schema
+from virgo import progress
 
 logger = logging.getLogger(__name__)
 
@@ -150,21 +151,27 @@ def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[Check
     )
     messages: list[CheckMessage] = []
     owed = 0
-    last_id = 0
     try:
-        while True:
-            batch = list(current.filter(pk__gt=last_id)[:_BATCH])
-            if not batch:
-                break
+        batches = progress.track(
+            _batches(current), "active stamps verified", total=current.count, steps=len
+        )
+        for batch in batches:
             for generation in batch:
                 if generation.standing is None:
                     owed += 1
                 else:
                     messages += generation_messages(generation, registry=registry)
-            last_id = batch[-1].pk
     except DatabaseError:
         return []
     return _owed(owed) + messages
+
+
+def _batches(generations: Any) -> Iterator[list[Generation]]:
+    """`generations` (ordered by pk) in batches, each read when the one before is done."""
+    last_id = 0
+    while batch := list(generations.filter(pk__gt=last_id)[:_BATCH]):
+        yield batch
+        last_id = batch[-1].pk
 
 
 def generation_messages(

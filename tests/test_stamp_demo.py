@@ -1,8 +1,10 @@
 """The demo of `make run`: both personas stand and their stamps are in the owner's admin."""
 
 import io
+import re
 
 import pytest
+from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import Client
 
@@ -41,3 +43,39 @@ def test_the_demo_personas_stand_with_their_class_tools() -> None:
     page = client.get(f"/admin/personas/persona/{reviewer.pk}/generations/1/stamp/")
     assert page.status_code == 200
     assert reviewer.generations.get().stamp_hash in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_password_is_printed_when_made_and_kept_by_every_later_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-REL-4: a restart (each `make run`, each `make serve`) loads the demo again and leaves
+    the owner's password as it was printed; `--new-password` makes and prints a new one. The
+    command it prints for that names the settings file the process was given, if any."""
+    monkeypatch.delenv("VIRGO_ENV_FILE", raising=False)
+    first = io.StringIO()
+    call_command("load_demo", stdout=first)
+    password = re.search(r"Demo owner: demo / (\S+) \(printed only now\)", first.getvalue())
+    assert password is not None
+    assert "Reset it:   .venv/bin/virgo load_demo --new-password" in first.getvalue()
+
+    monkeypatch.setenv("VIRGO_ENV_FILE", "/srv/virgo/run/serve.env")
+    again = io.StringIO()
+    call_command("load_demo", stdout=again)
+    assert "Demo owner: demo (password unchanged" in again.getvalue()
+    assert password.group(1) not in again.getvalue()
+    assert authenticate(username="demo", password=password.group(1)) is not None
+    assert (
+        "Reset it:   VIRGO_ENV_FILE=/srv/virgo/run/serve.env .venv/bin/virgo load_demo "
+        "--new-password" in again.getvalue()
+    )
+    assert "MCP config: VIRGO_ENV_FILE=/srv/virgo/run/serve.env .venv/bin/virgo mcp config" in (
+        again.getvalue()
+    )
+
+    renewed = io.StringIO()
+    call_command("load_demo", "--new-password", stdout=renewed)
+    new = re.search(r"Demo owner: demo / (\S+) \(printed only now\)", renewed.getvalue())
+    assert new is not None and new.group(1) != password.group(1)
+    assert authenticate(username="demo", password=password.group(1)) is None
+    assert authenticate(username="demo", password=new.group(1)) is not None

@@ -6,6 +6,8 @@ from typing import Any
 
 from celery import Celery, signals
 
+from virgo.startup import load_settings
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "virgo.settings")
 
 
@@ -57,3 +59,11 @@ def count_task_outcome(sender: Any, state: str | None = None, **kwargs: Any) -> 
     from virgo import metrics
 
     metrics.CELERY_TASKS.labels(sender.name, (state or "unknown").lower()).inc()
+
+
+@app.on_configure.connect(weak=False)
+def _settings_first(sender: Celery, **kwargs: object) -> None:
+    """A worker or beat reads Django's settings when its command line is parsed: a setting they
+    refuse ends it there in one line, status 2, not in the traceback of an option (VX-OPS-2).
+    In a process that has its settings already (web, tests) this does nothing."""
+    load_settings("celery")

@@ -1,10 +1,13 @@
 """Owner-private environment files: settings a process reads from a file, not from its parent.
 
-The launcher writes one for the MCP server it configures (runtime.launcher), so the server's
-connection settings and secrets never pass through the agent's environment; virgo.settings
-loads the file VIRGO_ENV_FILE names before it reads anything else. The format is dotenv, read
-with python-dotenv (no `${...}` interpolation: a secret is taken as written). Real environment
-variables win over the file, as dotenv's do.
+Two files are read, both by virgo.settings before anything else: the one VIRGO_ENV_FILE names (the
+launcher writes one for the MCP server it configures, runtime.launcher, so the server's connection
+settings and secrets never pass through the agent's environment; `make serve` writes one for the
+commands an operator runs beside it), then the installation's own, `$VIRGO_HOME/virgo.env`, which
+`make run` writes (`python -m virgo.envfile embedded`: the embedded flag and a generated
+SECRET_KEY), so a command pasted into a new shell in the checkout finds the settings `make run`
+used. The format is dotenv, read with python-dotenv (no `${...}` interpolation: a secret is taken
+as written). Real environment variables win over both files, and the first file over the second.
 
 A file is loaded only when it is owner-private: a regular file (not a symlink) owned by this
 user, with no group or other permission bits. Anything else is a configuration error naming the
@@ -12,11 +15,14 @@ variable and the fix, since a readable copy of these secrets is the leak the fil
 prevent.
 """
 
+import argparse
 import contextlib
 import io
 import os
+import secrets
 import stat
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -24,6 +30,56 @@ from dotenv import dotenv_values
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+# The installation's own settings file, in VIRGO_HOME.
+HOME_ENV_FILE = "virgo.env"
+# Where VIRGO_HOME is when the environment does not say: `var/` in the checkout (as in settings).
+DEFAULT_HOME = Path(__file__).resolve().parent.parent / "var"
+
+
+def home_env_file(home: str | os.PathLike[str]) -> Path:
+    return Path(home) / HOME_ENV_FILE
+
+
+def read_env_file(
+    path: str | os.PathLike[str] | None, *, variable: str = "VIRGO_ENV_FILE", required: bool = True
+) -> dict[str, str]:
+    """The names and values the owner-private file at `path` holds.
+
+    `path` None or empty reads nothing. A missing file is an error when `required` (a file that
+    was named must be there), else it holds nothing; `variable` is the setting that named the
+    file, for the error.
+    """
+    if not path:
+        return {}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        if not required:
+            return {}
+        raise ImproperlyConfigured(
+            f"{variable}: {path} does not exist; point {variable} at the settings file, or unset it"
+        ) from None
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{variable}: {path} cannot be read as a plain file ({exc.strerror}); it must be an "
+            "owner-private settings file, not a link or a directory"
+        ) from None
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ImproperlyConfigured(
+                f"{variable}: {path} is not a regular file; it must be an owner-private "
+                "settings file"
+            )
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise ImproperlyConfigured(
+                f"{variable}: {path} is not owner-private (mode "
+                f"{stat.S_IMODE(info.st_mode):o}, owner uid {info.st_uid}) and it holds "
+                f"secrets; `chmod 600 {path}` as its owner"
+            )
+        text = handle.read()
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def load_env_file(
@@ -31,41 +87,11 @@ def load_env_file(
 ) -> list[str]:
     """Set each name the file at `path` holds that the environment does not hold already.
 
-    Returns the names it set. `path` None or empty loads nothing. A missing file is an error when
-    `required` (a file that was named must be there), else nothing is loaded; `variable` is the
-    setting that named the file, for the error.
+    Returns the names it set; `variable` and `required` are as for read_env_file.
     """
-    if not path:
-        return []
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        if not required:
-            return []
-        raise ImproperlyConfigured(
-            f"{variable} names {path}, which does not exist: point {variable} at the settings "
-            "file, or unset it."
-        ) from None
-    except OSError as exc:
-        raise ImproperlyConfigured(
-            f"{variable} names {path}, which cannot be read as a plain file ({exc.strerror}): "
-            f"point {variable} at an owner-private settings file."
-        ) from None
-    with os.fdopen(fd, encoding="utf-8") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ImproperlyConfigured(f"{variable} names {path}, which is not a regular file.")
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
-            raise ImproperlyConfigured(
-                f"{variable} names {path}, which is not owner-private (mode "
-                f"{stat.S_IMODE(info.st_mode):o}, owner uid {info.st_uid}): it holds secrets; "
-                f"`chmod 600 {path}` as its owner."
-            )
-        text = handle.read()
-    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
     loaded = []
-    for name, value in values.items():
-        if value is not None and name not in os.environ:
+    for name, value in read_env_file(path, variable=variable, required=required).items():
+        if name not in os.environ:
             os.environ[name] = value
             loaded.append(name)
     return loaded
@@ -102,3 +128,51 @@ def write_env_file(path: Path, values: Mapping[str, str]) -> Path:
             os.unlink(temporary)
         raise
     return path
+
+
+def write_embedded_env_file(home: Path) -> Path:
+    """The embedded default's settings in `home`/virgo.env, for every later command to find.
+
+    VIRGO_EMBEDDED=1 always; SECRET_KEY generated once and then kept (sessions survive restarts);
+    VIRGO_PUBLIC_BASE_URL as this run has it, when it has one, so a command pasted into a new
+    shell builds the links the running server builds. Whatever else the owner put in the file
+    stays.
+    """
+    path = home_env_file(home)
+    values = read_env_file(path, variable="VIRGO_HOME", required=False)
+    values["VIRGO_EMBEDDED"] = "1"
+    values.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    if os.environ.get("VIRGO_PUBLIC_BASE_URL"):
+        values["VIRGO_PUBLIC_BASE_URL"] = os.environ["VIRGO_PUBLIC_BASE_URL"]
+    return write_env_file(path, values)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m virgo.envfile", description="Write Virgo's owner-private settings files."
+    )
+    actions = parser.add_subparsers(dest="action", required=True)
+    actions.add_parser("embedded", help="$VIRGO_HOME/virgo.env for the embedded default (make run)")
+    save = actions.add_parser(
+        "save",
+        help="to PATH: what the file VIRGO_ENV_FILE names holds, if it names one, and the named "
+        "variables of this environment that are set (make serve)",
+    )
+    save.add_argument("path", type=Path)
+    save.add_argument("names", nargs="+")
+    options = parser.parse_args(argv)
+    try:
+        if options.action == "embedded":
+            path = write_embedded_env_file(Path(os.environ.get("VIRGO_HOME") or DEFAULT_HOME))
+            print(f"Settings:   {path} (owner-private; real environment variables win)")
+        else:
+            values = read_env_file(os.environ.get("VIRGO_ENV_FILE"))
+            values.update((name, os.environ[name]) for name in options.names if name in os.environ)
+            write_env_file(options.path, values)
+    except ImproperlyConfigured as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 # SQLite's companions of a database file: the rollback journal, the write-ahead log and its index.
@@ -55,9 +57,15 @@ def private_file(path: Path) -> None:
 
 def private_embedded_home(home: Path, database: Path) -> None:
     """The embedded default's VIRGO_HOME at 0700 and its SQLite database at 0600, new or old."""
-    private_directory(home)
-    make_owner_only(home, DIR_MODE)
-    private_file(database)
+    try:
+        private_directory(home)
+        make_owner_only(home, DIR_MODE)
+        private_file(database)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"VIRGO_HOME: {home} cannot hold the embedded database ({exc.strerror}: "
+            f"{exc.filename}); point VIRGO_HOME at a directory this user may create and write"
+        ) from None
     for suffix in SQLITE_COMPANIONS:
         make_owner_only(database.with_name(database.name + suffix), FILE_MODE)
 

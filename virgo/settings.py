@@ -7,6 +7,8 @@ production shape (PostgreSQL, Redis-backed Celery and cache) without code change
 
 import ipaddress
 import os
+import re
+from collections.abc import Collection
 from pathlib import Path
 
 import dj_database_url
@@ -15,7 +17,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from virgo.envfile import load_env_file
+from virgo.envfile import home_env_file, load_env_file
 from virgo.home import private_embedded_home
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -30,6 +32,22 @@ def _env(name: str) -> str | None:
     return os.environ.get(name)
 
 
+def _unusable(name: str, value: str, expected: str, default: object) -> ImproperlyConfigured:
+    """A setting's value that cannot be used: one line naming it, the problem and the fix, as
+    every entry point prints it (virgo.startup)."""
+    return ImproperlyConfigured(
+        f"{name}: {value!r} is not {expected}; correct it, or unset {name} for the default "
+        f"({default})"
+    )
+
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"", "0", "false", "no", "off"}
+# django-ratelimit's rate: a count per (a number of) seconds, minutes, hours or days; it reads
+# the period's first letter (60/minute is 60/m) and takes an unknown one for seconds (60/M).
+RATE = re.compile(r"\d+/\d*[smhd][a-z]*")
+
+
 def env_str(name: str, default: str = "") -> str:
     value = _env(name)
     return default if value is None else value
@@ -39,25 +57,75 @@ def env_bool(name: str, default: bool = False) -> bool:
     value = _env(name)
     if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = value.strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise _unusable(name, value, "1 or 0 (true/false, yes/no, on/off)", int(default))
+    return word in TRUE_WORDS
 
 
 def env_int(name: str, default: int) -> int:
     value = _env(name)
-    return default if value is None or value == "" else int(value)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise _unusable(name, value, "a whole number", default) from None
 
 
 def env_float(name: str, default: float) -> float:
     value = _env(name)
-    return default if value is None or value == "" else float(value)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise _unusable(name, value, "a number", default) from None
+
+
+def env_rate(name: str, default: str) -> str:
+    value = env_str(name, default).strip()
+    if not RATE.fullmatch(value):
+        raise _unusable(name, value, "a rate such as 60/m (per s, m, h or d; or 100/5m)", default)
+    return value
 
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
-# The owner-private settings file VIRGO_ENV_FILE names, if any; real environment variables win.
+def check_url(name: str, schemes: Collection[str]) -> None:
+    """A URL setting that is set must use one of `schemes`, before the sections below hand it to
+    a library whose error would not name it."""
+    value = os.environ.get(name)
+    scheme, separator, _ = (value or "").partition("://")
+    if value and (not separator or scheme not in schemes):
+        raise ImproperlyConfigured(
+            f"{name}: the URL does not start with one of {', '.join(f'{s}://' for s in schemes)}"
+            f"; set {name} to such a URL (see the README's configuration table), or unset it"
+        )
+
+
+def check_database_url() -> None:
+    check_url("DATABASE_URL", ("postgres", "postgresql", "pgsql", "sqlite"))
+    try:
+        if value := os.environ.get("DATABASE_URL"):
+            dj_database_url.parse(value)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "DATABASE_URL: the URL cannot be parsed (a port that is not a number, or a "
+            "password with unquoted characters such as / or @); percent-encode them"
+        ) from None
+
+
+# The owner-private settings file VIRGO_ENV_FILE names, if any, then the installation's own in
+# VIRGO_HOME (`make run` writes it); real environment variables win over both (virgo.envfile).
 load_env_file(os.environ.get("VIRGO_ENV_FILE"))
+VIRGO_HOME = Path(env_str("VIRGO_HOME", str(BASE_DIR / "var")))
+load_env_file(home_env_file(VIRGO_HOME), variable="VIRGO_HOME", required=False)
+check_database_url()
+check_url("REDIS_URL", ("redis", "rediss", "unix"))
+check_url("REDIS_CACHE_URL", ("redis", "rediss", "unix"))
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -69,15 +137,15 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not LOCAL:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set SECRET_KEY in the environment (or DEBUG=1 / "
-            "VIRGO_EMBEDDED=1 for a local development run)."
+            f"SECRET_KEY: not set; set it in the environment or in {home_env_file(VIRGO_HOME)} "
+            "(`make run` writes one for the embedded default), or set VIRGO_EMBEDDED=1 for a "
+            "local run"
         )
     # Development only: a per-checkout key that never leaves this machine.
     SECRET_KEY = "virgo-insecure-development-key-" + str(BASE_DIR)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if LOCAL else "")
 
-VIRGO_HOME = Path(env_str("VIRGO_HOME", str(BASE_DIR / "var")))
 # Where the serving processes count their metrics, a directory per group (virgo.metrics); must
 # be local to the machine (not a VIRGO_HOME shared with other machines).
 VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics")))
@@ -87,11 +155,11 @@ VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 # The function counting the owed-work backlog (/readyz and /metrics), by kind.
 VIRGO_BACKLOG = "personas.reconciliation.owed_work"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
-VIRGO_CARD_RATE_LIMIT = env_str("VIRGO_CARD_RATE_LIMIT", "60/m")
-VIRGO_DIRECTORY_RATE_LIMIT = env_str("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
-VIRGO_MUTATION_RATE_LIMIT = env_str("VIRGO_MUTATION_RATE_LIMIT", "120/m")
-VIRGO_TOKEN_RATE_LIMIT = env_str("VIRGO_TOKEN_RATE_LIMIT", "10/m")
-VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_str("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
+VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
+VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
+VIRGO_MUTATION_RATE_LIMIT = env_rate("VIRGO_MUTATION_RATE_LIMIT", "120/m")
+VIRGO_TOKEN_RATE_LIMIT = env_rate("VIRGO_TOKEN_RATE_LIMIT", "10/m")
+VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_rate("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
 # Failed password sign-ins (admin and token) per username and per source address in a window of
 # VIRGO_SIGNIN_LOCKOUT_SECONDS; once either is spent, sign-in is refused until it ends
 # (virgo.signin).
@@ -238,7 +306,8 @@ for _proxy in VIRGO_TRUSTED_PROXIES:
         ipaddress.ip_network(_proxy, strict=False)
     except ValueError:
         raise ImproperlyConfigured(
-            f"VIRGO_TRUSTED_PROXIES: {_proxy!r} is not an IP address or network"
+            f"VIRGO_TRUSTED_PROXIES: {_proxy!r} is not an IP address or network; write the "
+            "proxies' addresses or networks, comma-separated (e.g. 10.0.0.7,10.20.0.0/16)"
         ) from None
 RATELIMIT_IP_META_KEY = "virgo.clients.client_ip"
 
@@ -420,15 +489,16 @@ for _network in VIRGO_OUTBOUND_ALLOWED_NETWORKS:
         ipaddress.ip_network(_network, strict=False)
     except ValueError:
         raise ImproperlyConfigured(
-            f"VIRGO_OUTBOUND_ALLOWED_NETWORKS: {_network!r} is not an IP address or network "
-            "(write networks such as 127.0.0.0/8,10.20.0.0/16, comma-separated)"
+            f"VIRGO_OUTBOUND_ALLOWED_NETWORKS: {_network!r} is not an IP address or network; "
+            "write networks such as 127.0.0.0/8,10.20.0.0/16, comma-separated"
         ) from None
 VIRGO_GRAPH_TIME_BUDGET_MS = env_int("VIRGO_GRAPH_TIME_BUDGET_MS", 2000)
 VIRGO_CHANNEL_CALLBACK_MAX_BYTES = env_int("VIRGO_CHANNEL_CALLBACK_MAX_BYTES", 16 * 1024)
 if VIRGO_CHANNEL_URL and not LOCAL and not VIRGO_CHANNEL_SECRET:
     raise ImproperlyConfigured(
-        "VIRGO_CHANNEL_URL is set but VIRGO_CHANNEL_SECRET is not: the hub's decision callbacks "
-        "could not be authenticated. Set VIRGO_CHANNEL_SECRET."
+        "VIRGO_CHANNEL_SECRET: not set while VIRGO_CHANNEL_URL is, so the hub's decision "
+        "callbacks could not be authenticated; set VIRGO_CHANNEL_SECRET to the secret the hub "
+        "signs them with"
     )
 
 CELERY_BEAT_SCHEDULE = {

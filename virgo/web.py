@@ -30,6 +30,8 @@ from granian.constants import HTTPModes, Interfaces
 from granian.http import HTTP1Settings
 from granian.log import LogLevels
 
+from virgo.startup import exit_misconfigured, load_settings
+
 WSGI_APP = "virgo.wsgi:application"
 # A client that has not sent its headers within this many milliseconds is dropped: a trickle
 # of header bytes must not hold a connection for long.
@@ -81,7 +83,8 @@ def options_from(environ: Mapping[str, str]) -> WebOptions:
     level = environ.get("LOG_LEVEL", "info").lower()
     if level not in LogLevels.__members__:
         raise ConfigurationError(
-            f"LOG_LEVEL: {level!r} is not one of {', '.join(LogLevels.__members__)}"
+            f"LOG_LEVEL: {level!r} is not one of {', '.join(LogLevels.__members__)}; set it to "
+            "one of them, or unset it for info"
         )
     return WebOptions(
         host=host,
@@ -150,7 +153,8 @@ def main() -> None:
     try:
         options = options_from(os.environ)
     except ConfigurationError as error:
-        raise SystemExit(f"virgo-web: {error}") from None
+        exit_misconfigured("virgo-web", error)
+    load_settings("virgo-web")
     count_metrics_per_server()
     run_start_checks()
     server_for(options).serve()
@@ -159,7 +163,10 @@ def main() -> None:
 def _bind(value: str) -> tuple[str, int]:
     host, separator, port = value.strip().rpartition(":")
     if not separator or not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        raise ConfigurationError(f"VIRGO_BIND: {value!r} is not host:port")
+        raise ConfigurationError(
+            f"VIRGO_BIND: {value!r} is not host:port; set it to e.g. 127.0.0.1:8000 ([::1]:8000 "
+            "for IPv6), or unset it for 127.0.0.1:8000"
+        )
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
@@ -171,7 +178,10 @@ def _positive(
         return default
     if not raw.isdigit() or (int(raw) == 0 and not allow_zero):
         least = "0 or more" if allow_zero else "1 or more"
-        raise ConfigurationError(f"{name}: {raw!r} is not a whole number of {least}")
+        raise ConfigurationError(
+            f"{name}: {raw!r} is not a whole number of {least}; set it to one, or unset it for "
+            f"the default ({default})"
+        )
     return int(raw)
 
 

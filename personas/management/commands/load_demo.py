@@ -4,14 +4,22 @@ Both personas stand: each carries every required tool of its class (the class ma
 persona-capability-surface v1) plus its SPEC-0009 verbs, and the deployer is the reviewer's
 owning lead, so deputy-scope confirmations of the reviewer are routed to it: the reviewer asks
 first before it completes a todo (its owner's "ask first" verbs), and the deployer answers.
+
+The demo owner's password is made, and printed, once: when the owner is created, or when
+`--new-password` asks for a new one. Every other run (each `make run` and `make serve` start)
+leaves it as it is. The commands it prints work pasted into a new shell in the checkout: the
+settings they need are in VIRGO_HOME/virgo.env, or in the file VIRGO_ENV_FILE names, which each
+printed command then names too (`make serve` sets it).
 """
 
+import os
 import secrets
+import shlex
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from personas import services
@@ -57,20 +65,38 @@ DEMO_PERSONAS: list[dict[str, Any]] = [
 ]
 
 
+def command(arguments: str) -> str:
+    """`virgo <arguments>` as pasted into a new shell in the checkout: naming the settings file
+    this process was given, if it was given one."""
+    env_file = os.environ.get("VIRGO_ENV_FILE")
+    prefix = f"VIRGO_ENV_FILE={shlex.quote(env_file)} " if env_file else ""
+    return f"{prefix}.venv/bin/virgo {arguments}"
+
+
 class Command(BaseCommand):
     help = "Create (or refresh) the demo owner, agent and personas, and print how to reach them."
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--new-password",
+            action="store_true",
+            help="give the demo owner a new password (printed once) instead of keeping theirs",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
-        password = secrets.token_urlsafe(12)
         with transaction.atomic():
-            owner = self._owner(password)
+            owner, password = self._owner(new_password=options["new_password"])
             agent = self._agent(owner)
             personas: dict[str, Persona] = {}
             # Leads first, so that a deputy can name its owning lead.
             for spec in sorted(DEMO_PERSONAS, key=lambda spec: "owning_lead" in spec):
                 personas[spec["name"]] = self._persona(agent, spec, personas)
         base = settings.VIRGO_PUBLIC_BASE_URL
-        self.stdout.write(f"Demo owner: demo / {password}")
+        if password:
+            self.stdout.write(f"Demo owner: demo / {password} (printed only now)")
+        else:
+            self.stdout.write("Demo owner: demo (password unchanged: as printed when it was made)")
+        self.stdout.write(f"Reset it:   {command('load_demo --new-password')}")
         self.stdout.write(f"Admin:      {base}/admin/")
         self.stdout.write(f"Card:       {personas[DEMO_PERSONAS[0]['name']].card_url}")
         self.stdout.write(f"Directory:  {base}/api/directory/ (sign in first)")
@@ -79,16 +105,21 @@ class Command(BaseCommand):
             state = {True: "stands", False: "does NOT stand", None: "stamp owed"}[persona.standing]
             self.stdout.write(f"Persona:    {persona.name} at {persona.address} {state}")
         reviewer = personas[DEMO_PERSONAS[0]["name"]].uuid
-        self.stdout.write(f"MCP server: .venv/bin/virgo mcp serve --persona {reviewer}")
+        self.stdout.write(f"MCP server: {command(f'mcp serve --persona {reviewer}')}")
+        self.stdout.write(f"MCP config: {command(f'mcp config --persona {reviewer}')}")
         self.stdout.write(
-            f"Allowlist:  .venv/bin/virgo launch --persona {reviewer} --print-allowlist"
+            f"Allowlist:  {command(f'launch --persona {reviewer} --print-allowlist')}"
         )
 
-    def _owner(self, password: str) -> Any:
-        user, _ = get_user_model().objects.get_or_create(
+    def _owner(self, *, new_password: bool) -> tuple[Any, str | None]:
+        """The demo owner, and their password when it is new (else None: it is kept)."""
+        user, created = get_user_model().objects.get_or_create(
             username="demo", defaults={"is_staff": True, "email": "demo@example.org"}
         )
-        user.set_password(password)
+        password = None
+        if created or new_password or not user.has_usable_password():
+            password = secrets.token_urlsafe(12)
+            user.set_password(password)
         user.is_staff = True
         user.save()
         OwnerIdentity.objects.update_or_create(
@@ -101,7 +132,7 @@ class Command(BaseCommand):
                 "identity_subject": "demo",
             },
         )
-        return user
+        return user, password
 
     def _agent(self, owner: Any) -> Agent:
         verbs = sorted({verb for spec in DEMO_PERSONAS for verb in spec["verb_subset"]})

@@ -1,12 +1,22 @@
-"""Build every capability stamp and card still owed: what Celery beat runs every minute, by hand."""
+"""Build every capability stamp and card still owed: what Celery beat runs every minute, by hand.
 
+On a terminal it shows its progress (virgo.progress). `--json` prints only a JSON document on
+stdout, `{"owed": N, "done": N, "failed": [{"id", "uuid"}]}` (with `--dry-run`: `{"owed": N,
+"personas": [{"uuid", "name", "generation"}]}`), so `virgo reconcile --json | jq` works; a
+failure still exits non-zero, its message on stderr.
+"""
+
+import json
+import sys
 from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from personas.models import Persona
 from personas.reconciliation import owed_personas, reconcile
+from virgo import progress
 
 
 class Command(BaseCommand):
@@ -27,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="list what is owed without building it"
         )
+        parser.add_argument(
+            "--json", action="store_true", help="print only a JSON document of the outcome"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["grace"] < 0:
@@ -34,17 +47,39 @@ class Command(BaseCommand):
         if options["batch_size"] is not None and options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
         grace = timedelta(seconds=options["grace"])
+        as_json = options["json"]
         if options["dry_run"]:
             owed = owed_personas(settled_before=timezone.now() - grace)
-            for uuid, name, generation in owed.values_list("uuid", "name", "generation"):
-                self.stdout.write(f"owed: {uuid} {name!r} generation {generation}")
-            self.stdout.write(f"{owed.count()} personas owed work")
+            rows = [
+                {"uuid": str(uuid), "name": name, "generation": generation}
+                for uuid, name, generation in owed.values_list("uuid", "name", "generation")
+            ]
+            if as_json:
+                self.stdout.write(json.dumps({"owed": len(rows), "personas": rows}, indent=2))
+                return
+            for row in rows:
+                self.stdout.write(
+                    f"owed: {row['uuid']} {row['name']!r} generation {row['generation']}"
+                )
+            self.stdout.write(f"{len(rows)} personas owed work")
             return
-        report = reconcile(grace=grace, batch_size=options["batch_size"])
-        self.stdout.write(
-            f"{len(report.owed)} personas owed work: {report.done} done, "
-            f"{len(report.failed)} failed"
-        )
+        with progress.shown_on(sys.stderr):
+            report = reconcile(grace=grace, batch_size=options["batch_size"])
+        if as_json:
+            failed = Persona.objects.filter(pk__in=report.failed).order_by("pk")
+            document = {
+                "owed": len(report.owed),
+                "done": report.done,
+                "failed": [
+                    {"id": pk, "uuid": str(uuid)} for pk, uuid in failed.values_list("pk", "uuid")
+                ],
+            }
+            self.stdout.write(json.dumps(document, indent=2))
+        else:
+            self.stdout.write(
+                f"{len(report.owed)} personas owed work: {report.done} done, "
+                f"{len(report.failed)} failed"
+            )
         if report.failed:
             raise CommandError(
                 "could not publish personas with ids "

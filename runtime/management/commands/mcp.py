@@ -1,5 +1,10 @@
-"""`virgo mcp serve --persona <uuid>`: a persona's tools over MCP (stdio, or --http on loopback)."""
+"""`virgo mcp serve --persona <uuid>`: a persona's tools over MCP (stdio, or --http on loopback).
 
+`virgo mcp config --persona <uuid> [--format claude|json]` prints the `mcpServers` block that
+starts that server, for an MCP client's configuration: the one `virgo launch` writes.
+"""
+
+import json
 import os
 import secrets
 import sys
@@ -8,9 +13,10 @@ from typing import Any
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.launcher import persona_by_uuid
+from personas.models import Persona
+from runtime.launcher import mcp_servers, persona_by_uuid
 from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
-from runtime.stamp import StampUnavailable
+from runtime.stamp import StampUnavailable, load_active_stamp
 
 
 class Command(BaseCommand):
@@ -25,9 +31,23 @@ class Command(BaseCommand):
         )
         serve.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS)
         serve.add_argument("--port", type=int, default=8765)
+        config = sub.add_parser(
+            "config", help="Print the mcpServers block that starts the persona's server."
+        )
+        config.add_argument("--persona", required=True, help="The persona's uuid.")
+        config.add_argument(
+            "--format",
+            choices=("claude", "json"),
+            default="claude",
+            help="claude: Claude Code's .mcp.json (what `launch` writes); json: the plain block "
+            "of Claude Desktop, Cursor and most other clients.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         persona = persona_by_uuid(options["persona"])
+        if options["action"] == "config":
+            self._config(persona, options["format"])
+            return
         try:
             server = build_server(persona)
         except StampUnavailable as exc:
@@ -47,3 +67,12 @@ class Command(BaseCommand):
         if "VIRGO_MCP_TOKEN" not in os.environ:
             print(f"Bearer token: {token}", file=sys.stderr)
         uvicorn.run(http_app(server, host=host, port=port, token=token), host=host, port=port)
+
+    def _config(self, persona: Persona, dialect: str) -> None:
+        try:
+            load_active_stamp(persona)
+        except StampUnavailable as exc:
+            raise CommandError(
+                f"no MCP config for persona {persona.uuid}: its server would refuse: {exc.reason}"
+            ) from None
+        self.stdout.write(json.dumps(mcp_servers(persona, dialect=dialect), indent=2))

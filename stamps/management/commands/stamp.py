@@ -1,6 +1,12 @@
-"""`virgo stamp show|verify|build|diff|restore`: read, check, (re)build and restore stamps."""
+"""`virgo stamp show|verify|build|diff|restore`: read, check, (re)build and restore stamps.
+
+`stamp show --json` prints only the stamp document on stdout, its header lines (persona,
+hashes, file) on stderr, so `virgo stamp show <uuid> --json | jq` works. `stamp build --all`
+shows its progress on a terminal (virgo.progress).
+"""
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +18,7 @@ from stamps.quarantine import is_quarantined, restore, restore_command
 from stamps.selectors import PersonaNotFound, persona_by_reference, stamp_diff, stamp_document
 from stamps.services import build_generation_stamp
 from stamps.verification import verify_file
+from virgo import progress
 
 
 class Command(BaseCommand):
@@ -24,6 +31,11 @@ class Command(BaseCommand):
         show = actions.add_parser("show", help="Print a persona's stamp (current generation).")
         show.add_argument("persona", help="persona UUID, or its name when unambiguous")
         show.add_argument("--generation", type=int, help="another generation number")
+        show.add_argument(
+            "--json",
+            action="store_true",
+            help="print only the stamp on stdout (the header lines go to stderr)",
+        )
         verify = actions.add_parser(
             "verify", help="Validate v1, v2 or v3 stamp files and print what is wrong."
         )
@@ -49,13 +61,15 @@ class Command(BaseCommand):
         if action == "verify":
             self._verify(options["paths"])
         elif action == "build":
-            self._build(options["persona"], build_all=options["all"])
+            with progress.shown_on(sys.stderr):
+                self._build(options["persona"], build_all=options["all"])
         elif action == "restore":
             self._restore(self._persona(options["persona"]))
         else:
             persona = self._persona(options["persona"])
             if action == "show":
-                self._show(persona, options["generation"] or persona.generation)
+                number = options["generation"] or persona.generation
+                self._show(persona, number, as_json=options["json"])
             else:
                 self._diff(persona, options["old"], options["new"])
 
@@ -71,23 +85,29 @@ class Command(BaseCommand):
             raise CommandError(f"persona {persona.name!r} has no generation {number}")
         return generation
 
-    def _show(self, persona: Persona, number: int) -> None:
+    def _show(self, persona: Persona, number: int, *, as_json: bool) -> None:
         generation = self._generation(persona, number)
-        self.stdout.write(f"persona {persona.name!r} ({persona.uuid}) generation {number}")
+        # For people the header and the stamp read together; for scripts stdout is the stamp.
+        stream = self.stderr if as_json else self.stdout
+
+        def header(line: str) -> None:
+            stream.write(line, style_func=str)
+
+        header(f"persona {persona.name!r} ({persona.uuid}) generation {number}")
         if generation.standing is None:
             raise CommandError("its stamp is owed: run `virgo stamp build` or a Celery worker")
         if generation.standing is False:
             quarantined = is_quarantined(generation)
-            self.stdout.write("QUARANTINED:" if quarantined else "not standing:")
+            header("QUARANTINED:" if quarantined else "not standing:")
             for reason in generation.not_standing_reasons:
-                self.stdout.write(f"  - {reason}")
+                header(f"  - {reason}")
             if not quarantined:
                 raise CommandError("this generation has no stamp: it does not stand")
-            self.stdout.write(f"restore it with `{restore_command(persona)}`")
+            header(f"restore it with `{restore_command(persona)}`")
         stamp = generation.stamp
-        self.stdout.write(f"stamp sha256 {stamp.stamp_hash}")
-        self.stdout.write(f"composition {generation.composition_hash}")
-        self.stdout.write(f"file {stamp.path} ({stamp_file_state(generation)})")
+        header(f"stamp sha256 {stamp.stamp_hash}")
+        header(f"composition {generation.composition_hash}")
+        header(f"file {stamp.path} ({stamp_file_state(generation)})")
         self.stdout.write(json.dumps(stamp_document(stamp), indent=2, ensure_ascii=False))
 
     def _verify(self, paths: list[Path]) -> None:
@@ -112,7 +132,7 @@ class Command(BaseCommand):
             personas = list(Persona.objects.filter(standing__isnull=True).order_by("pk"))
         else:
             personas = [self._persona(reference or "")]
-        for persona in personas:
+        for persona in progress.track(personas, "stamps built"):
             generation = self._generation(persona, persona.generation)
             outcome = build_generation_stamp(generation=generation)
             if outcome.stamp is not None:

@@ -1,0 +1,247 @@
+"""VX-OPS-1: every command `make run` prints, and every command the README shows, works pasted into
+a new shell in a fresh checkout, with nothing exported by hand.
+
+`make run` runs in a fresh checkout (tests/fresh_checkout.py) from a clean environment (PATH and
+HOME only, as `env -i` leaves them). While it serves, each line it printed and each line of the
+README's sh blocks runs the same way, as a new shell would run it (`bash -c`, pipes failing when
+any part fails), with the placeholders (`<uuid>`, `<id>`) filled in. The MCP server lines are
+driven by the `mcp` SDK's own client with its default environment. `claude` is an agent CLI
+Virgo does not ship: a stand-in on PATH records what it was started with.
+"""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.fresh_checkout import REPO, clean_environment, make_fresh_checkout
+from tests.live import free_port, wait_until
+
+pytestmark = pytest.mark.live
+
+COMMAND_TIMEOUT = 120
+# The README's sh lines not run here, and why.
+NOT_RUN_HERE = {
+    "make run": "it is what this test runs first",
+    "make test": "the whole suite: CI runs it",
+}
+# What a command answers in the embedded default by design, as the README says beside it.
+EMBEDDED_ANSWERS = {
+    "signin unlock": (1, "restart the server"),
+}
+# A printed command: `Label:   [VIRGO_ENV_FILE=... ].venv/bin/virgo ...`.
+PRINTED_COMMAND = re.compile(r"^[A-Z][A-Za-z ]*:\s+((?:VIRGO_ENV_FILE=\S+ )?\.venv/bin/\S.*)$")
+# In the README's sh blocks a comment follows two spaces or more: `command  # what it does`.
+COMMENT = re.compile(r"\s{2,}#\s.*$")
+
+
+def readme_commands(readme: Path) -> list[str]:
+    commands, inside = [], False
+    for line in readme.read_text().splitlines():
+        if line.strip() == "```sh":
+            inside = True
+        elif inside and line.strip() == "```":
+            inside = False
+        elif inside and line.strip():
+            commands.append(COMMENT.sub("", line).strip())
+    return commands
+
+
+@dataclass
+class MadeRun:
+    checkout: Path
+    env: dict[str, str]
+    output: str
+    claude_record: Path
+
+    def reviewer(self) -> str:
+        return re.search(r"mcp serve --persona ([0-9a-f-]{36})", self.output).group(1)
+
+    def agent_id(self) -> str:
+        with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
+            [(agent,)] = database.execute("select id from personas_agent").fetchall()
+        return str(agent)
+
+    def stamp_tools(self, uuid: str) -> list[str]:
+        generations = (self.checkout / "var" / "personas" / uuid / "generations").iterdir()
+        latest = max(generations, key=lambda path: int(path.name))
+        stamp = json.loads((latest / "CAPABILITY-STAMP.json").read_text())
+        return [tool["name"] for tool in stamp["tools"]]
+
+
+@pytest.fixture(scope="module")
+def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
+    base = tmp_path_factory.mktemp("fresh")
+    checkout = make_fresh_checkout(base / "checkout")
+    home = base / "home"
+    home.mkdir()
+    stand_ins = base / "bin"
+    stand_ins.mkdir()
+    record = base / "claude-argv"
+    claude = stand_ins / "claude"
+    claude.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" --- >> {record}\n")
+    claude.chmod(0o755)
+    env = clean_environment(home, path_first=stand_ins)
+    port = free_port()
+    log = base / "make-run.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["make", "run", f"PORT={port}"],
+            cwd=checkout,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+
+        def serving() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"make run exited:\n{log.read_text()}")
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(serving, what=f"make run to serve; see {log}", timeout=300)
+        yield MadeRun(checkout, env, log.read_text(), record)
+    finally:
+        # make, the runserver and its autoreloader child: the session make leads.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=COMMAND_TIMEOUT)
+        wait_until(lambda: not _session_alive(process.pid), what="make run's processes to end")
+
+
+def _session_alive(session: int) -> bool:
+    try:
+        os.killpg(session, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def filled(line: str, made_run: MadeRun) -> str:
+    return line.replace("<uuid>", made_run.reviewer()).replace("<id>", made_run.agent_id())
+
+
+def serve_lists_tools(line: str, made_run: MadeRun) -> list[str]:
+    """The MCP server line, started by the mcp SDK's stdio client with its default environment
+    (which passes on only HOME, PATH, SHELL, TERM, USER, LOGNAME): the tools it lists."""
+    parameters = StdioServerParameters(
+        command="bash", args=["-c", line], cwd=str(made_run.checkout), env=made_run.env
+    )
+
+    async def listed() -> list[str]:
+        with anyio.fail_after(COMMAND_TIMEOUT):
+            async with (
+                stdio_client(parameters) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return [tool.name for tool in (await session.list_tools()).tools]
+
+    return anyio.run(listed)
+
+
+def run_in_a_new_shell(line: str, made_run: MadeRun) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", line],
+        cwd=made_run.checkout,
+        env=made_run.env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+    )
+
+
+def assert_works(line: str, made_run: MadeRun) -> subprocess.CompletedProcess[str] | None:
+    if " mcp serve " in line and "--http" not in line:
+        assert serve_lists_tools(line, made_run) == made_run.stamp_tools(made_run.reviewer())
+        return None
+    done = run_in_a_new_shell(line, made_run)
+    said = f"`{line}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    assert "Traceback" not in done.stderr, said
+    expected = next((answer for key, answer in EMBEDDED_ANSWERS.items() if key in line), None)
+    if expected is None:
+        assert done.returncode == 0, said
+    else:
+        status, text = expected
+        assert (done.returncode, text in done.stderr) == (status, True), said
+    return done
+
+
+def test_make_run_writes_the_settings_file_once(made_run: MadeRun) -> None:
+    """VX-OPS-1: `make run` leaves an owner-private var/virgo.env with the embedded flag and a
+    generated SECRET_KEY."""
+    path = made_run.checkout / "var" / "virgo.env"
+    assert path.stat().st_mode & 0o777 == 0o600
+    text = path.read_text()
+    assert "VIRGO_EMBEDDED='1'" in text
+    assert re.search(r"^SECRET_KEY='[\w-]{50,}'$", text, re.MULTILINE)
+
+
+def test_every_command_make_run_prints_works_in_a_new_shell(made_run: MadeRun) -> None:
+    """VX-OPS-1: each command line `make run` printed (the MCP server, its config, the
+    allowlist, the password reset) works as printed in a clean environment."""
+    printed = [
+        match.group(1)
+        for line in made_run.output.splitlines()
+        if (match := PRINTED_COMMAND.match(line.strip()))
+    ]
+    assert len(printed) >= 4, made_run.output
+    for line in printed:
+        done = assert_works(line, made_run)
+        if done is not None and "--print-allowlist" in line:
+            tools = made_run.stamp_tools(made_run.reviewer())
+            assert done.stdout.strip() == ",".join(f"mcp__virgo__{name}" for name in tools)
+
+
+def test_every_command_the_readme_shows_works_in_a_new_shell(made_run: MadeRun) -> None:
+    """VX-OPS-1: each line of the README's sh blocks works pasted into a new shell in the
+    checkout (the placeholders filled in), and the agent CLI it starts gets the allowlist and
+    an MCP config that carries no secret."""
+    commands = readme_commands(made_run.checkout / "README.md")
+    assert commands == readme_commands(REPO / "README.md")
+    run = [line for line in commands if line not in NOT_RUN_HERE]
+    assert len(run) >= 9, commands
+    for line in run:
+        assert_works(filled(line, made_run), made_run)
+
+    # `launch ... -- claude`, then `claude --allowedTools ...`: what the stand-in was given.
+    launched, pasted = [
+        call.strip("\n").splitlines()
+        for call in made_run.claude_record.read_text().split("---")
+        if call.strip()
+    ]
+    allowlist = ",".join(
+        f"mcp__virgo__{name}" for name in made_run.stamp_tools(made_run.reviewer())
+    )
+    assert launched[launched.index("--allowedTools") + 1] == allowlist
+    assert pasted == ["--allowedTools", allowlist]
+    secret = re.search(
+        r"^SECRET_KEY='(.*)'$", (made_run.checkout / "var/virgo.env").read_text(), re.M
+    )
+    assert secret is not None
+    for config_path in (
+        launched[launched.index("--mcp-config") + 1],
+        made_run.checkout / ".mcp.json",
+    ):
+        config = json.loads(Path(config_path).read_text())
+        assert set(config["mcpServers"]["virgo"]["env"]) == {
+            "DJANGO_SETTINGS_MODULE",
+            "VIRGO_ENV_FILE",
+        }
+        assert secret.group(1) not in json.dumps(config)

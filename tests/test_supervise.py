@@ -1,0 +1,158 @@
+"""virgo.supervise, the supervisor of `make serve`, over small real programs (VX-REL-4): one that
+dies is started again while the others run on, quick deaths wait longer each time, status 2
+stops everything, and SIGTERM stops every program."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.live import wait_until
+
+TIMEOUT = 60.0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not running.
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return status != "Z"
+
+
+@dataclass
+class Supervised:
+    directory: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def pids(self, name: str) -> list[int]:
+        path = self.directory / f"{name}.pids"
+        return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+    def started(self, name: str, times: int) -> int:
+        """The pid of the `times`-th start of program `name`, once it has started that often."""
+        wait_until(lambda: len(self.pids(name)) >= times, what=f"{name} to start", timeout=TIMEOUT)
+        return self.pids(name)[times - 1]
+
+    def said(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def supervise(tmp_path: Path) -> Iterator:
+    started: list[Supervised] = []
+
+    def start(**programs: str) -> Supervised:
+        """Each program is `sh -c SCRIPT`, which first records its pid in NAME.pids."""
+        arguments = [
+            f"{name}: sh -c 'echo $$ >> {tmp_path}/{name}.pids; {script}'"
+            for name, script in programs.items()
+        ]
+        log = tmp_path / "supervisor.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "virgo.supervise", *arguments],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        supervised = Supervised(tmp_path, process, log)
+        started.append(supervised)
+        return supervised
+
+    yield start
+    for supervised in started:
+        if supervised.process.poll() is None:
+            supervised.process.terminate()
+            supervised.process.wait(timeout=TIMEOUT)
+
+
+def test_a_program_that_dies_is_started_again_while_the_others_run_on(supervise) -> None:
+    """VX-REL-4: SIGKILL one program: a log line says so and it starts again; the other keeps
+    its process all along."""
+    supervised = supervise(worker="exec sleep 600", web="exec sleep 600")
+    worker, web = supervised.started("worker", 1), supervised.started("web", 1)
+    os.kill(worker, signal.SIGKILL)
+    again = supervised.started("worker", 2)
+    assert again != worker and alive(again)
+    assert supervised.pids("web") == [web] and alive(web)
+    log = supervised.said()
+    assert f"worker (pid {worker}) was killed by SIGKILL after " in log
+    assert "starting it again in 1s, the others keep serving" in log
+    assert f"worker started (pid {again})" in log
+
+
+def test_what_a_dead_program_left_in_its_session_goes_with_it(supervise, tmp_path: Path) -> None:
+    """VX-REL-4: a web server's own workers outlive their killed parent unless the supervisor
+    ends them: the whole session of the dead program is killed before it starts again."""
+    supervised = supervise(web=f"sleep 600 & echo $! > {tmp_path}/child.pid; wait")
+    parent = supervised.started("web", 1)
+    wait_until(lambda: (tmp_path / "child.pid").exists(), what="the child", timeout=TIMEOUT)
+    child = int((tmp_path / "child.pid").read_text())
+    os.kill(parent, signal.SIGKILL)
+    supervised.started("web", 2)
+    wait_until(lambda: not alive(child), what="the orphaned child to be killed", timeout=TIMEOUT)
+
+
+def test_quick_deaths_wait_longer_each_time(supervise) -> None:
+    """VX-REL-4: a program that keeps failing is started again after 1 s, then 2 s, then 4 s."""
+    supervised = supervise(flaky="exit 1")
+    supervised.started("flaky", 4)
+    delays = [
+        line.rsplit("starting it again in ", 1)[1].split("s,")[0]
+        for line in supervised.said().splitlines()
+        if "exited with status 1" in line
+    ]
+    assert delays[:3] == ["1", "2", "4"]
+
+
+def test_a_misconfigured_program_stops_everything_with_status_2(supervise) -> None:
+    """VX-REL-4, VX-OPS-2: status 2 says a setting is wrong: starting again cannot help, so
+    every program is stopped and the supervisor exits 2."""
+    supervised = supervise(worker="exec sleep 600", web="sleep 1; exit 2")
+    worker = supervised.started("worker", 1)
+    assert supervised.process.wait(timeout=TIMEOUT) == 2
+    assert not alive(worker)
+    assert len(supervised.pids("web")) == 1
+    assert "web exited with status 2: a setting it cannot use" in supervised.said()
+    assert "worker stopped" in supervised.said()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_ctrl_c_stops_every_program(supervise, signum: signal.Signals) -> None:
+    """VX-REL-4: the supervisor stops every program (SIGTERM each), then exits."""
+    supervised = supervise(worker="exec sleep 600", web="exec sleep 600")
+    pids = [supervised.started("worker", 1), supervised.started("web", 1)]
+    supervised.process.send_signal(signum)
+    assert supervised.process.wait(timeout=TIMEOUT) == 0
+    assert not any(alive(pid) for pid in pids)
+    assert "worker stopped" in supervised.said() and "web stopped" in supervised.said()
+
+
+def test_a_killed_supervisor_takes_its_programs_with_it(supervise) -> None:
+    """VX-REL-4: SIGKILL the supervisor itself: its programs get SIGTERM from the kernel and
+    end, instead of running on unsupervised, holding their ports."""
+    supervised = supervise(worker="exec sleep 600", web="exec sleep 600")
+    pids = [supervised.started("worker", 1), supervised.started("web", 1)]
+    supervised.process.kill()
+    supervised.process.wait(timeout=TIMEOUT)
+    try:
+        wait_until(
+            lambda: not any(alive(pid) for pid in pids), what="the programs to end", timeout=10
+        )
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,51 @@
+"""How each of Virgo's processes starts: its settings first, and a setting it cannot use is one
+line with status 2 (VX-OPS-2).
+
+A missing or bad setting (virgo.settings raises ImproperlyConfigured naming the variable, what is
+wrong and the fix) ends `virgo <command>`, `manage.py`, `virgo-web`, a Celery worker and beat, and
+so `make serve`, with that one line on stderr, prefixed with the program's name, and exit status
+2: never a traceback, whose last line is the only one an operator needs. Status 2 also tells a
+supervisor (`make serve`, virgo.supervise) that starting the process again cannot help.
+
+The settings are loaded before anything else runs: Django's command line would otherwise swallow
+the error into "Unknown command" (an app's command is unknown while settings fail), and Celery's
+into the traceback of a command-line option.
+"""
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from django.core.exceptions import ImproperlyConfigured
+
+EXIT_MISCONFIGURED = 2
+
+
+def exit_misconfigured(program: str, error: Exception) -> NoReturn:
+    # One line whatever the message holds: a log reader or a supervisor sees all of it.
+    message = " ".join(str(error).split())
+    print(f"{program}: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_MISCONFIGURED)
+
+
+def load_settings(program: str) -> None:
+    """Import Django's settings now, so that a setting they refuse ends `program` in one line."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "virgo.settings")
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018  (the first access imports the settings module)
+    except ImproperlyConfigured as error:
+        exit_misconfigured(program, error)
+
+
+def run_management(program: str, argv: Sequence[str]) -> None:
+    """Django's command line (`virgo`, `manage.py`), its configuration errors in one line."""
+    load_settings(program)
+    from django.core.management import execute_from_command_line
+
+    try:
+        execute_from_command_line([program, *argv])
+    except ImproperlyConfigured as error:
+        exit_misconfigured(program, error)
