@@ -297,6 +297,287 @@ def test_the_semantic_validator_names_each_problem(
         validate_stamp(deputy)
 
 
+# What each change of a valid deputy stamp gives, exactly and in order: the code, the item an owner
+# finds it under in the admin, and the whole message. The cases above check one problem each;
+# these also prove that nothing else is said, and said about the wrong item.
+_PROJECT_DUTY = (
+    "address 'work/reviewer' is not canonical for a coder-deputy: a project duty carries its "
+    "project segment (<workspace>/<project>/<role>)"
+)
+_LOST_ACTION = (
+    "handler action todos.claim cannot be projected without loss: 2 tools name it but the "
+    "handler table keeps one rule per handler action"
+)
+
+
+def _hierarchy_parts(d: Document) -> None:
+    d["hierarchy"].update(level="workspace", role="coder")
+
+
+def _binding_parts(d: Document) -> None:
+    d["bindings"]["workspace"].update(workspace="other", project="web")
+
+
+def _wrong_boundary(d: Document) -> None:
+    tool(d, "claim")["boundary"] = "credential-or-permission-change"
+
+
+def _wrong_action(d: Document) -> None:
+    tool(d, "claim")["handler_action"] = "todos.take"
+
+
+def _two_segments(d: Document) -> None:
+    d["hierarchy"].update(path="work/reviewer", level="workspace", project=None)
+    d["bindings"]["workspace"]["project"] = None
+    for entry in d["tools"]:
+        entry["scope"]["project"] = None
+
+
+EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]] = [
+    (
+        "duplicate name",
+        _dup_name,
+        [
+            (Code.DUPLICATE_NAME, "claim", "duplicate tool name 'claim' (2 tools)"),
+            (
+                Code.DUPLICATE_ACTION,
+                "todos.claim",
+                "duplicate handler action 'todos.claim' (2 tools)",
+            ),
+            (
+                Code.PROJECTION_LOSS,
+                "claim",
+                "tool claim cannot be projected without loss: it is listed 2 times but an MCP "
+                "server and a launcher allowlist carry each name once",
+            ),
+            (Code.PROJECTION_LOSS, "todos.claim", _LOST_ACTION),
+        ],
+    ),
+    (
+        "duplicate action",
+        _dup_action,
+        [
+            (
+                Code.DUPLICATE_ACTION,
+                "todos.claim",
+                "duplicate handler action 'todos.claim' (2 tools)",
+            ),
+            (
+                Code.ACTION_MISMATCH,
+                "complete",
+                "tool complete: handler action 'todos.claim' is not the catalogue's "
+                "'todos.complete'",
+            ),
+            (Code.PROJECTION_LOSS, "todos.claim", _LOST_ACTION),
+        ],
+    ),
+    (
+        "access",
+        _bad_access,
+        [
+            (
+                Code.BAD_ACCESS,
+                "claim",
+                "tool claim: access 'deny' is neither allow nor confirm (a denied capability is "
+                "left out, not listed)",
+            )
+        ],
+    ),
+    (
+        "class may not have it",
+        _class_tool,
+        [
+            (
+                Code.NOT_IN_CLASS,
+                "resolve_decision",
+                "tool resolve_decision is not available to class coder-deputy: 'decisions: "
+                "resolve' is '-' (not exposed)",
+            )
+        ],
+    ),
+    (
+        "workspace scope",
+        _foreign_workspace,
+        [
+            (
+                Code.SCOPE,
+                "workspace_read",
+                "tool workspace_read: workspace 'other' is outside the persona's binding (its "
+                "address's workspace is 'work')",
+            )
+        ],
+    ),
+    (
+        "project scope",
+        _foreign_project,
+        [
+            (
+                Code.SCOPE,
+                "list_runs",
+                "tool list_runs: project 'web' is outside the persona's binding (its address's "
+                "project is 'core')",
+            )
+        ],
+    ),
+    (
+        "queue scope",
+        _foreign_queue,
+        [(Code.SCOPE, "claim", "tool claim: queue 'deploys' is outside the persona's queues")],
+    ),
+    (
+        "surface scope",
+        _foreign_surface,
+        [
+            (
+                Code.SCOPE,
+                "get_human_surface_status",
+                "tool get_human_surface_status: surface 'slack:ops' is outside its bound surfaces",
+            )
+        ],
+    ),
+    (
+        "path scope",
+        _foreign_path,
+        [
+            (
+                Code.SCOPE,
+                "workspace_write",
+                "tool workspace_write: path 'src/**' is outside its mutable paths",
+            )
+        ],
+    ),
+    (
+        "condition",
+        _dropped_condition,
+        [
+            (
+                Code.CONDITION,
+                "create_run",
+                "tool create_run: condition None is not the class matrix's 'assigned-task' for "
+                "coder-deputy",
+            )
+        ],
+    ),
+    (
+        "missing tool",
+        _missing_tool,
+        [(Code.MISSING_TOOL, "workspace_write", "not standing: missing tool workspace_write")],
+    ),
+    (
+        "hierarchy parts",
+        _hierarchy_parts,
+        [
+            (
+                Code.ADDRESS,
+                "hierarchy.level",
+                "hierarchy.level is 'workspace' but address 'work/core/reviewer' gives 'project'",
+            ),
+            (
+                Code.ADDRESS,
+                "hierarchy.role",
+                "hierarchy.role is 'coder' but address 'work/core/reviewer' gives 'reviewer'",
+            ),
+        ],
+    ),
+    (
+        "binding parts",
+        _binding_parts,
+        [
+            (
+                Code.SCOPE,
+                "bindings.workspace.workspace",
+                "workspace binding workspace 'other' is outside the persona's address "
+                "'work/core/reviewer' (workspace 'work')",
+            ),
+            (
+                Code.SCOPE,
+                "bindings.workspace.project",
+                "workspace binding project 'web' is outside the persona's address "
+                "'work/core/reviewer' (project 'core')",
+            ),
+        ],
+    ),
+    (
+        "class address",
+        _two_segments,
+        [(Code.ADDRESS, "work/reviewer", _PROJECT_DUTY)],
+    ),
+    (
+        "boundary",
+        _wrong_boundary,
+        [
+            (
+                Code.BOUNDARY_MISMATCH,
+                "claim",
+                "tool claim: boundary 'credential-or-permission-change' is not the catalogue's "
+                "None",
+            )
+        ],
+    ),
+    (
+        "action",
+        _wrong_action,
+        [
+            (
+                Code.UNREGISTERED_HANDLER,
+                "claim",
+                "tool claim: handler action 'todos.take' has no registered handler",
+            ),
+            (
+                Code.ACTION_MISMATCH,
+                "claim",
+                "tool claim: handler action 'todos.take' is not the catalogue's 'todos.claim'",
+            ),
+        ],
+    ),
+    (
+        "projection loss",
+        _lossy_name,
+        [
+            (Code.UNKNOWN_TOOL, "claim todo", "tool claim todo is not in the verb catalogue"),
+            (
+                Code.PROJECTION_LOSS,
+                "claim todo",
+                "tool 'claim todo' cannot be projected without loss: the MCP tool list and the "
+                "launcher allowlist carry only names of 1-64 letters, digits, '_' or '-'",
+            ),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"), [case[1:] for case in EXACT], ids=[case[0] for case in EXACT]
+)
+def test_each_rejection_is_exactly_its_problems(
+    deputy: Document, change: Callable[[Document], None], expected: list[tuple[Code, str, str]]
+) -> None:
+    """V1-FAC-4: every problem names its code, the exact item and the whole reason, and a
+    change gives no other problem than its own."""
+    change(deputy)
+    problems = semantic_problems(deputy)
+    assert [(p.code, p.item, p.message) for p in problems] == expected
+    # What an owner reads when the factory refuses: every message, in order.
+    assert str(StampRejected(problems)) == "; ".join(message for _, _, message in expected)
+
+
+def test_a_class_with_read_only_runs_is_refused_a_run_write() -> None:
+    """V1-FAC-4, V1-POL-2: a write verb of a bundle the class may only read names the cell."""
+    secretary = build_stamp(**stamp_kwargs(PersonaClass.SECRETARY))
+    secretary["tools"].append(
+        {**copy.deepcopy(tool(secretary, "list_runs")), "name": "create_run"}
+        | {"handler_action": "runs.create"}
+    )
+    assert [(p.code, p.item, p.message) for p in semantic_problems(secretary)] == [
+        (
+            Code.NOT_IN_CLASS,
+            "create_run",
+            "tool create_run is not available to class secretary: 'runs and artifacts' is 'R' "
+            "(read verbs only)",
+        )
+    ]
+
+
 def test_duplicates_also_fail_projection(deputy: Document) -> None:
     """V1-BOOT-1: two tools on one handler action cannot reach the handler table intact."""
     _dup_action(deputy)
