@@ -2,12 +2,12 @@
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from personas.catalogue import VERBS
+from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary, Bundle, Mode, Verb
 from personas.models import PersonaClass
 from stamps import profiles
 from stamps.factory import build_stamp
@@ -574,6 +574,146 @@ def test_a_class_with_read_only_runs_is_refused_a_run_write() -> None:
             "create_run",
             "tool create_run is not available to class secretary: 'runs and artifacts' is 'R' "
             "(read verbs only)",
+        )
+    ]
+
+
+def test_the_validator_reports_a_partial_document_and_never_raises() -> None:
+    """V1-FAC-4: the semantic validator never trusts that the schema ran: missing parts and
+    entries that are not objects are reported against the item they are about."""
+    assert [(p.code, p.item, p.message) for p in semantic_problems({})] == [
+        (
+            Code.ADDRESS,
+            "None",
+            "address is not canonical: an address is required (the factory has no default address)",
+        )
+    ]
+    partial = {"hierarchy": {"path": "work/core/reviewer"}, "tools": ["junk", {"name": "claim"}]}
+    gives = "but address 'work/core/reviewer' gives"
+    outside = "is outside the persona's address 'work/core/reviewer'"
+    assert [(p.code, p.item, p.message) for p in semantic_problems(partial)] == [
+        (Code.ADDRESS, "hierarchy.level", f"hierarchy.level is None {gives} 'project'"),
+        (Code.ADDRESS, "hierarchy.workspace", f"hierarchy.workspace is None {gives} 'work'"),
+        (Code.ADDRESS, "hierarchy.project", f"hierarchy.project is None {gives} 'core'"),
+        (Code.ADDRESS, "hierarchy.role", f"hierarchy.role is None {gives} 'reviewer'"),
+        (
+            Code.SCOPE,
+            "bindings.workspace.workspace",
+            f"workspace binding workspace None {outside} (workspace 'work')",
+        ),
+        (
+            Code.SCOPE,
+            "bindings.workspace.project",
+            f"workspace binding project None {outside} (project 'core')",
+        ),
+        (
+            Code.BAD_ACCESS,
+            "claim",
+            "tool claim: access None is neither allow nor confirm (a denied capability is left "
+            "out, not listed)",
+        ),
+        (
+            Code.UNREGISTERED_HANDLER,
+            "claim",
+            "tool claim: handler action None has no registered handler",
+        ),
+        (
+            Code.ACTION_MISMATCH,
+            "claim",
+            "tool claim: handler action None is not the catalogue's 'todos.claim'",
+        ),
+        (
+            Code.PROJECTION_LOSS,
+            "claim",
+            "tool claim (handler action None) cannot be projected without loss: the three "
+            "consumers would not give it back exactly",
+        ),
+    ]
+
+
+def test_a_schema_problem_at_the_top_level_says_so() -> None:
+    """V1-FAC-4: a schema violation of the document itself is named as the top level."""
+    problems = schema_problems([])
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (Code.SCHEMA, "(top level)", "schema v3: at (top level): [] is not of type 'object'")
+    ]
+
+
+@pytest.fixture
+def catalogue_with(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Verb], HandlerRegistry]]:
+    """Adds a verb to the catalogue for one test, with a registry that has its handler."""
+
+    def add(verb: Verb) -> HandlerRegistry:
+        monkeypatch.setitem(VERBS_BY_NAME, verb.name, verb)
+        return HandlerRegistry([*(v.handler_action for v in VERBS), verb.handler_action])
+
+    yield add
+    # The matrix lookups are cached per verb name; forget the verb that is gone again.
+    profiles.class_may_have.cache_clear()
+
+
+def _listed(document: Document, verb: Verb) -> None:
+    document["tools"].append(
+        {
+            "name": verb.name,
+            "handler_action": verb.handler_action,
+            "access": "allow",
+            "boundary": verb.boundary.value if verb.boundary else None,
+            "scope": copy.deepcopy(tool(document, "workspace_read")["scope"]),
+        }
+    )
+
+
+def test_a_verb_on_a_denied_boundary_is_never_exposed(
+    deputy: Document, catalogue_with: Callable[[Verb], HandlerRegistry]
+) -> None:
+    """V1-POL-2, V1-GB-4: should the catalogue gain a verb crossing a denied boundary, a stamp
+    that lists it is refused whatever its access, naming the boundary."""
+    verb = Verb(
+        "read_secret",
+        "secrets.read",
+        Bundle.WORKSPACE_COORDINATION,
+        Mode.READ,
+        "Read a secret",
+        boundary=Boundary.SECRET_CREDENTIAL_VALUES,
+    )
+    registry = catalogue_with(verb)
+    _listed(deputy, verb)
+    problems = semantic_problems(deputy, registry=registry)
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (
+            Code.DENIED_EXPOSED,
+            "read_secret",
+            "tool read_secret crosses the denied secret-credential-values boundary and must not "
+            "be exposed",
+        ),
+        (
+            Code.NOT_IN_CLASS,
+            "read_secret",
+            "tool read_secret is not available to class coder-deputy: 'standard workspace and "
+            "coordination' is 'R/W' (not exposed)",
+        ),
+    ]
+
+
+def test_a_confirm_cell_needs_confirm_access_without_a_boundary(
+    deputy: Document, catalogue_with: Callable[[Verb], HandlerRegistry]
+) -> None:
+    """V1-POL-2, V1-MAT-1: a tool whose matrix cell is 'C' is confirm even when its verb
+    crosses no global boundary."""
+    verb = Verb(
+        "publish_docs", "docs.publish", Bundle.DEPLOYMENT_PUBLICATION, Mode.WRITE, "Publish"
+    )
+    registry = catalogue_with(verb)
+    _listed(deputy, verb)
+    deputy["tools"][-1]["scope"]["paths"] = []
+    problems = semantic_problems(deputy, registry=registry)
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (
+            Code.BOUNDARY_ALLOW,
+            "publish_docs",
+            "tool publish_docs: 'deployment/publication' is 'C' for coder-deputy: its access "
+            "must be confirm, not allow",
         )
     ]
 
