@@ -100,6 +100,16 @@ def test_a_subset_that_is_not_a_list_of_names_is_refused(bad: object) -> None:
     assert errors == {"verb_subset": ["must be a list of non-empty strings"]}
 
 
+@pytest.mark.parametrize("bad", [None, [""]])
+def test_a_malformed_subset_does_not_hide_what_is_wrong_with_the_queues(bad: object) -> None:
+    """S9-REC-4: both fields are checked, so one answer names everything to fix."""
+    errors = scope_errors(agent_with(["claim"], ["reviews"]), bad, ["deploys"])  # type: ignore[arg-type]
+    assert errors == {
+        "verb_subset": ["must be a list of non-empty strings"],
+        "queues": ["not in agent 'granted''s vended grant: deploys"],
+    }
+
+
 def grant_errors(verbs: object, queues: object) -> dict[str, list[str]]:
     try:
         validate_grant(verbs, queues)
