@@ -333,7 +333,44 @@ def _two_segments(d: Document) -> None:
         entry["scope"]["project"] = None
 
 
+def _write_everywhere(d: Document) -> None:
+    tool(d, "workspace_write")["scope"]["paths"] = ["**"]
+
+
+def _read_outside(d: Document) -> None:
+    tool(d, "workspace_read")["scope"]["paths"] = ["src/**"]
+
+
+def _scope_without_lists(d: Document) -> None:
+    for part in ("queues", "surfaces", "paths"):
+        del tool(d, "claim")["scope"][part]
+
+
 EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]] = [
+    (
+        "write everywhere",
+        _write_everywhere,
+        [
+            (
+                Code.SCOPE,
+                "workspace_write",
+                "tool workspace_write: path '**' is outside its mutable paths",
+            )
+        ],
+    ),
+    (
+        "read outside",
+        _read_outside,
+        [
+            (
+                Code.SCOPE,
+                "workspace_read",
+                "tool workspace_read: path 'src/**' is outside its workspace binding",
+            )
+        ],
+    ),
+    # Missing lists are the schema's to report; they bind nothing, so nothing is outside.
+    ("scope without lists", _scope_without_lists, []),
     (
         "duplicate name",
         _dup_name,
@@ -552,8 +589,9 @@ EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]]
 def test_each_rejection_is_exactly_its_problems(
     deputy: Document, change: Callable[[Document], None], expected: list[tuple[Code, str, str]]
 ) -> None:
-    """V1-FAC-4: every problem names its code, the exact item and the whole reason, and a
-    change gives no other problem than its own."""
+    """V1-FAC-4, V1-ACC-5: every problem names its code, the exact item and the whole reason,
+    and a change gives no other problem than its own (a write tool scoped to the whole
+    workspace is one: writes stay inside the mutable paths)."""
     change(deputy)
     problems = semantic_problems(deputy)
     assert [(p.code, p.item, p.message) for p in problems] == expected
