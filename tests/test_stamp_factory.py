@@ -369,6 +369,18 @@ EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]]
             )
         ],
     ),
+    (
+        "address",
+        _non_canonical_address,
+        [
+            (
+                Code.ADDRESS,
+                "Work/Core/reviewer",
+                "address is not canonical: address 'Work/Core/reviewer' has a non-canonical "
+                "segment 'Work' (lowercase slug)",
+            )
+        ],
+    ),
     # Missing lists are the schema's to report; they bind nothing, so nothing is outside.
     ("scope without lists", _scope_without_lists, []),
     (
