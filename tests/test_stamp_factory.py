@@ -381,6 +381,18 @@ EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]]
             )
         ],
     ),
+    (
+        "boundary allow",
+        _boundary_allow,
+        [
+            (
+                Code.BOUNDARY_ALLOW,
+                "trigger_webhook",
+                "tool trigger_webhook crosses the external-publication-or-deployment boundary: "
+                "its access must be confirm, not allow",
+            )
+        ],
+    ),
     # Missing lists are the schema's to report; they bind nothing, so nothing is outside.
     ("scope without lists", _scope_without_lists, []),
     (
