@@ -341,6 +341,14 @@ def _read_outside(d: Document) -> None:
     tool(d, "workspace_read")["scope"]["paths"] = ["src/**"]
 
 
+def _wrong_condition(d: Document) -> None:
+    tool(d, "create_run")["scope"]["condition"] = "bound-surfaces"
+
+
+def _no_scope(d: Document) -> None:
+    del tool(d, "claim")["scope"]
+
+
 def _scope_without_lists(d: Document) -> None:
     for part in ("queues", "surfaces", "paths"):
         del tool(d, "claim")["scope"][part]
@@ -391,6 +399,42 @@ EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]]
                 "tool trigger_webhook crosses the external-publication-or-deployment boundary: "
                 "its access must be confirm, not allow",
             )
+        ],
+    ),
+    (
+        "wrong condition",
+        _wrong_condition,
+        [
+            (
+                Code.CONDITION,
+                "create_run",
+                "tool create_run: condition 'bound-surfaces' is not the class matrix's "
+                "'assigned-task' for coder-deputy",
+            )
+        ],
+    ),
+    (
+        "no scope",
+        _no_scope,
+        [
+            (
+                Code.SCOPE,
+                "claim",
+                "tool claim: workspace None is outside the persona's binding (its address's "
+                "workspace is 'work')",
+            ),
+            (
+                Code.SCOPE,
+                "claim",
+                "tool claim: project None is outside the persona's binding (its address's "
+                "project is 'core')",
+            ),
+            (
+                Code.PROJECTION_LOSS,
+                "claim",
+                "tool claim (handler action 'todos.claim') cannot be projected without loss: the "
+                "three consumers would not give it back exactly",
+            ),
         ],
     ),
     # Missing lists are the schema's to report; they bind nothing, so nothing is outside.
@@ -698,6 +742,20 @@ def test_a_schema_problem_at_the_top_level_says_so() -> None:
     problems = schema_problems([])
     assert [(p.code, p.item, p.message) for p in problems] == [
         (Code.SCHEMA, "(top level)", "schema v3: at (top level): [] is not of type 'object'")
+    ]
+
+
+def test_schema_problems_come_in_the_order_of_their_paths(deputy: Document) -> None:
+    """V1-FAC-4: an owner reads a stamp's schema problems in document order, whatever order
+    the schema checks its keywords in."""
+    deputy["persona"]["class"] = "boss"
+    deputy["authority"]["human"]["channel"] = 5
+    _bad_access(deputy)
+    index = next(i for i, t in enumerate(deputy["tools"]) if t["name"] == "claim")
+    assert [p.item for p in schema_problems(deputy)] == [
+        "authority/human/channel",
+        "persona/class",
+        f"tools/{index}/access",
     ]
 
 
