@@ -6,7 +6,7 @@ correctly, and that a reason written by hand survives the next run.
 
 import pytest
 
-from mutation import report, run
+from mutation import order, report, run
 from mutation.report import ModuleScore, Mutant, RunInfo
 
 DIFF = """\
@@ -124,3 +124,29 @@ def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
     assert run.patterns("stamps/validation.py") == ["stamps.validation.*"]
     assert "personas.services.x_validate_scope__mutmut_*" in run.patterns("personas/services.py")
     assert not any("persona_create" in glob for glob in run.patterns("personas/services.py"))
+
+
+class _Item:
+    def __init__(self, name: str, *, marker: bool = False, fixtures: tuple[str, ...] = ()) -> None:
+        self.name, self.marker, self.fixturenames = name, marker, fixtures
+
+    def get_closest_marker(self, name: str) -> object:
+        return object() if self.marker and name == "django_db" else None
+
+
+def test_mutant_runs_take_the_tests_without_a_database_first() -> None:
+    items = [
+        _Item("marked", marker=True),
+        _Item("pure"),
+        _Item("uses db", fixtures=("db",)),
+        _Item("also pure", fixtures=("tmp_path",)),
+        _Item("transactional", fixtures=("transactional_db",)),
+    ]
+    order.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.name for item in items] == [
+        "pure",
+        "also pure",
+        "marked",
+        "uses db",
+        "transactional",
+    ]
