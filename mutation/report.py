@@ -31,6 +31,12 @@ class Mutant:
         return self.name.rsplit(".", 1)[0].replace(".", "/") + ".py"
 
     @property
+    def sort_key(self) -> tuple[str, int]:
+        """By function, then by mutmut's number within it (so _9 comes before _10)."""
+        function, _, number = self.name.rpartition("__mutmut_")
+        return function, int(number)
+
+    @property
     def listed(self) -> bool:
         """Whether the report lists it: everything neither killed nor timed out."""
         return self.status not in KILLED | TIMED_OUT

@@ -76,9 +76,10 @@ def scope(module: str) -> str:
 
 
 def mutmut(*args: str, capture: bool = False) -> str:
-    done = subprocess.run(
-        [str(MUTMUT), *args], cwd=ROOT, check=True, text=True, capture_output=capture
-    )
+    done = subprocess.run([str(MUTMUT), *args], cwd=ROOT, text=True, capture_output=capture)
+    if done.returncode != 0:
+        # mutmut has said why (a failing clean run, a test it cannot collect); no traceback.
+        raise SystemExit(f"mutmut {args[0]} failed with exit status {done.returncode}")
     return done.stdout if capture else ""
 
 
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         mutmut("run", "--max-children", str(args.children), *(globs if rerun is None else rerun))
     wall_seconds = time.monotonic() - started
 
-    mutants = sorted(results(globs), key=lambda m: (m.module, m.name))
+    mutants = sorted(results(globs), key=lambda m: m.sort_key)
     listed = [with_change(m) for m in mutants if m.listed]
     rows = report.score_modules(
         mutants, {module: scope(module) for module in modules}, seconds_by_mutant(modules)

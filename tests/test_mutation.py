@@ -33,6 +33,15 @@ INFO = RunInfo(
 )
 
 
+def test_mutants_sort_by_function_then_number() -> None:
+    names = ["m.x_b__mutmut_1", "m.x_a__mutmut_10", "m.x_a__mutmut_9"]
+    assert sorted(names, key=lambda name: Mutant(name, "killed").sort_key) == [
+        "m.x_a__mutmut_9",
+        "m.x_a__mutmut_10",
+        "m.x_b__mutmut_1",
+    ]
+
+
 def test_a_mutant_belongs_to_its_source_file() -> None:
     assert Mutant("stamps.validation.x_hierarchy_of__mutmut_3", "killed").module == (
         "stamps/validation.py"
