@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run serve test lint format install clean bench
+.PHONY: run serve test lint format install clean bench mutation
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -63,3 +63,12 @@ bench: install
 	missing=(); for tool in wrk nginx; do command -v $$tool >/dev/null 2>&1 || missing+=($$tool); done; \
 	. scripts/lib.sh && install_debian_packages "$${missing[@]}"
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Hours, not part of `make test`: mutmut over the enforcement code at low priority, on the non-live
+# tests (mutation/run.py); writes docs/mutation.md. MUTATION_MODULES=stamps/validation.py,...
+# runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run.
+MUTATION_CHILDREN ?= 2
+mutation: install
+	$(PY) -m pip install -q -r requirements/mutation.txt
+	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
+		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from personas.catalogue import VERBS
 from personas.models import Agent, Skill
-from personas.services import derive_skills, validate_scope
+from personas.services import derive_skills, validate_grant, validate_scope
 
 PROPERTY = settings(max_examples=150, deadline=None, database=None, derandomize=True)
 
@@ -98,6 +98,48 @@ def test_a_subset_that_is_not_a_list_of_names_is_refused(bad: object) -> None:
     """S9-REC-4: whatever arrives, the answer is a field error, never an exception."""
     errors = scope_errors(agent_with(["claim"], ["reviews"]), bad, ["reviews"])  # type: ignore[arg-type]
     assert errors == {"verb_subset": ["must be a list of non-empty strings"]}
+
+
+@pytest.mark.parametrize("bad", [None, [""]])
+def test_a_malformed_subset_does_not_hide_what_is_wrong_with_the_queues(bad: object) -> None:
+    """S9-REC-4: both fields are checked, so one answer names everything to fix."""
+    errors = scope_errors(agent_with(["claim"], ["reviews"]), bad, ["deploys"])  # type: ignore[arg-type]
+    assert errors == {
+        "verb_subset": ["must be a list of non-empty strings"],
+        "queues": ["not in agent 'granted''s vended grant: deploys"],
+    }
+
+
+def grant_errors(verbs: object, queues: object) -> dict[str, list[str]]:
+    try:
+        validate_grant(verbs, queues)
+    except ValidationError as exc:
+        return exc.message_dict
+    return {}
+
+
+@pytest.mark.parametrize("bad", [None, "claim", [""], ["claim", 3], {"claim": True}])
+def test_a_grant_that_is_not_a_list_of_names_is_refused_under_its_own_field(bad: object) -> None:
+    """S9-REC-4: the grant the subset rule measures against is itself a list of names; each
+    malformed half is a field error under its own name, and both are reported at once."""
+    refused = ["must be a list of non-empty strings"]
+    assert grant_errors(bad, ["reviews"]) == {"granted_verbs": refused}
+    assert grant_errors(["claim"], bad) == {"granted_queues": refused}
+    assert grant_errors(bad, bad) == {"granted_verbs": refused, "granted_queues": refused}
+
+
+def test_a_grant_names_every_unknown_verb_and_every_repeat() -> None:
+    """S9-REC-4: a grant of verbs outside the catalogue is refused naming each one."""
+    assert grant_errors(["claim", "fly", "swim"], []) == {
+        "granted_verbs": ["unknown verbs: fly, swim"]
+    }
+    assert grant_errors(["claim"], ["a", "b", "a", "b"]) == {
+        "granted_queues": ["duplicate values: a, b"]
+    }
+    assert validate_grant(["claim", "complete"], ["reviews"]) == (
+        ["claim", "complete"],
+        ["reviews"],
+    )
 
 
 # Skill derivation -----------------------------------------------------------------------------

@@ -2,12 +2,12 @@
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from personas.catalogue import VERBS
+from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary, Bundle, Mode, Verb
 from personas.models import PersonaClass
 from stamps import profiles
 from stamps.factory import build_stamp
@@ -295,6 +295,547 @@ def test_the_semantic_validator_names_each_problem(
     assert any(message in p.message for p in matching), [p.message for p in matching]
     with pytest.raises(StampRejected):
         validate_stamp(deputy)
+
+
+# What each change of a valid deputy stamp gives, exactly and in order: the code, the item an owner
+# finds it under in the admin, and the whole message. The cases above check one problem each;
+# these also prove that nothing else is said, and said about the wrong item.
+_PROJECT_DUTY = (
+    "address 'work/reviewer' is not canonical for a coder-deputy: a project duty carries its "
+    "project segment (<workspace>/<project>/<role>)"
+)
+_LOST_ACTION = (
+    "handler action todos.claim cannot be projected without loss: 2 tools name it but the "
+    "handler table keeps one rule per handler action"
+)
+
+
+def _hierarchy_parts(d: Document) -> None:
+    d["hierarchy"].update(level="workspace", role="coder")
+
+
+def _binding_parts(d: Document) -> None:
+    d["bindings"]["workspace"].update(workspace="other", project="web")
+
+
+def _wrong_boundary(d: Document) -> None:
+    tool(d, "claim")["boundary"] = "credential-or-permission-change"
+
+
+def _wrong_action(d: Document) -> None:
+    tool(d, "claim")["handler_action"] = "todos.take"
+
+
+def _two_segments(d: Document) -> None:
+    d["hierarchy"].update(path="work/reviewer", level="workspace", project=None)
+    d["bindings"]["workspace"]["project"] = None
+    for entry in d["tools"]:
+        entry["scope"]["project"] = None
+
+
+def _write_everywhere(d: Document) -> None:
+    tool(d, "workspace_write")["scope"]["paths"] = ["**"]
+
+
+def _read_outside(d: Document) -> None:
+    tool(d, "workspace_read")["scope"]["paths"] = ["src/**"]
+
+
+def _wrong_condition(d: Document) -> None:
+    tool(d, "create_run")["scope"]["condition"] = "bound-surfaces"
+
+
+def _no_scope(d: Document) -> None:
+    del tool(d, "claim")["scope"]
+
+
+def _scope_without_lists(d: Document) -> None:
+    for part in ("queues", "surfaces", "paths"):
+        del tool(d, "claim")["scope"][part]
+
+
+EXACT: list[tuple[str, Callable[[Document], None], list[tuple[Code, str, str]]]] = [
+    (
+        "write everywhere",
+        _write_everywhere,
+        [
+            (
+                Code.SCOPE,
+                "workspace_write",
+                "tool workspace_write: path '**' is outside its mutable paths",
+            )
+        ],
+    ),
+    (
+        "read outside",
+        _read_outside,
+        [
+            (
+                Code.SCOPE,
+                "workspace_read",
+                "tool workspace_read: path 'src/**' is outside its workspace binding",
+            )
+        ],
+    ),
+    (
+        "address",
+        _non_canonical_address,
+        [
+            (
+                Code.ADDRESS,
+                "Work/Core/reviewer",
+                "address is not canonical: address 'Work/Core/reviewer' has a non-canonical "
+                "segment 'Work' (lowercase slug)",
+            )
+        ],
+    ),
+    (
+        "boundary allow",
+        _boundary_allow,
+        [
+            (
+                Code.BOUNDARY_ALLOW,
+                "trigger_webhook",
+                "tool trigger_webhook crosses the external-publication-or-deployment boundary: "
+                "its access must be confirm, not allow",
+            )
+        ],
+    ),
+    (
+        "wrong condition",
+        _wrong_condition,
+        [
+            (
+                Code.CONDITION,
+                "create_run",
+                "tool create_run: condition 'bound-surfaces' is not the class matrix's "
+                "'assigned-task' for coder-deputy",
+            )
+        ],
+    ),
+    (
+        "no scope",
+        _no_scope,
+        [
+            (
+                Code.SCOPE,
+                "claim",
+                "tool claim: workspace None is outside the persona's binding (its address's "
+                "workspace is 'work')",
+            ),
+            (
+                Code.SCOPE,
+                "claim",
+                "tool claim: project None is outside the persona's binding (its address's "
+                "project is 'core')",
+            ),
+            (
+                Code.PROJECTION_LOSS,
+                "claim",
+                "tool claim (handler action 'todos.claim') cannot be projected without loss: the "
+                "three consumers would not give it back exactly",
+            ),
+        ],
+    ),
+    # Missing lists are the schema's to report; they bind nothing, so nothing is outside.
+    ("scope without lists", _scope_without_lists, []),
+    (
+        "duplicate name",
+        _dup_name,
+        [
+            (Code.DUPLICATE_NAME, "claim", "duplicate tool name 'claim' (2 tools)"),
+            (
+                Code.DUPLICATE_ACTION,
+                "todos.claim",
+                "duplicate handler action 'todos.claim' (2 tools)",
+            ),
+            (
+                Code.PROJECTION_LOSS,
+                "claim",
+                "tool claim cannot be projected without loss: it is listed 2 times but an MCP "
+                "server and a launcher allowlist carry each name once",
+            ),
+            (Code.PROJECTION_LOSS, "todos.claim", _LOST_ACTION),
+        ],
+    ),
+    (
+        "duplicate action",
+        _dup_action,
+        [
+            (
+                Code.DUPLICATE_ACTION,
+                "todos.claim",
+                "duplicate handler action 'todos.claim' (2 tools)",
+            ),
+            (
+                Code.ACTION_MISMATCH,
+                "complete",
+                "tool complete: handler action 'todos.claim' is not the catalogue's "
+                "'todos.complete'",
+            ),
+            (Code.PROJECTION_LOSS, "todos.claim", _LOST_ACTION),
+        ],
+    ),
+    (
+        "access",
+        _bad_access,
+        [
+            (
+                Code.BAD_ACCESS,
+                "claim",
+                "tool claim: access 'deny' is neither allow nor confirm (a denied capability is "
+                "left out, not listed)",
+            )
+        ],
+    ),
+    (
+        "class may not have it",
+        _class_tool,
+        [
+            (
+                Code.NOT_IN_CLASS,
+                "resolve_decision",
+                "tool resolve_decision is not available to class coder-deputy: 'decisions: "
+                "resolve' is '-' (not exposed)",
+            )
+        ],
+    ),
+    (
+        "workspace scope",
+        _foreign_workspace,
+        [
+            (
+                Code.SCOPE,
+                "workspace_read",
+                "tool workspace_read: workspace 'other' is outside the persona's binding (its "
+                "address's workspace is 'work')",
+            )
+        ],
+    ),
+    (
+        "project scope",
+        _foreign_project,
+        [
+            (
+                Code.SCOPE,
+                "list_runs",
+                "tool list_runs: project 'web' is outside the persona's binding (its address's "
+                "project is 'core')",
+            )
+        ],
+    ),
+    (
+        "queue scope",
+        _foreign_queue,
+        [(Code.SCOPE, "claim", "tool claim: queue 'deploys' is outside the persona's queues")],
+    ),
+    (
+        "surface scope",
+        _foreign_surface,
+        [
+            (
+                Code.SCOPE,
+                "get_human_surface_status",
+                "tool get_human_surface_status: surface 'slack:ops' is outside its bound surfaces",
+            )
+        ],
+    ),
+    (
+        "path scope",
+        _foreign_path,
+        [
+            (
+                Code.SCOPE,
+                "workspace_write",
+                "tool workspace_write: path 'src/**' is outside its mutable paths",
+            )
+        ],
+    ),
+    (
+        "condition",
+        _dropped_condition,
+        [
+            (
+                Code.CONDITION,
+                "create_run",
+                "tool create_run: condition None is not the class matrix's 'assigned-task' for "
+                "coder-deputy",
+            )
+        ],
+    ),
+    (
+        "missing tool",
+        _missing_tool,
+        [(Code.MISSING_TOOL, "workspace_write", "not standing: missing tool workspace_write")],
+    ),
+    (
+        "hierarchy parts",
+        _hierarchy_parts,
+        [
+            (
+                Code.ADDRESS,
+                "hierarchy.level",
+                "hierarchy.level is 'workspace' but address 'work/core/reviewer' gives 'project'",
+            ),
+            (
+                Code.ADDRESS,
+                "hierarchy.role",
+                "hierarchy.role is 'coder' but address 'work/core/reviewer' gives 'reviewer'",
+            ),
+        ],
+    ),
+    (
+        "binding parts",
+        _binding_parts,
+        [
+            (
+                Code.SCOPE,
+                "bindings.workspace.workspace",
+                "workspace binding workspace 'other' is outside the persona's address "
+                "'work/core/reviewer' (workspace 'work')",
+            ),
+            (
+                Code.SCOPE,
+                "bindings.workspace.project",
+                "workspace binding project 'web' is outside the persona's address "
+                "'work/core/reviewer' (project 'core')",
+            ),
+        ],
+    ),
+    (
+        "class address",
+        _two_segments,
+        [(Code.ADDRESS, "work/reviewer", _PROJECT_DUTY)],
+    ),
+    (
+        "boundary",
+        _wrong_boundary,
+        [
+            (
+                Code.BOUNDARY_MISMATCH,
+                "claim",
+                "tool claim: boundary 'credential-or-permission-change' is not the catalogue's "
+                "None",
+            )
+        ],
+    ),
+    (
+        "action",
+        _wrong_action,
+        [
+            (
+                Code.UNREGISTERED_HANDLER,
+                "claim",
+                "tool claim: handler action 'todos.take' has no registered handler",
+            ),
+            (
+                Code.ACTION_MISMATCH,
+                "claim",
+                "tool claim: handler action 'todos.take' is not the catalogue's 'todos.claim'",
+            ),
+        ],
+    ),
+    (
+        "projection loss",
+        _lossy_name,
+        [
+            (Code.UNKNOWN_TOOL, "claim todo", "tool claim todo is not in the verb catalogue"),
+            (
+                Code.PROJECTION_LOSS,
+                "claim todo",
+                "tool 'claim todo' cannot be projected without loss: the MCP tool list and the "
+                "launcher allowlist carry only names of 1-64 letters, digits, '_' or '-'",
+            ),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"), [case[1:] for case in EXACT], ids=[case[0] for case in EXACT]
+)
+def test_each_rejection_is_exactly_its_problems(
+    deputy: Document, change: Callable[[Document], None], expected: list[tuple[Code, str, str]]
+) -> None:
+    """V1-FAC-4, V1-ACC-5: every problem names its code, the exact item and the whole reason,
+    and a change gives no other problem than its own (a write tool scoped to the whole
+    workspace is one: writes stay inside the mutable paths)."""
+    change(deputy)
+    problems = semantic_problems(deputy)
+    assert [(p.code, p.item, p.message) for p in problems] == expected
+    # What an owner reads when the factory refuses: every message, in order.
+    assert str(StampRejected(problems)) == "; ".join(message for _, _, message in expected)
+
+
+def test_a_class_with_read_only_runs_is_refused_a_run_write() -> None:
+    """V1-FAC-4, V1-POL-2: a write verb of a bundle the class may only read names the cell."""
+    secretary = build_stamp(**stamp_kwargs(PersonaClass.SECRETARY))
+    secretary["tools"].append(
+        {**copy.deepcopy(tool(secretary, "list_runs")), "name": "create_run"}
+        | {"handler_action": "runs.create"}
+    )
+    assert [(p.code, p.item, p.message) for p in semantic_problems(secretary)] == [
+        (
+            Code.NOT_IN_CLASS,
+            "create_run",
+            "tool create_run is not available to class secretary: 'runs and artifacts' is 'R' "
+            "(read verbs only)",
+        )
+    ]
+
+
+def test_the_validator_reports_a_partial_document_and_never_raises() -> None:
+    """V1-FAC-4: the semantic validator never trusts that the schema ran: missing parts and
+    entries that are not objects are reported against the item they are about."""
+    assert [(p.code, p.item, p.message) for p in semantic_problems({})] == [
+        (
+            Code.ADDRESS,
+            "None",
+            "address is not canonical: an address is required (the factory has no default address)",
+        )
+    ]
+    partial = {"hierarchy": {"path": "work/core/reviewer"}, "tools": ["junk", {"name": "claim"}]}
+    gives = "but address 'work/core/reviewer' gives"
+    outside = "is outside the persona's address 'work/core/reviewer'"
+    assert [(p.code, p.item, p.message) for p in semantic_problems(partial)] == [
+        (Code.ADDRESS, "hierarchy.level", f"hierarchy.level is None {gives} 'project'"),
+        (Code.ADDRESS, "hierarchy.workspace", f"hierarchy.workspace is None {gives} 'work'"),
+        (Code.ADDRESS, "hierarchy.project", f"hierarchy.project is None {gives} 'core'"),
+        (Code.ADDRESS, "hierarchy.role", f"hierarchy.role is None {gives} 'reviewer'"),
+        (
+            Code.SCOPE,
+            "bindings.workspace.workspace",
+            f"workspace binding workspace None {outside} (workspace 'work')",
+        ),
+        (
+            Code.SCOPE,
+            "bindings.workspace.project",
+            f"workspace binding project None {outside} (project 'core')",
+        ),
+        (
+            Code.BAD_ACCESS,
+            "claim",
+            "tool claim: access None is neither allow nor confirm (a denied capability is left "
+            "out, not listed)",
+        ),
+        (
+            Code.UNREGISTERED_HANDLER,
+            "claim",
+            "tool claim: handler action None has no registered handler",
+        ),
+        (
+            Code.ACTION_MISMATCH,
+            "claim",
+            "tool claim: handler action None is not the catalogue's 'todos.claim'",
+        ),
+        (
+            Code.PROJECTION_LOSS,
+            "claim",
+            "tool claim (handler action None) cannot be projected without loss: the three "
+            "consumers would not give it back exactly",
+        ),
+    ]
+
+
+def test_a_schema_problem_at_the_top_level_says_so() -> None:
+    """V1-FAC-4: a schema violation of the document itself is named as the top level."""
+    problems = schema_problems([])
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (Code.SCHEMA, "(top level)", "schema v3: at (top level): [] is not of type 'object'")
+    ]
+
+
+def test_schema_problems_come_in_the_order_of_their_paths(deputy: Document) -> None:
+    """V1-FAC-4: an owner reads a stamp's schema problems in document order, whatever order
+    the schema checks its keywords in."""
+    deputy["persona"]["class"] = "boss"
+    deputy["authority"]["human"]["channel"] = 5
+    _bad_access(deputy)
+    index = next(i for i, t in enumerate(deputy["tools"]) if t["name"] == "claim")
+    assert [p.item for p in schema_problems(deputy)] == [
+        "authority/human/channel",
+        "persona/class",
+        f"tools/{index}/access",
+    ]
+
+
+@pytest.fixture
+def catalogue_with(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Verb], HandlerRegistry]]:
+    """Adds a verb to the catalogue for one test, with a registry that has its handler."""
+
+    def add(verb: Verb) -> HandlerRegistry:
+        monkeypatch.setitem(VERBS_BY_NAME, verb.name, verb)
+        return HandlerRegistry([*(v.handler_action for v in VERBS), verb.handler_action])
+
+    yield add
+    # The matrix lookups are cached per verb name; forget the verb that is gone again.
+    profiles.class_may_have.cache_clear()
+
+
+def _listed(document: Document, verb: Verb) -> None:
+    document["tools"].append(
+        {
+            "name": verb.name,
+            "handler_action": verb.handler_action,
+            "access": "allow",
+            "boundary": verb.boundary.value if verb.boundary else None,
+            "scope": copy.deepcopy(tool(document, "workspace_read")["scope"]),
+        }
+    )
+
+
+def test_a_verb_on_a_denied_boundary_is_never_exposed(
+    deputy: Document, catalogue_with: Callable[[Verb], HandlerRegistry]
+) -> None:
+    """V1-POL-2, V1-GB-4: should the catalogue gain a verb crossing a denied boundary, a stamp
+    that lists it is refused whatever its access, naming the boundary."""
+    verb = Verb(
+        "read_secret",
+        "secrets.read",
+        Bundle.WORKSPACE_COORDINATION,
+        Mode.READ,
+        "Read a secret",
+        boundary=Boundary.SECRET_CREDENTIAL_VALUES,
+    )
+    registry = catalogue_with(verb)
+    _listed(deputy, verb)
+    problems = semantic_problems(deputy, registry=registry)
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (
+            Code.DENIED_EXPOSED,
+            "read_secret",
+            "tool read_secret crosses the denied secret-credential-values boundary and must not "
+            "be exposed",
+        ),
+        (
+            Code.NOT_IN_CLASS,
+            "read_secret",
+            "tool read_secret is not available to class coder-deputy: 'standard workspace and "
+            "coordination' is 'R/W' (not exposed)",
+        ),
+    ]
+
+
+def test_a_confirm_cell_needs_confirm_access_without_a_boundary(
+    deputy: Document, catalogue_with: Callable[[Verb], HandlerRegistry]
+) -> None:
+    """V1-POL-2, V1-MAT-1: a tool whose matrix cell is 'C' is confirm even when its verb
+    crosses no global boundary."""
+    verb = Verb(
+        "publish_docs", "docs.publish", Bundle.DEPLOYMENT_PUBLICATION, Mode.WRITE, "Publish"
+    )
+    registry = catalogue_with(verb)
+    _listed(deputy, verb)
+    deputy["tools"][-1]["scope"]["paths"] = []
+    problems = semantic_problems(deputy, registry=registry)
+    assert [(p.code, p.item, p.message) for p in problems] == [
+        (
+            Code.BOUNDARY_ALLOW,
+            "publish_docs",
+            "tool publish_docs: 'deployment/publication' is 'C' for coder-deputy: its access "
+            "must be confirm, not allow",
+        )
+    ]
 
 
 def test_duplicates_also_fail_projection(deputy: Document) -> None:

@@ -1,0 +1,173 @@
+"""`make mutation`: mutmut over the enforcement code, then docs/mutation.md (issue 11).
+
+The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services.py only the
+subset and skill rules are mutated (FUNCTIONS). mutmut copies the packages into mutants/, runs the
+non-live suite once to learn which tests call which function, then runs each mutant against only
+those tests. A run starts from an empty mutants/; --keep reuses the last one and runs again only
+the mutants it let through (for tests added since; a changed source module needs a fresh run).
+
+    .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
+"""
+
+import argparse
+import datetime
+import fnmatch
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from mutation import report
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS = ROOT / "mutants"
+DOC = ROOT / "docs" / "mutation.md"
+MUTMUT = Path(sys.executable).parent / "mutmut"
+
+# The rest of personas/services.py is write orchestration, not a guard; these are the rules
+# that keep a persona inside its agent's grant (S9-REC-4) and derive its skills (S9-SKL-2).
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "personas/services.py": (
+        "derive_skills",
+        "validate_scope",
+        "validate_grant",
+        "_require_string_list",
+    ),
+}
+
+_RESULT_LINE = re.compile(r"^\s+(\S+): (.+)$")
+
+
+def configured_modules() -> list[str]:
+    """The modules mutmut may mutate, in pyproject.toml's order."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return list(config["tool"]["mutmut"]["only_mutate"])
+
+
+def selected_modules(requested: str, known: list[str]) -> list[str]:
+    """The modules named (comma- or space-separated paths), or all; an unknown one is an error."""
+    names = [name for name in re.split(r"[,\s]+", requested) if name]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SystemExit(
+            f"MUTATION_MODULES: unknown module {', '.join(unknown)}; one of {', '.join(known)}"
+        )
+    return names or known
+
+
+def patterns(module: str) -> list[str]:
+    """mutmut's mutant-name globs for a module: the whole module or only FUNCTIONS."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    functions = FUNCTIONS.get(module)
+    if functions is None:
+        return [f"{dotted}.*"]
+    return [f"{dotted}.x_{name}__mutmut_*" for name in functions]
+
+
+def scope(module: str) -> str:
+    functions = FUNCTIONS.get(module)
+    return ", ".join(f"`{name}`" for name in functions) if functions else "whole module"
+
+
+def mutmut(*args: str, capture: bool = False) -> str:
+    done = subprocess.run([str(MUTMUT), *args], cwd=ROOT, text=True, capture_output=capture)
+    if done.returncode != 0:
+        # mutmut has said why (a failing clean run, a test it cannot collect); no traceback.
+        raise SystemExit(f"mutmut {args[0]} failed with exit status {done.returncode}")
+    return done.stdout if capture else ""
+
+
+def results(globs: list[str]) -> list[report.Mutant]:
+    """Every mutant matching the globs, with mutmut's word for its outcome."""
+    mutants = []
+    for line in mutmut("results", "--all", "true", capture=True).splitlines():
+        match = _RESULT_LINE.match(line)
+        if match and any(fnmatch.fnmatch(match[1], glob) for glob in globs):
+            mutants.append(report.Mutant(match[1], match[2]))
+    return mutants
+
+
+def with_change(mutant: report.Mutant) -> report.Mutant:
+    diff = mutmut("show", mutant.name, capture=True)
+    return report.Mutant(mutant.name, mutant.status, report.one_line_change(diff))
+
+
+def seconds_by_mutant(modules: list[str]) -> dict[str, float]:
+    """How long each mutant's tests ran, from mutmut's per-file records (missing: none)."""
+    seconds: dict[str, float] = {}
+    for module in modules:
+        meta = MUTANTS / f"{module}.meta"
+        if meta.exists():
+            seconds.update(json.loads(meta.read_text()).get("durations_by_key", {}))
+    return seconds
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, check=True, text=True, capture_output=True
+        ).stdout.strip()
+
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--", ".") else ""
+    return git("rev-parse", "--short", "HEAD") + dirty
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", default="", help="comma- or space-separated module paths")
+    parser.add_argument("--children", type=int, default=2, help="mutants run at a time")
+    parser.add_argument(
+        "--keep", action="store_true", help="rerun only what the last run let through"
+    )
+    parser.add_argument("--report", type=Path, default=DOC)
+    args = parser.parse_args(argv)
+    modules = selected_modules(args.modules, configured_modules())
+    globs = [glob for module in modules for glob in patterns(module)]
+
+    rerun: list[str] | None = None
+    if args.keep and MUTANTS.exists():
+        # Only what the last run let through: the tests added since are all that changed.
+        rerun = [m.name for m in results(globs) if m.listed]
+    else:
+        shutil.rmtree(MUTANTS, ignore_errors=True)
+    started = time.monotonic()
+    if rerun != []:
+        mutmut("run", "--max-children", str(args.children), *(globs if rerun is None else rerun))
+    wall_seconds = time.monotonic() - started
+
+    mutants = sorted(results(globs), key=lambda m: m.sort_key)
+    listed = [with_change(m) for m in mutants if m.listed]
+    rows = report.score_modules(
+        mutants, {module: scope(module) for module in modules}, seconds_by_mutant(modules)
+    )
+    info = report.RunInfo(
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        tool=f"mutmut {metadata.version('mutmut')}",
+        python=platform.python_version(),
+        django=metadata.version("Django"),
+        commit=git_commit(),
+        children=args.children,
+        wall_seconds=wall_seconds,
+        mutants_run=len(mutants) if rerun is None else len(rerun),
+        command="make mutation"
+        + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
+        + (" MUTATION_KEEP=1" if args.keep else ""),
+    )
+    previous = args.report.read_text() if args.report.exists() else ""
+    args.report.write_text(report.render(info, rows, listed, report.reasons_of(previous)))
+    for row in rows:
+        print(
+            f"{row.module}: {row.killed}/{row.total} killed ({row.score:.1%}), "
+            f"{row.survived} survived, {row.timed_out} timed out, {row.other} other"
+        )
+    print(f"wrote {args.report}")
+
+
+if __name__ == "__main__":
+    main()

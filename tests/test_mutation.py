@@ -1,0 +1,161 @@
+"""The mutation report's pieces on tiny inputs (mutation/): counts, diffs, kept reasons, modules.
+
+Nothing here runs mutmut: these prove that a run's outcomes are counted and written down
+correctly, and that a reason written by hand survives the next run.
+"""
+
+import pytest
+
+from mutation import order, report, run
+from mutation.report import ModuleScore, Mutant, RunInfo
+
+DIFF = """\
+--- stamps/validation.py
++++ stamps/validation.py
+@@ -1,5 +1,5 @@
+ def hierarchy_of(path: str) -> dict[str, Any]:
+     segments = path.split("/")
+-    project = segments[1] if len(segments) == 3 else None
++    project = segments[1] if len(segments) != 3 else None
+     if segments[0] == ROOT_WORKSPACE:
+"""
+
+INFO = RunInfo(
+    date="2026-11-02 09:00 UTC",
+    tool="mutmut 3.8.1",
+    python="3.13.0",
+    django="6.1.3",
+    commit="abc1234",
+    children=2,
+    wall_seconds=600.0,
+    mutants_run=4,
+    command="make mutation",
+)
+
+
+def test_mutants_sort_by_function_then_number() -> None:
+    names = ["m.x_b__mutmut_1", "m.x_a__mutmut_10", "m.x_a__mutmut_9"]
+    assert sorted(names, key=lambda name: Mutant(name, "killed").sort_key) == [
+        "m.x_a__mutmut_9",
+        "m.x_a__mutmut_10",
+        "m.x_b__mutmut_1",
+    ]
+
+
+def test_a_mutant_belongs_to_its_source_file() -> None:
+    assert Mutant("stamps.validation.x_hierarchy_of__mutmut_3", "killed").module == (
+        "stamps/validation.py"
+    )
+    assert Mutant("runtime.workspace.xǁWorkspaceǁwrite__mutmut_1", "survived").module == (
+        "runtime/workspace.py"
+    )
+
+
+def test_outcomes_are_counted_per_module_and_timeouts_are_not_kills() -> None:
+    mutants = [
+        Mutant("stamps.validation.x_a__mutmut_1", "killed"),
+        Mutant("stamps.validation.x_a__mutmut_2", "survived"),
+        Mutant("stamps.validation.x_a__mutmut_3", "no tests"),
+        Mutant("stamps.validation.x_a__mutmut_4", "timeout"),
+        Mutant("stamps.validation.x_a__mutmut_5", "suspicious"),
+        Mutant("stamps.projections.x_b__mutmut_1", "killed"),
+    ]
+    rows = report.score_modules(
+        mutants,
+        {"stamps/validation.py": "whole module", "stamps/projections.py": "whole module"},
+        {"stamps.validation.x_a__mutmut_1": 2.0, "stamps.validation.x_a__mutmut_2": 3.5},
+    )
+    assert rows == [
+        ModuleScore("stamps/validation.py", "whole module", 1, 2, 1, 1, 5.5),
+        ModuleScore("stamps/projections.py", "whole module", 1, 0, 0, 0, 0.0),
+    ]
+    assert rows[0].total == 5
+    assert rows[0].score == pytest.approx(0.2)
+    assert [m.listed for m in mutants] == [False, True, True, False, True, False]
+
+
+def test_a_module_that_ran_no_mutant_still_has_its_row() -> None:
+    [row] = report.score_modules([], {"runtime/policy.py": "whole module"}, {})
+    assert (row.total, row.score) == (0, 0.0)
+
+
+def test_a_diff_becomes_one_line() -> None:
+    assert report.one_line_change(DIFF) == (
+        "project = segments[1] if len(segments) == 3 else None → "
+        "project = segments[1] if len(segments) != 3 else None"
+    )
+    assert report.one_line_change("--- a\n+++ a\n-    return x\n") == "return x → (removed)"
+
+
+def test_the_report_lists_survivors_and_keeps_their_written_reasons() -> None:
+    rows = [ModuleScore("stamps/validation.py", "whole module", 8, 2, 0, 0, 60.0)]
+    piped = Mutant("stamps.validation.x_a__mutmut_2", "survived", "a | b → a & b")
+    ticked = Mutant("stamps.validation.x_a__mutmut_3", "no tests", "f`x` → None")
+    first = report.render(INFO, rows, [piped, ticked], {})
+    row = "| `stamps/validation.py` | whole module | 10 | 8 | 2 | 0 | 0 | 80.0% (below goal) |"
+    assert row in first
+    assert "Python 3.13.0, Django 6.1.3" in first
+    assert "10 min for 4 mutants, 2 at a time" in first
+    assert report.reasons_of(first) == {}
+
+    written = first.replace(
+        "| `a \\| b → a & b` |  |", "| `a \\| b → a & b` | equivalent: both are ints |"
+    ).replace("| `` f`x` → None `` |  |", "| `` f`x` → None `` | test_x added |")
+    assert report.reasons_of(written) == {
+        (piped.name, piped.change): "equivalent: both are ints",
+        (ticked.name, ticked.change): "test_x added",
+    }
+    again = report.render(INFO, rows, [piped, ticked], report.reasons_of(written))
+    assert again == written
+
+    # The same id with another change is another mutant: its old reason does not carry over.
+    moved = Mutant(piped.name, "survived", "a | b → a ^ b")
+    assert "| `a \\| b → a ^ b` |  |" in report.render(
+        INFO, rows, [moved], report.reasons_of(written)
+    )
+
+
+def test_nothing_let_through_says_so() -> None:
+    rows = [ModuleScore("stamps/projections.py", "whole module", 3, 0, 0, 0, 1.0)]
+    assert report.render(INFO, rows, [], {}).endswith("## Mutants the tests let through\n\nNone.\n")
+
+
+def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
+    known = run.configured_modules()
+    assert "stamps/validation.py" in known and "personas/services.py" in known
+    assert run.selected_modules("", known) == known
+    assert run.selected_modules("stamps/validation.py, stamps/projections.py", known) == [
+        "stamps/validation.py",
+        "stamps/projections.py",
+    ]
+    with pytest.raises(SystemExit, match=r"unknown module stamps/nope\.py; one of runtime/"):
+        run.selected_modules("stamps/nope.py", known)
+    assert run.patterns("stamps/validation.py") == ["stamps.validation.*"]
+    assert "personas.services.x_validate_scope__mutmut_*" in run.patterns("personas/services.py")
+    assert not any("persona_create" in glob for glob in run.patterns("personas/services.py"))
+
+
+class _Item:
+    def __init__(self, name: str, *, marker: bool = False, fixtures: tuple[str, ...] = ()) -> None:
+        self.name, self.marker, self.fixturenames = name, marker, fixtures
+
+    def get_closest_marker(self, name: str) -> object:
+        return object() if self.marker and name == "django_db" else None
+
+
+def test_mutant_runs_take_the_tests_without_a_database_first() -> None:
+    items = [
+        _Item("marked", marker=True),
+        _Item("pure"),
+        _Item("uses db", fixtures=("db",)),
+        _Item("also pure", fixtures=("tmp_path",)),
+        _Item("transactional", fixtures=("transactional_db",)),
+    ]
+    order.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.name for item in items] == [
+        "pure",
+        "also pure",
+        "marked",
+        "uses db",
+        "transactional",
+    ]
