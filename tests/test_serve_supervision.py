@@ -78,12 +78,12 @@ class Serve:
 
 @pytest.fixture(scope="module")
 def serve_home() -> Iterator[Path]:
-    """A VIRGO_HOME the `postgres` user can reach its cluster through (the test runs as root)."""
+    """A VIRGO_HOME as `make run` leaves it (0700), in a checkout-like directory others may pass
+    through: as root, `make serve` must open the home to the `postgres` user's traversal."""
     base = Path(tempfile.mkdtemp(prefix="virgo-serve-"))
     base.chmod(0o711)
     home = base / "home"
-    home.mkdir(mode=0o711)
-    home.chmod(0o711)
+    home.mkdir(mode=0o700)
     yield home
     shutil.rmtree(base, ignore_errors=True)
 
