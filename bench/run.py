@@ -52,7 +52,11 @@ TARGETS = {
     "admin_queries_per_page_100": "= the 10k figure",
     "admin_queries_per_page_10k": "= the 100 figure",
     "worker_rss_growth": "<= 1.1",
+    "web_ready_100k_vs_1k": "<= 1.2",
+    "worker_ready_100k_vs_1k": "<= 1.2",
 }
+# Start-up timings per fleet size: the median of this many starts.
+READY_ROUNDS = 3
 
 
 def progress(message: str) -> None:
@@ -368,6 +372,7 @@ class Bench:
         self.figures["stamps_cpu_per_s"] = rates["cpu"]
         self.figures["virgo_check_1k_s"] = self._virgo_check()
         directory = {"1k": self._directory()}
+        ready = {"1k": self._ready_seconds()}
 
         progress("data: 10k personas")
         population += len(add_personas(self.fleet, 10_000 - population, start=population))
@@ -387,6 +392,12 @@ class Bench:
         self.figures["directory_100k_vs_1k"] = report.ratio(
             directory["100k"][0], directory["1k"][0]
         )
+        progress("data: start-up with 100k personas")
+        ready["100k"] = self._ready_seconds()
+        for process in ("web", "worker"):
+            self.figures[f"{process}_ready_100k_vs_1k"] = report.ratio(
+                ready["100k"][process], ready["1k"][process]
+            )
         self.figures["directory_queries_per_page"] = max(q for _, q in directory.values())
         rows = [[size, f"{ms:.2f}", queries] for size, (ms, queries) in directory.items()]
         lines.append(
@@ -398,6 +409,22 @@ class Bench:
                 "GET /api/directory/ with a token, in-process on PostgreSQL: the median time of "
                 "pages read by following `next` from the middle of the list.\n\n"
                 + "\n".join(lines),
+            )
+        )
+        self.sections.append(
+            (
+                "Start-up",
+                "From a process's start to its first 200 on `/readyz` (virgo-web, one worker) "
+                "and to the first task it takes (a Celery worker), the median of "
+                f"{READY_ROUNDS} starts, with 1k personas and with 100k (VX-OPS-5: start-up "
+                "reads no stamp).\n\n"
+                + report.table(
+                    ["personas", "virgo-web to /readyz 200 (s)", "worker to its first task (s)"],
+                    [
+                        [size, f"{times['web']:.2f}", f"{times['worker']:.2f}"]
+                        for size, times in ready.items()
+                    ],
+                ),
             )
         )
         self.sections.append(
@@ -433,6 +460,57 @@ class Bench:
                 ),
             )
         )
+
+    def _ready_seconds(self) -> dict[str, float]:
+        """Median seconds from start to ready: virgo-web answering /readyz 200, and a Celery
+        worker taking the first task waiting for it."""
+        web = [self._web_ready() for _ in range(READY_ROUNDS)]
+        worker = [self._worker_ready(round_) for round_ in range(READY_ROUNDS)]
+        return {"web": statistics.median(web), "worker": statistics.median(worker)}
+
+    def _web_ready(self) -> float:
+        port = free_port()
+        env = {**self.env, "WEB_CONCURRENCY": "1", "VIRGO_BIND": f"127.0.0.1:{port}"}
+        started = time.monotonic()
+        process = self.procs.start("virgo-web-ready", [str(BIN / "virgo-web")], env=env, cwd=ROOT)
+        try:
+            deadline = started + 120
+            while True:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("virgo-web did not become ready; see its log")
+                try:
+                    if fetch(f"http://127.0.0.1:{port}/readyz")[0] == 200:
+                        return time.monotonic() - started
+                except OSError:
+                    pass
+                time.sleep(0.02)
+        finally:
+            self.procs.stop(process)
+
+    def _worker_ready(self, round_: int) -> float:
+        from virgo.celery import app
+
+        log = self.work / "logs" / f"celery-ready-{round_}.log"
+        # Waiting in the queue before the worker starts: the time to take it is the time to
+        # being of use. backend_cleanup is Celery's own task and does nothing without a backend.
+        with app.connection_for_write() as connection:
+            app.send_task("celery.backend_cleanup", connection=connection)
+        started = time.monotonic()
+        process = self.procs.start(
+            f"celery-ready-{round_}",
+            [str(BIN / "celery"), "-A", "virgo", "worker", "--concurrency=1", "--loglevel=INFO"],
+            env=self.env,
+            cwd=ROOT,
+        )
+        try:
+            deadline = started + 120
+            while "celery.backend_cleanup" not in log.read_text(errors="replace"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the Celery worker took no task; see {log}")
+                time.sleep(0.02)
+            return time.monotonic() - started
+        finally:
+            self.procs.stop(process)
 
     def _stamp_factory_rates(self) -> dict[str, float]:
         """The factory on one core: build, validate, canonicalise, hash, and write the file.
