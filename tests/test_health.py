@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from tests.live import REPO, RedisServer, celery_publishing_to, free_port
+from virgo import health
 
 
 def redis_cache(url: str) -> dict[str, Any]:
@@ -120,3 +123,63 @@ def test_an_unreachable_database_fails_readyz_but_not_healthz() -> None:
     assert body["failed"] == ["database"]
     assert body["checks"]["database"] == "failed: OperationalError"
     assert "secret-password" not in done.stdout
+
+
+BACKLOG_RELEASED = threading.Event()
+backlog_counts: list[float] = []
+
+
+def blocked_backlog() -> dict[str, int]:
+    """A backlog count that lasts until the test says: the stand-in for a scan of 100k."""
+    backlog_counts.append(time.monotonic())
+    BACKLOG_RELEASED.wait(timeout=30)
+    return {"stamp": 7, "card": 7, "recompute": 0}
+
+
+def probe(client: Client) -> dict[str, Any]:
+    """One /readyz, failed (not hung) if it waits on something that does not end."""
+    answers: list[dict[str, Any]] = []
+    thread = threading.Thread(target=lambda: answers.append(client.get("/readyz").json()))
+    thread.start()
+    thread.join(timeout=10)
+    assert answers, "/readyz waited on the backlog count"
+    return answers[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_never_waits_on_a_long_backlog_count(client: Client, settings: Settings) -> None:
+    """VX-OPS-5: the backlog is a count over every persona, seconds long with 100k; a probe
+    waits for it only briefly and reports the last finished count, and probes while one count
+    runs start no other, so time to ready does not grow with the personas."""
+    settings.VIRGO_BACKLOG = "tests.test_health.blocked_backlog"
+    settings.VIRGO_READYZ_BACKLOG_FRESH_SECONDS = 0
+    BACKLOG_RELEASED.clear()
+    backlog_counts.clear()
+    health.BACKLOG.forget()
+    try:
+        answers = [probe(client) for _ in range(3)]
+        assert [answer["status"] for answer in answers] == ["ready"] * 3
+        assert [answer["backlog"] for answer in answers] == [None] * 3
+        assert len(backlog_counts) == 1
+    finally:
+        BACKLOG_RELEASED.set()
+    deadline = time.monotonic() + 10
+    while health.BACKLOG.read() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert probe(client)["backlog"] == {"stamp": 7, "card": 7, "recompute": 0}
+    health.BACKLOG.forget()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_reuses_a_fresh_backlog_count(client: Client, settings: Settings) -> None:
+    """VX-OPS-5: a count younger than VIRGO_READYZ_BACKLOG_FRESH_SECONDS answers the next
+    probes, so frequent probes never add up to a scan each."""
+    settings.VIRGO_BACKLOG = "tests.test_health.blocked_backlog"
+    settings.VIRGO_READYZ_BACKLOG_FRESH_SECONDS = 60
+    settings.VIRGO_READYZ_BACKLOG_WAIT_SECONDS = 10
+    BACKLOG_RELEASED.set()
+    backlog_counts.clear()
+    health.BACKLOG.forget()
+    assert [probe(client)["backlog"]["stamp"] for _ in range(3)] == [7, 7, 7]
+    assert len(backlog_counts) == 1
+    health.BACKLOG.forget()

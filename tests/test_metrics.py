@@ -17,6 +17,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client
+from kombu.exceptions import OperationalError as BrokerUnavailable
 from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.test import Client as WSGIClient
 
@@ -27,6 +28,7 @@ from stamps.quarantine import sweep
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona
 from tests.owner_clients import token_client
+from virgo.outages import BROKER
 
 pytestmark = pytest.mark.django_db
 
@@ -188,23 +190,34 @@ def test_without_a_token_configured_no_bearer_is_accepted(site: SiteClient, sett
     assert site.get("/metrics", headers={"Authorization": "Bearer "}).status_code == 401
 
 
-def test_readyz_and_the_scrape_report_the_owed_work(site: SiteClient, client: Client) -> None:
+@pytest.mark.django_db(transaction=True)
+def test_readyz_and_the_scrape_report_the_owed_work(
+    site: SiteClient, client: Client, settings: Any
+) -> None:
     """A persona saved while its task could not run (the broker down) is owed its stamp and its
     card: /readyz reports the backlog, /metrics the same counts, and once the reconciler has
     paid them both say nothing is owed."""
     agent = make_agent(make_owner())
-    make_persona(agent)
-    # Outside run_on_commit: the queued work never runs, as with a broker that is down.
-    owed = services.persona_create(
-        agent=agent,
-        actor=agent.owner,
-        name="Owed",
-        system_prompt="Wait.",
-        verb_subset=list(make_persona(agent).verb_subset),
-        queues=["reviews"],
-        persona_class="coder-deputy",
-        address="work/core/reviewer",
-    )
+    verb_subset = list(make_persona(agent).verb_subset)
+    # This process has just found the broker down, so the change queues no task.
+    BROKER.failed("task", BrokerUnavailable("refused"))
+    try:
+        owed = services.persona_create(
+            agent=agent,
+            actor=agent.owner,
+            name="Owed",
+            system_prompt="Wait.",
+            verb_subset=verb_subset,
+            queues=["reviews"],
+            persona_class="coder-deputy",
+            address="work/core/reviewer",
+        )
+    finally:
+        BROKER.forget()
+    # /readyz counts on a thread of its own (virgo.health.BacklogCount), which sees only what
+    # is committed; every probe here counts anew.
+    settings.VIRGO_READYZ_BACKLOG_FRESH_SECONDS = 0
+    settings.VIRGO_READYZ_BACKLOG_WAIT_SECONDS = 30
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready"
     assert ready["backlog"] == {"stamp": 1, "card": 1, "recompute": 0}

@@ -12,11 +12,19 @@ reported as `failed: timeout` while it goes on in the background. Probes of a fr
 therefore never hold the server's request threads, and the checks a hung one holds up (at most
 the pool's size) are reported as timeouts too. Each check opens and closes its own database
 connection, so a connection a database restart left stale is never what answers.
+
+The backlog is a count over every persona, seconds long with 100k of them, so a probe never
+waits on it for long (VX-OPS-5: time to ready does not grow with the personas): one count runs
+at a time per process, on the same pool; a probe waits for it at most
+VIRGO_READYZ_BACKLOG_WAIT_SECONDS and otherwise reports the last finished count (null before the
+first), and a count younger than VIRGO_READYZ_BACKLOG_FRESH_SECONDS is reused, so probes never
+add up to a scan each.
 """
 
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -131,7 +139,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         "status": "unavailable" if failed else "ready",
         "checks": checks,
         "failed": failed,
-        "backlog": owed_work() if "database" not in failed else None,
+        "backlog": BACKLOG.read() if "database" not in failed else None,
     }
     if not failed:
         return JsonResponse(body)
@@ -148,3 +156,43 @@ def owed_work() -> dict[str, int] | None:
     except Exception as exc:
         logger.warning("counting the owed work failed: %r", exc)
         return None
+
+
+class BacklogCount:
+    """The owed-work backlog as /readyz reads it: counted off the request, one count at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: Future[None] | None = None
+        self._counted: tuple[float, dict[str, int] | None] | None = None
+
+    def read(self) -> dict[str, int] | None:
+        with self._lock:
+            if self._counted is not None and (
+                time.monotonic() - self._counted[0] < settings.VIRGO_READYZ_BACKLOG_FRESH_SECONDS
+            ):
+                return self._counted[1]
+            if self._running is None:
+                self._running = _checks_pool().submit(self._count)
+            running = self._running
+        wait_for([running], timeout=settings.VIRGO_READYZ_BACKLOG_WAIT_SECONDS)
+        with self._lock:
+            return None if self._counted is None else self._counted[1]
+
+    def forget(self) -> None:
+        """Drop the last count (tests; a process that must not report an old one)."""
+        with self._lock:
+            self._counted = None
+
+    def _count(self) -> None:
+        counted = None
+        try:
+            counted = owed_work()
+        finally:
+            connections["default"].close()
+            with self._lock:
+                self._counted = (time.monotonic(), counted)
+                self._running = None
+
+
+BACKLOG = BacklogCount()
