@@ -31,8 +31,8 @@ from personas.models import (
     SkillMapRevision,
 )
 from personas.surfaces import binding_problem, unowned_bindings, unowned_message
-from stamps.canonical import canonical_bytes, sha256_hex
 from virgo.bulk import update_each
+from virgo.canonical import canonical_bytes, sha256_hex
 
 User = AbstractBaseUser | AnonymousUser
 

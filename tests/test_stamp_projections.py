@@ -3,7 +3,6 @@
 import pytest
 
 from personas.models import PersonaClass
-from stamps.canonical import canonical_bytes
 from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
 from stamps.projections import (
@@ -19,6 +18,7 @@ from stamps.projections import (
 )
 from stamps.validation import Code
 from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs, standing_verbs
+from virgo.canonical import canonical_bytes
 
 
 @pytest.mark.parametrize("persona_class", list(PersonaClass))
