@@ -18,9 +18,9 @@ from personas.models import Generation, Persona, RegisteredAddress
 from personas.surfaces import binding_owners, canonical_uuid
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
+from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
-from stamps.validation import Code, Problem, StampRejected
 from virgo.bulk import update_each
 from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
