@@ -39,7 +39,6 @@ from personas.models import Persona
 from runtime import confirmations, registry
 from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
 from runtime.policy import (
-    Binding,
     InvalidOperation,
     Operation,
     Outcome,
@@ -49,7 +48,7 @@ from runtime.policy import (
 )
 from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
-from runtime.toolkit import Arguments, Invalid, Tool
+from runtime.toolkit import Arguments, Invalid, Tool, ToolCall
 from runtime.workspace import (
     AuthorityPath,
     HardLinked,
@@ -59,7 +58,6 @@ from runtime.workspace import (
     PathEscape,
     SecretPath,
     SymlinkWrite,
-    Workspace,
     WorkspaceError,
 )
 from stamps.registry import HANDLERS
@@ -99,19 +97,6 @@ _TRANSIENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY,
      errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ETIMEDOUT}
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """Everything an implementation may use: it acts only on what the stamp bound it to."""
-
-    persona: Persona
-    stamp: ActiveStamp
-    tool: StampTool
-    binding: Binding
-    workspace: Workspace
-    op: Operation
-    correlation_id: str
 
 
 @dataclass(frozen=True, slots=True)

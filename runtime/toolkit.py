@@ -19,7 +19,7 @@ code, recorded and logged; `Invalid`, `Missing` and `StateConflict` are failures
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
@@ -34,14 +34,25 @@ from runtime.params import (
     object_schema,
     parse,
 )
-from runtime.policy import IDENTITY_KEYS
-from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
+from runtime.policy import IDENTITY_KEYS, Binding, Operation
+from runtime.stamp import ActiveStamp, StampTool
+from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope, Workspace
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """Everything an implementation may use: it acts only on what the stamp bound it to."""
+
+    persona: Persona
+    stamp: ActiveStamp
+    tool: StampTool
+    binding: Binding
+    workspace: Workspace
+    op: Operation
+    correlation_id: str
 
 
 class Invalid(InvalidArgument):
