@@ -224,6 +224,9 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "virgo.urls"
 WSGI_APPLICATION = "virgo.wsgi.application"
+# WSGI layers virgo.wsgi puts in front of Django, outermost first: the public card's fast path
+# answers current cards from memory before Django is entered.
+VIRGO_WSGI_LAYERS = ["cards.fastpath.PublicCardFastPath"]
 
 TEMPLATES = [
     {
