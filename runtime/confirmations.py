@@ -22,7 +22,8 @@ from django.utils import timezone
 from personas.models import Persona
 from personas.surfaces import canonical_uuid
 from runtime.models import AuthorityKind, DecisionRecord
-from runtime.policy import Operation, Verdict
+from runtime.operations import Operation
+from runtime.policy import Verdict
 from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampUnavailable
 from runtime.transport import transport

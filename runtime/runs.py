@@ -8,7 +8,7 @@ it, when it creates a run, and may touch only runs of tasks assigned to it.
 
 Deployment and publication go through the confirm boundary before anything here runs: the policy
 classifies a `create_run` of kind deploy or publish, and a `record_artifact` with `publish_to`,
-as external publication (runtime.policy, rule "publication").
+as external publication (runtime.rules, rule "publication").
 """
 
 from typing import Any

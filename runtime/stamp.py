@@ -17,7 +17,7 @@ import rfc8785
 from django.db.models import F
 
 from personas.models import Generation, Persona
-from runtime.policy import Binding
+from runtime.operations import Binding
 from runtime.workspace import Workspace, workspace_root
 from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of

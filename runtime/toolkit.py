@@ -3,7 +3,7 @@
 Every tool implementation declares what it takes once, with `@takes(Param, ...)`: that one
 declaration is what its parser accepts (`Arguments`), what the MCP server lists as its input
 schema (`Tool.input_schema`) and, through each argument's `key` role, what a learned choice is
-keyed on and what a confirmation shows (runtime.policy); no list of argument names is kept
+keyed on and what a confirmation shows (runtime.operations); no list of argument names is kept
 anywhere else. What a call's effect depends on beyond its arguments (the URL a webhook name
 stands for) the tool declares as its `resolve`, read when the call is made.
 
@@ -25,6 +25,7 @@ from django.db.models import Q, QuerySet
 
 from personas.addresses import ROOT_WORKSPACE
 from personas.models import Persona
+from runtime.operations import IDENTITY_KEYS, Binding, Operation
 from runtime.params import (
     ArgumentError,
     Integer,
@@ -34,7 +35,6 @@ from runtime.params import (
     object_schema,
     parse,
 )
-from runtime.policy import IDENTITY_KEYS, Binding, Operation
 from runtime.stamp import ActiveStamp, StampTool
 from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope, Workspace
 

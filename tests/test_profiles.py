@@ -146,8 +146,8 @@ def test_ordinary_work_is_allowed() -> None:
 # catalogue (personas) spells out tool names; the demo data (personas) names the demo's verbs.
 BUILT_ON_THE_CATALOGUE = ("stamps", "cards", "runtime", "channel", "virgo")
 REPO = Path(profiles.__file__).resolve().parent.parent
-# The boundary table's examples each name the tool an example call is of (runtime.policy).
-EXAMPLES_MODULE = REPO / "runtime" / "policy.py"
+# The boundary table's examples each name the tool an example call is of (runtime.rules).
+EXAMPLES_MODULE = REPO / "runtime" / "rules.py"
 EXAMPLE_CALLS = frozenset({"E", "Example"})
 
 

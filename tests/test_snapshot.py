@@ -22,7 +22,7 @@ from personas import services
 from personas.models import Persona
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
-from runtime.policy import normalise
+from runtime.operations import normalise
 from runtime.snapshot import SnapshotError, export_persona, import_persona
 from runtime.snapshot_format import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, read_archive
 from runtime.stamp import load_active_stamp
