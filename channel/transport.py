@@ -1,4 +1,4 @@
-"""virgo-channel as the runtime's transport (runtime.transport, VIRGO_RUNTIME_TRANSPORT)."""
+"""virgo-channel as the runtime's transport (runtime.transport), registered by ChannelConfig."""
 
 from channel.tasks import deliver_confirmation
 from runtime.models import DecisionRecord

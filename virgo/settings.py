@@ -474,8 +474,6 @@ VIRGO_STAMP_VERIFY_INTERVAL_SECONDS = env_int("VIRGO_STAMP_VERIFY_INTERVAL_SECON
 
 # virgo-channel: the hub that reaches human surfaces (channel/, docs/channel.md). Stamps carry
 # only binding names; the hub's credential and the callback secret live here, never in a stamp.
-# How the runtime reaches the hub (runtime.transport): the class virgo-channel provides.
-VIRGO_RUNTIME_TRANSPORT = "channel.transport.HubTransport"
 VIRGO_CHANNEL_URL = env_str("VIRGO_CHANNEL_URL").rstrip("/")
 VIRGO_CHANNEL_TOKEN = env_str("VIRGO_CHANNEL_TOKEN")
 VIRGO_CHANNEL_SECRET = env_str("VIRGO_CHANNEL_SECRET")
