@@ -83,3 +83,17 @@ def test_every_app_of_the_project_is_in_exactly_one_layer() -> None:
     assert (
         sorted(layered) == sorted(set(layered)) == sorted(ours) == sorted(CONTRACT["root_packages"])
     )
+
+
+def test_a_circle_under_type_checking_counts(tmp_path, monkeypatch) -> None:
+    """Issue 14: the graph the first check reads holds the imports made only for type checking,
+    so a circle closed under `if TYPE_CHECKING:` is still a circle."""
+    package = tmp_path / "circled"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from circled import b\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from circled import a\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert circles(grimp.build_graph("circled", cache_dir=None)) == [["circled.a", "circled.b"]]
