@@ -40,9 +40,11 @@ run: install
 serve: install
 	PORT=$(PORT) VIRGO_PYTHON=$(PY) scripts/serve
 
+# ruff, then the import contract of pyproject.toml (the layers point down; docs/architecture.md).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: install
 	$(VENV)/bin/ruff check --fix .

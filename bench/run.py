@@ -529,10 +529,10 @@ class Bench:
         from django.test import override_settings
 
         from bench.data import owed_generations
-        from stamps.canonical import sha256_hex, stamp_bytes
         from stamps.factory import build_stamp
         from stamps.services import stamp_inputs
         from stamps.storage import stamp_path, write_stamp_file, write_stamp_files
+        from virgo.canonical import sha256_hex, stamp_bytes
 
         generations = owed_generations(self.fleet.agent)
         inputs = [stamp_inputs(generation) for generation in generations]

@@ -7,11 +7,16 @@ class CardsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from cards.fastpath import persona_deleted, persona_saved
+        from cards.fastpath import persona_deleted, persona_saved, personas_written
+        from personas import signals
         from personas.models import Persona
 
         # The public card's token moves with every change to a persona row, so the fast path
-        # reloads the card (cards.fastpath). Stamp outcomes and published cards, written with
-        # queryset updates, replace it where they are written.
+        # reloads the card (cards.fastpath): saves and deletes, and the rows written in bulk or
+        # by queryset updates (a recompute, stamp outcomes), which their writers announce.
+        # Published cards, written here, replace it where they are written.
         post_save.connect(persona_saved, sender=Persona, dispatch_uid="cards-token-save")
         post_delete.connect(persona_deleted, sender=Persona, dispatch_uid="cards-token-delete")
+        signals.personas_written.connect(
+            personas_written, sender=Persona, dispatch_uid="cards-token-written"
+        )

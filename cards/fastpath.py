@@ -305,6 +305,14 @@ def persona_deleted(sender: type, instance: Any, **kwargs: Any) -> None:
     card_changed([instance.uuid], after_commit=True)
 
 
+def personas_written(
+    sender: type, uuids: Iterable[object], after_commit: bool = False, **kwargs: Any
+) -> None:
+    """Persona rows written in bulk or by a queryset update (personas.signals): a recompute's
+    new generations, a stamp's outcome, a quarantine or its end."""
+    card_changed(uuids, after_commit=after_commit)
+
+
 # The per-process card cache ----------------------------------------------------------------------
 
 _entries: dict[str, _Entry] = {}

@@ -9,5 +9,8 @@ class ChannelConfig(AppConfig):
     def ready(self) -> None:
         from channel import checks  # noqa: F401  (registers the system check)
         from channel.tools import bind_all
+        from channel.transport import HubTransport
+        from runtime import transport
 
         bind_all()
+        transport.register(HubTransport())

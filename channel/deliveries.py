@@ -15,7 +15,7 @@
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import rfc8785
 from django.db import IntegrityError, transaction
@@ -23,10 +23,8 @@ from django.utils import timezone
 
 from channel.client import ChannelClient, ChannelNotConfigured, HubReply, Outcome
 from channel.models import Delivery
+from runtime.toolkit import ToolCall
 from runtime.workspace import WorkspaceError
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 
 class ChannelError(WorkspaceError):
@@ -115,7 +113,7 @@ def terminal_result(binding: str, outcome: Terminal) -> dict[str, Any]:
 
 def deliver(
     *,
-    call: "ToolCall",
+    call: ToolCall,
     route: str,
     body: dict[str, Any],
     binding: str,
@@ -137,7 +135,7 @@ def deliver(
 
 
 def _claim(
-    call: "ToolCall", route: str, request: dict[str, Any], digest: str, binding: str
+    call: ToolCall, route: str, request: dict[str, Any], digest: str, binding: str
 ) -> Delivery:
     try:
         with transaction.atomic():

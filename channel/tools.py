@@ -14,7 +14,7 @@ import hashlib
 import mimetypes
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
@@ -24,13 +24,10 @@ from channel.client import HubReply, Outcome, hub_code
 from channel.deliveries import HubRejected, OutcomeUnknown, Terminal
 from personas.surfaces import unowned_bindings
 from runtime.params import Choice, Key, Records, Text, date, url
-from runtime.toolkit import Arguments, takes
+from runtime.toolkit import Arguments, ToolCall, takes
 from runtime.workspace import InvalidArgument, OutOfScope, TooLarge
 from stamps.profiles import WHOLE_WORKSPACE
 from stamps.registry import HANDLERS
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 MAX_TEXT = 16_000
 MAX_TITLE = 200
@@ -74,7 +71,7 @@ _FORMAT = Choice(
 _MESSAGE_TEXT = _text("text", "The message.", MAX_TEXT, required=True, key=Key.DIGEST)
 
 
-def _bound(call: "ToolCall", binding: Any) -> str:
+def _bound(call: ToolCall, binding: Any) -> str:
     """The binding, if the stamp binds this tool to it (the classifier has refused others) and
     it is still a surface of the persona's owner (a stamp built before surfaces were registered,
     or restored from elsewhere, may bind one that is not)."""
@@ -90,7 +87,7 @@ def _bound(call: "ToolCall", binding: Any) -> str:
     return binding
 
 
-def _sender(call: "ToolCall") -> dict[str, str]:
+def _sender(call: ToolCall) -> dict[str, str]:
     persona = call.stamp.document["persona"]
     return {"persona": persona["id"], "name": persona["name"], "class": persona["class"]}
 
@@ -124,7 +121,7 @@ def _reaction(reaction: str, message: str) -> Callable[[HubReply], Terminal]:
     return interpret
 
 
-def _read(call: "ToolCall", route: str, params: dict[str, Any]) -> HubReply:
+def _read(call: ToolCall, route: str, params: dict[str, Any]) -> HubReply:
     reply = deliveries.client().get(route, idempotency_key=call.correlation_id, params=params)
     if reply.outcome is Outcome.UNKNOWN:
         raise OutcomeUnknown(reply.reason, attempts=reply.attempts)
@@ -139,7 +136,7 @@ def _read(call: "ToolCall", route: str, params: dict[str, Any]) -> HubReply:
 
 
 @takes(_BINDING, _MESSAGE_TEXT, _FORMAT)
-def send_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def send_human_message(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     body = {
         "binding": binding,
@@ -153,7 +150,7 @@ def send_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(_BINDING, _MESSAGE, _MESSAGE_TEXT, _FORMAT)
-def reply_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def reply_human_message(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     body = {
         "binding": binding,
@@ -168,7 +165,7 @@ def reply_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(_BINDING, _MESSAGE)
-def ack_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def ack_human_message(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     route = f"/messages/{quote(args['message'], safe='')}/ack"
     body = {"binding": binding, "sender": _sender(call)}
@@ -181,7 +178,7 @@ def ack_human_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     )
 
 
-def _typing(call: "ToolCall", binding: str, state: str) -> dict[str, Any]:
+def _typing(call: ToolCall, binding: str, state: str) -> dict[str, Any]:
     binding = _bound(call, binding)
     body = {"binding": binding, "sender": _sender(call), "state": state}
     return deliveries.deliver(
@@ -194,17 +191,17 @@ def _typing(call: "ToolCall", binding: str, state: str) -> dict[str, Any]:
 
 
 @takes(_BINDING)
-def start_typing(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def start_typing(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return _typing(call, args["binding"], "start")
 
 
 @takes(_BINDING)
-def stop_typing(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def stop_typing(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return _typing(call, args["binding"], "stop")
 
 
 @takes(_BINDING)
-def list_reaction_ids(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_reaction_ids(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     reply = _read(call, "/reactions", {"binding": binding})
     reactions = [
@@ -228,7 +225,7 @@ def list_reaction_ids(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         pattern=_REACTION_ID.pattern,
     ),
 )
-def apply_human_reaction(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def apply_human_reaction(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     route = f"/messages/{quote(args['message'], safe='')}/reactions"
     body = {"binding": binding, "sender": _sender(call), "reaction": args["reaction"]}
@@ -269,7 +266,7 @@ def apply_human_reaction(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         max_items=MAX_ITEMS,
     ),
 )
-def send_human_card(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def send_human_card(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     card = {key: value for key, value in args.given_values().items() if key != "binding"}
     body = {"binding": binding, "sender": _sender(call), "card": card}
@@ -284,7 +281,7 @@ def send_human_card(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     _text("detail", "What is to be done, in full.", MAX_TEXT, key=Key.DIGEST),
     date("due", "When it is due, YYYY-MM-DD."),
 )
-def send_human_todo(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def send_human_todo(call: ToolCall, args: Arguments) -> dict[str, Any]:
     binding = _bound(call, args["binding"])
     todo = {key: value for key, value in args.given_values().items() if key != "binding"}
     body = {"binding": binding, "sender": _sender(call), "todo": todo}
@@ -312,7 +309,7 @@ def send_human_todo(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     _text("caption", "A caption shown with the file.", 2000),
     _text("content_type", "Its media type; guessed from the name if left out.", 100),
 )
-def send_human_file(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def send_human_file(call: ToolCall, args: Arguments) -> dict[str, Any]:
     """Send a file of the persona's own workspace; secret and authority files never leave."""
     binding = _bound(call, args["binding"])
     path = args["path"]
@@ -344,7 +341,7 @@ def send_human_file(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     )
 
 
-def _read_file(call: "ToolCall", path: str, *, limit: int) -> bytes:
+def _read_file(call: ToolCall, path: str, *, limit: int) -> bytes:
     """The file's bytes, read through the workspace's own checks (scope, symlinks, secrets).
 
     A persona may read its whole workspace (its read tools are stamped with `**`); the file tool
@@ -380,7 +377,7 @@ def _read_file(call: "ToolCall", path: str, *, limit: int) -> bytes:
         key=Key.TARGET,
     )
 )
-def get_human_surface_status(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def get_human_surface_status(call: ToolCall, args: Arguments) -> dict[str, Any]:
     """The hub's state and each bound surface's, as the hub reports them right now.
 
     An unreachable or unconfigured hub is a status, and reported as one (`reachable: false`),

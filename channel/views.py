@@ -12,8 +12,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from channel.callbacks import CallbackRefused, answer_once
 from channel.signing import HEADER, BadSignature, verify
-from virgo.errors import allow_methods
 from virgo.limits import address_retry_after
+from virgo.methods import allow_methods
 
 
 def _error(status: int, code: str, detail: str) -> JsonResponse:

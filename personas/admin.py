@@ -7,7 +7,8 @@ Who sees what comes from personas.selectors; every write goes through personas.s
 request counts against the owner mutation budget shared with the API (S9-RL-3).
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
@@ -46,7 +47,6 @@ from personas.models import (
     Skill,
 )
 from personas.ratelimits import mutation_retry_after
-from stamps.admin import GenerationInline, StampAdminMixin
 from virgo.admin_permissions import NoEditsMixin
 
 
@@ -244,13 +244,18 @@ def describe_audit(event: AuditEvent) -> str:
 
 
 @admin.register(Persona)
-class PersonaAdmin(StampAdminMixin, OwnedAdmin):
+class PersonaAdmin(OwnedAdmin):
     """Personas of one's own agents. The add form has two steps: choose the agent, then
     author the persona with checkboxes of exactly that agent's granted verbs and queues.
-    The stamps app contributes the generations inline and the stamp pages."""
+
+    The apps built on the records add to the page through `contributed_inlines` and
+    `contributed_urls` (stamps.admin: the generations inline and the stamp pages), so the
+    records never import them."""
 
     form = PersonaForm
-    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline, GenerationInline]
+    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline]
+    contributed_inlines: ClassVar[list[type[admin.options.InlineModelAdmin]]] = []
+    contributed_urls: ClassVar[list[Callable[[admin.ModelAdmin], list[URLPattern]]]] = []
     list_display = (
         "name",
         "agent",
@@ -413,7 +418,11 @@ class PersonaAdmin(StampAdminMixin, OwnedAdmin):
             self.admin_site.admin_view(self.discoverability_view),
             name="personas_persona_discoverability",
         )
-        return [toggle, *super().get_urls()]
+        contributed = [url for urls in self.contributed_urls for url in urls(self)]
+        return [toggle, *contributed, *super().get_urls()]
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
+        return [*super().get_inlines(request, obj), *self.contributed_inlines]
 
     def discoverability_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if request.method != "POST":

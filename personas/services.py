@@ -15,8 +15,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from cards.fastpath import card_changed
-from personas import tasks
 from personas.addresses import address_problem
 from personas.catalogue import VERBS_BY_NAME, unknown_verbs
 from personas.models import (
@@ -30,11 +28,18 @@ from personas.models import (
     Skill,
     SkillMapRevision,
 )
+from personas.signals import personas_written
 from personas.surfaces import binding_problem, unowned_bindings, unowned_message
-from stamps.canonical import canonical_bytes, sha256_hex
 from virgo.bulk import update_each
+from virgo.canonical import canonical_bytes, sha256_hex
+from virgo.queueing import queue_after_commit
 
 User = AbstractBaseUser | AnonymousUser
+
+# The work a change owes, queued by the name its task is registered under (the broker's
+# contract): the settling app does it, and the records never import who does.
+SETTLE_PERSONA = "personas.tasks.settle_persona"
+FAN_OUT_SKILL_MAP = "personas.tasks.fan_out_skill_map"
 
 # What an owner authors of a persona, each editable through persona_update (discoverability is
 # its own, audited operation).
@@ -312,7 +317,7 @@ def _next_generation(
 
 
 def _queue_settle(persona: Persona) -> None:
-    tasks.queue_after_commit(tasks.settle_persona, persona.pk)
+    queue_after_commit(SETTLE_PERSONA, persona.pk)
 
 
 # Agents ---------------------------------------------------------------------------------------
@@ -495,7 +500,7 @@ def owner_identity_update(*, user: AbstractBaseUser, **fields: Any) -> OwnerIden
     identity.full_clean()
     identity.save()
     for persona_id in Persona.objects.owned_by(user).values_list("pk", flat=True):
-        tasks.queue_after_commit(tasks.settle_persona, persona_id)
+        queue_after_commit(SETTLE_PERSONA, persona_id)
     return identity
 
 
@@ -553,7 +558,7 @@ def _record_map_change(actor: User, slug: str, change: str) -> None:
     )
     SkillMapRevision.objects.get_or_create(pk=1)
     SkillMapRevision.objects.filter(pk=1).update(revision=F("revision") + 1)
-    tasks.queue_after_commit(tasks.fan_out_skill_map)
+    queue_after_commit(FAN_OUT_SKILL_MAP)
 
 
 def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
@@ -598,7 +603,7 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
             changed, ["skills", "skill_map_revision", "generation", "standing", "updated_at"]
         )
         update_each(behind_only, ["skill_map_revision"])
-        # A bulk write sends no post_save: the changed cards' tokens move here (cards.fastpath),
+        # A bulk write sends no post_save: the changed cards' tokens move on this (cards.apps),
         # and again when each new generation's card is published after the commit.
-        card_changed([persona.uuid for persona in changed])
+        personas_written.send(Persona, uuids=[persona.uuid for persona in changed])
     return changed

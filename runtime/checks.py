@@ -1,4 +1,8 @@
-"""Boot check of the runtime side of the handler registry (runtime.W001, runtime.W002).
+"""Boot checks of the runtime: its transport (runtime.E001) and the runtime side of the handler
+registry (runtime.W001, runtime.W002).
+
+Without a registered transport (runtime.transport) no confirmation request could reach its
+authority, so a runtime that has none does not start (an error, not a warning).
 
 stamps.checks proves every handler action of the catalogue is declared in the one registry; this
 check says which of them this runtime has not bound to an implementation yet. Calls to those
@@ -9,11 +13,28 @@ VX-OPS-5); `virgo check` names each standing persona and its exact tools (runtim
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
+from runtime.transport import registered
 from stamps.checks import every_stamp_verified
 from stamps.registry import HANDLERS
 from stamps.selectors import standing_handler_tables
+
+
+@register("virgo")
+def check_transport(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if app_configs is not None and not any(config.name == "runtime" for config in app_configs):
+        return []
+    if registered() is not None:
+        return []
+    return [
+        Error(
+            "no transport is registered for the runtime: confirmation requests would reach nobody",
+            hint="Install virgo-channel (`channel` in INSTALLED_APPS); it registers its "
+            "transport when Django starts.",
+            id="runtime.E001",
+        )
+    ]
 
 
 @register("virgo")

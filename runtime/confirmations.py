@@ -19,14 +19,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from channel.tasks import deliver_confirmation
 from personas.models import Persona
 from personas.surfaces import canonical_uuid
-from personas.tasks import queue_after_commit
 from runtime.models import AuthorityKind, DecisionRecord
-from runtime.policy import Operation, Verdict
+from runtime.operations import Operation
+from runtime.policy import Verdict
 from runtime.redaction import redact_text
 from runtime.stamp import ActiveStamp, StampUnavailable
+from runtime.transport import transport
 from stamps.services import owner_reference
 
 
@@ -129,8 +129,8 @@ def request_confirmation(
 
 
 def notify_authority(record: DecisionRecord) -> None:
-    """Send the pending request to its authority through virgo-channel once it is committed."""
-    queue_after_commit(deliver_confirmation, record.pk)
+    """Send the pending request to its authority through the transport once it is committed."""
+    transport().confirmation_requested(record)
 
 
 def may_decide(record: DecisionRecord, *, user: Any = None, persona: Persona | None = None) -> bool:

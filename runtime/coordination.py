@@ -11,7 +11,7 @@ Peers are personas of the same owner: a message goes to any of them, by id or re
 address; `list_peers` shows the persona's own workspace and the reserved root.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -25,6 +25,7 @@ from runtime.toolkit import (
     Arguments,
     Invalid,
     Missing,
+    ToolCall,
     find_persona,
     in_workspace_of,
     iso,
@@ -35,9 +36,6 @@ from runtime.toolkit import (
     takes,
 )
 
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
-
 LABEL_MAX = 200
 SUMMARY_MAX = 500
 ACTIVITY_MAX = 200
@@ -45,7 +43,7 @@ ACTIVITY_MAX = 200
 WAKE_ITEMS = 20
 
 
-def delivery_envelope(call: "ToolCall") -> dict[str, Any]:
+def delivery_envelope(call: ToolCall) -> dict[str, Any]:
     """Who sent this, as the registry says now: never as the message or its caller says."""
     sender = Persona.objects.select_related("agent", "address").get(pk=call.persona.pk)
     hierarchy = call.stamp.document["hierarchy"]
@@ -93,7 +91,7 @@ def message_json(message: CoordinationMessage) -> dict[str, Any]:
     ),
     Id("in_reply_to", "The id of the message of your inbox this answers."),
 )
-def send_broker_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def send_broker_message(call: ToolCall, args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
     recipient = find_persona(scope.owner_id, args["recipient"], what="recipient")
     if recipient.pk == call.persona.pk:
@@ -131,7 +129,7 @@ def send_broker_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     *PAGE,
 )  # fmt: skip
-def list_coordination_messages(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_coordination_messages(call: ToolCall, args: Arguments) -> dict[str, Any]:
     state = args["state"]
     page = args.page()
     inbox = CoordinationMessage.objects.filter(recipient_id=call.persona.pk).select_related(
@@ -144,7 +142,7 @@ def list_coordination_messages(call: "ToolCall", args: Arguments) -> dict[str, A
 
 
 @takes(Id("message", "The id of a message of your inbox.", required=True, key=Key.TARGET))
-def ack_coordination_message(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def ack_coordination_message(call: ToolCall, args: Arguments) -> dict[str, Any]:
     message_id = args["message"]
     with transaction.atomic():
         message = (
@@ -162,7 +160,7 @@ def ack_coordination_message(call: "ToolCall", args: Arguments) -> dict[str, Any
 
 
 @takes()
-def reconcile_wake(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def reconcile_wake(call: ToolCall, args: Arguments) -> dict[str, Any]:
     """What arrived or changed for this persona since its last wake; then the marker moves on.
 
     The window is (last marker, now]; anything written after `now` is for the next wake. What
@@ -254,7 +252,7 @@ def presence_json(presence: Presence | None) -> dict[str, Any]:
 @takes(
     Text("summary", "What you are and do, for your peers.", required=True, max_length=SUMMARY_MAX)
 )
-def set_summary(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def set_summary(call: ToolCall, args: Arguments) -> dict[str, Any]:
     presence, _ = Presence.objects.update_or_create(
         persona_id=call.persona.pk,
         defaults={"summary": args["summary"], "summary_at": timezone.now()},
@@ -269,7 +267,7 @@ def set_summary(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         default=Presence.State.ACTIVE.value,
     ),
 )  # fmt: skip
-def set_activity(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def set_activity(call: ToolCall, args: Arguments) -> dict[str, Any]:
     presence, _ = Presence.objects.update_or_create(
         persona_id=call.persona.pk,
         defaults={
@@ -282,7 +280,7 @@ def set_activity(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(*PAGE)
-def list_peers(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_peers(call: ToolCall, args: Arguments) -> dict[str, Any]:
     page = args.page()
     scope = scope_of(call)
     peers = (
@@ -319,7 +317,7 @@ def list_peers(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         key=Key.TARGET,
     ),
 )
-def lookup_sender(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def lookup_sender(call: ToolCall, args: Arguments) -> dict[str, Any]:
     """Who a sender is, redacted: the registry's public facts, never the owner or credentials.
 
     Given a message of the persona's inbox, it also verifies the message's envelope against the

@@ -17,7 +17,7 @@ The owner-side functions at the end (recording an instruction, binding a lane, a
 lane) are how the humans give those authorizations; the admin calls them.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -37,6 +37,7 @@ from runtime.toolkit import (
     NotAuthorized,
     Refused,
     StateConflict,
+    ToolCall,
     iso,
     peer_reference,
     scope_of,
@@ -44,9 +45,6 @@ from runtime.toolkit import (
 )
 from runtime.work import visible_task
 from stamps.profiles import Condition
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 OPTIONS_MAX = 20
 
@@ -91,7 +89,7 @@ def _decisions() -> Any:
     ),
     *PAGE,
 )  # fmt: skip
-def list_decisions(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_decisions(call: ToolCall, args: Arguments) -> dict[str, Any]:
     state = args["state"]
     page = args.page()
     decisions = _decisions().filter(scope_of(call).records())
@@ -118,7 +116,7 @@ def list_decisions(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     Id("task", "The id of a task of yours this decision is about.", key=Key.TARGET),
 )
-def raise_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def raise_decision(call: ToolCall, args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
     task_id = args["task"]
     task = visible_task(call, task_id) if task_id else None
@@ -135,7 +133,7 @@ def raise_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     return {"decision": decision_json(_decisions().get(pk=decision.pk))}
 
 
-def _decision_in_scope(call: "ToolCall", decision_id: str, *, lock: bool = False) -> Decision:
+def _decision_in_scope(call: ToolCall, decision_id: str, *, lock: bool = False) -> Decision:
     scope = scope_of(call)
     decisions = _decisions().filter(owner_id=scope.owner_id, uuid=decision_id)
     if lock:
@@ -171,7 +169,7 @@ def _relayed(resolution: str, authorized: str, what: str) -> str:
     Id("instruction", "Secretary: the recorded instruction of your bound human you relay."),
     Id("approval", "Team coordinator: the lane approval of your bound lane approver."),
 )
-def resolve_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def resolve_decision(call: ToolCall, args: Arguments) -> dict[str, Any]:
     decision_id = args["decision"]
     resolution = args["resolution"]
     instruction_id = args["instruction"]
@@ -206,7 +204,7 @@ def resolve_decision(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 def _human_relay(
-    call: "ToolCall",
+    call: ToolCall,
     decision: Decision,
     resolution: str,
     instruction_id: str | None,
@@ -232,7 +230,7 @@ def _human_relay(
 
 
 def _lane_approval(
-    call: "ToolCall",
+    call: ToolCall,
     decision: Decision,
     resolution: str,
     instruction_id: str | None,

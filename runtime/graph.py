@@ -16,7 +16,7 @@ walk that stops at a bound says which (`truncated`). Nothing here writes.
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -25,10 +25,17 @@ from django.db.models import Q
 from personas.models import Agent, Persona
 from runtime.models import ConversationArchive, Decision, Run, Task
 from runtime.params import Integer, Strings, Text
-from runtime.toolkit import Arguments, Invalid, Missing, Refused, is_uuid, iso, owner_id_of, takes
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
+from runtime.toolkit import (
+    Arguments,
+    Invalid,
+    Missing,
+    Refused,
+    ToolCall,
+    is_uuid,
+    iso,
+    owner_id_of,
+    takes,
+)
 
 DEFAULT_DEPTH, MAX_DEPTH = 2, 4
 DEFAULT_NODES, MAX_NODES = 50, 200
@@ -68,7 +75,7 @@ class View:
         return Q(owner_id=self.owner_id, created_by_id__in=self.members)
 
 
-def view_of(call: "ToolCall") -> View:
+def view_of(call: ToolCall) -> View:
     namespace = call.stamp.document["bindings"]["graph_namespace"]
     below = f"{namespace}/"
     owner_id = owner_id_of(call.persona)
@@ -245,7 +252,7 @@ class _Result:
     truncated: set[str] = field(default_factory=set)
 
 
-def _parse_start(call: "ToolCall", start: str) -> Node:
+def _parse_start(call: ToolCall, start: str) -> Node:
     if not start:
         return ("persona", str(call.persona.uuid))
     kind, _, ident = start.partition(":")
@@ -293,7 +300,7 @@ def _clamped(args: Arguments, name: str, bound: int, clamps: dict) -> int:
         minimum=1,
     ),
 )  # fmt: skip
-def query_graph_context(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def query_graph_context(call: ToolCall, args: Arguments) -> dict[str, Any]:
     clamps: dict[str, Any] = {}
     depth = _clamped(args, "depth", MAX_DEPTH, clamps)
     max_nodes = _clamped(args, "max_nodes", MAX_NODES, clamps)
@@ -346,7 +353,7 @@ def query_graph_context(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     }
 
 
-def _explain_absent(call: "ToolCall", view: View, start: Node) -> None:
+def _explain_absent(call: ToolCall, view: View, start: Node) -> None:
     """Refuse a start node that exists for the owner but lies outside this persona's view."""
     kind, ident = start
     exists: dict[str, Callable[[], bool]] = {

@@ -5,7 +5,7 @@
 1. loads the persona's active stamp, verified against its immutable stored stamp row;
 2. refuses a tool the stamp does not grant;
 3. normalises the call into an Operation by the tool's declaration (what it resolves for the
-   call included) and classifies it (runtime.policy);
+   call included, runtime.operations) and classifies it (runtime.policy);
 4. refuses a deny boundary loudly, whatever the stamp or the prompt registry says;
 5. for a confirm boundary or `access: confirm`: refuses arguments the tool would refuse (nobody
    is asked about a call that cannot run), applies an exact learned choice of the prompt
@@ -38,18 +38,12 @@ from personas.catalogue import Boundary
 from personas.models import Persona
 from runtime import confirmations, registry
 from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
-from runtime.policy import (
-    Binding,
-    InvalidOperation,
-    Operation,
-    Outcome,
-    Verdict,
-    classify,
-    normalise,
-)
+from runtime.operations import InvalidOperation, Operation, normalise
+from runtime.policy import Verdict, classify
 from runtime.redaction import redact_text
+from runtime.rules import Outcome
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
-from runtime.toolkit import Arguments, Invalid, Tool
+from runtime.toolkit import Arguments, Invalid, Tool, ToolCall
 from runtime.workspace import (
     AuthorityPath,
     HardLinked,
@@ -59,7 +53,6 @@ from runtime.workspace import (
     PathEscape,
     SecretPath,
     SymlinkWrite,
-    Workspace,
     WorkspaceError,
 )
 from stamps.registry import HANDLERS
@@ -99,19 +92,6 @@ _TRANSIENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY,
      errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ETIMEDOUT}
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """Everything an implementation may use: it acts only on what the stamp bound it to."""
-
-    persona: Persona
-    stamp: ActiveStamp
-    tool: StampTool
-    binding: Binding
-    workspace: Workspace
-    op: Operation
-    correlation_id: str
 
 
 @dataclass(frozen=True, slots=True)

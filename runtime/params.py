@@ -8,7 +8,7 @@ A tool implementation declares its arguments as a tuple of `Param`s. From that o
   the same names, required list, types, bounds and enums (V1-CONS-1: the listing comes from the
   stamp and each schema is derived from the implementation, never kept by hand);
 - `key` says what the argument is to the key of a learned choice and to the human asked to
-  confirm (runtime.policy, runtime.registry): where the operation acts (`Key.TARGET`) or what it
+  confirm (runtime.operations, runtime.registry): where the operation acts (`Key.TARGET`) or what it
   does, by value (`Key.VALUE`, the default) or by its fingerprint (`Key.DIGEST`: sha256 and
   length, for bulk such as a file's content). There is no role outside the key: an argument
   nobody thought about is in it by value, and one too long to be shown whole is refused at

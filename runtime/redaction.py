@@ -1,7 +1,7 @@
 """Secret values are never stored, sent or logged: only their fingerprint and a marker are.
 
 What looks like a secret credential value is what the patterns below match (the policy refuses
-any call carrying one, runtime.policy rule "secret-values"). Wherever an operation is kept or
+any call carrying one, runtime.rules rule "secret-values"). Wherever an operation is kept or
 passed on (a refusal record, a decision record, a confirmation card, a log line), such a value,
 and the content of a write to a credential file, is replaced by
 

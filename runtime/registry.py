@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from personas.models import Persona
 from runtime.models import DecisionRecord, PromptRegistryEntry
-from runtime.policy import Operation
+from runtime.operations import Operation
 from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
 
 Location = PromptRegistryEntry.Location

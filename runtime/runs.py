@@ -8,10 +8,10 @@ it, when it creates a run, and may touch only runs of tasks assigned to it.
 
 Deployment and publication go through the confirm boundary before anything here runs: the policy
 classifies a `create_run` of kind deploy or publish, and a `record_artifact` with `publish_to`,
-as external publication (runtime.policy, rule "publication").
+as external publication (runtime.rules, rule "publication").
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max, QuerySet
@@ -27,6 +27,7 @@ from runtime.toolkit import (
     NotAuthorized,
     Refused,
     StateConflict,
+    ToolCall,
     iso,
     peer_reference,
     scope_of,
@@ -34,9 +35,6 @@ from runtime.toolkit import (
 )
 from runtime.work import visible_task
 from stamps.profiles import Condition
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 EVENTS_SHOWN = 200
 # Where a run may go from each state; the three at the end are terminal.
@@ -85,7 +83,7 @@ def artifact_json(artifact: Artifact) -> dict[str, Any]:
     }
 
 
-def _run_in_scope(call: "ToolCall", run_id: str, *, lock: bool = False) -> Run:
+def _run_in_scope(call: ToolCall, run_id: str, *, lock: bool = False) -> Run:
     scope = scope_of(call)
     runs = _runs().filter(owner_id=scope.owner_id, uuid=run_id)
     if lock:
@@ -98,7 +96,7 @@ def _run_in_scope(call: "ToolCall", run_id: str, *, lock: bool = False) -> Run:
     return run
 
 
-def _writable_run(call: "ToolCall", run_id: str) -> Run:
+def _writable_run(call: ToolCall, run_id: str) -> Run:
     """A run this persona may write: any in scope for a lead; a deputy's own assigned work."""
     run = _run_in_scope(call, run_id, lock=True)
     if call.tool.scope.get("condition") == Condition.ASSIGNED_TASK and (
@@ -108,7 +106,7 @@ def _writable_run(call: "ToolCall", run_id: str) -> Run:
     return run
 
 
-def _event(run: Run, call: "ToolCall", kind: str, message: str, data: dict[str, Any]) -> RunEvent:
+def _event(run: Run, call: ToolCall, kind: str, message: str, data: dict[str, Any]) -> RunEvent:
     last = run.events.aggregate(last=Max("seq"))["last"] or 0
     return RunEvent.objects.create(
         run=run, seq=last + 1, kind=kind, message=message, data=data, by_id=call.persona.pk
@@ -130,7 +128,7 @@ _WRITABLE_RUN = "The id of a run of your scope (a coder deputy: of a task assign
     Id("task", "Only the runs for this task.", key=Key.TARGET),
     *PAGE,
 )
-def list_runs(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_runs(call: ToolCall, args: Arguments) -> dict[str, Any]:
     state, kind, task_id = args["state"], args["kind"], args["task"]
     page = args.page()
     runs = _runs().filter(scope_of(call).records())
@@ -147,7 +145,7 @@ def list_runs(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(Id("run", _RUN, required=True, key=Key.TARGET))
-def get_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def get_run(call: ToolCall, args: Arguments) -> dict[str, Any]:
     run = _run_in_scope(call, args["run"])
     events = list(run.events.select_related("by").order_by("-seq")[:EVENTS_SHOWN])
     return {
@@ -181,7 +179,7 @@ def get_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         key=Key.TARGET,
     ),
 )
-def create_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def create_run(call: ToolCall, args: Arguments) -> dict[str, Any]:
     scope = scope_of(call)
     title, kind, task_id = args["title"], args["kind"], args["task"]
     assigned_only = call.tool.scope.get("condition") == Condition.ASSIGNED_TASK
@@ -218,7 +216,7 @@ def create_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     Text("note", "Why, for the run's log.", max_length=TEXT_MAX, key=Key.DIGEST),
 )
-def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def advance_run(call: ToolCall, args: Arguments) -> dict[str, Any]:
     run_id, target, note = args["run"], args["state"], args["note"]
     with transaction.atomic():
         run = _writable_run(call, run_id)
@@ -249,7 +247,7 @@ def advance_run(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     Object("data", "Structured detail of the event; give a message, data or both.", key=Key.DIGEST),
 )
-def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def append_run_event(call: ToolCall, args: Arguments) -> dict[str, Any]:
     run_id, kind, message, data = args["run"], args["kind"], args["message"], args["data"]
     if kind == STATE_EVENT:
         raise Invalid("state events are written by advance_run")
@@ -283,7 +281,7 @@ def append_run_event(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         outbound=True,
     ),
 )
-def record_artifact(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def record_artifact(call: ToolCall, args: Arguments) -> dict[str, Any]:
     run_id, name, kind, location = args["run"], args["name"], args["kind"], args["location"]
     sha256, size, publish_to = args["sha256"].lower(), args["size"], args["publish_to"]
     with transaction.atomic():

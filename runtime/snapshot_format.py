@@ -24,7 +24,7 @@ from django.core.exceptions import ValidationError
 from personas.catalogue import VERBS
 from personas.models import Persona, RegisteredAddress
 from runtime.models import PromptRegistryEntry
-from runtime.policy import IDENTITY_KEYS
+from runtime.operations import IDENTITY_KEYS
 
 FORMAT = "virgo-persona-snapshot"
 VERSION = 1

@@ -17,15 +17,16 @@ import rfc8785
 from django.db.models import F
 
 from personas.models import Generation, Persona
-from runtime.policy import Binding
+from runtime.operations import Binding
 from runtime.workspace import Workspace, workspace_root
-from stamps.canonical import MalformedStamp, parse_strict
 from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of
+from stamps.problems import StampRejected
 from stamps.projections import HandlerRule, project
 from stamps.quarantine import FoundBy, quarantine, repair_missing, settle
 from stamps.storage import stamp_path
-from stamps.validation import StampRejected, validate_stamp
+from stamps.validation import validate_stamp
+from virgo.canonical import MalformedStamp, parse_strict
 
 
 class StampUnavailable(Exception):

@@ -3,7 +3,7 @@
 Every tool implementation declares what it takes once, with `@takes(Param, ...)`: that one
 declaration is what its parser accepts (`Arguments`), what the MCP server lists as its input
 schema (`Tool.input_schema`) and, through each argument's `key` role, what a learned choice is
-keyed on and what a confirmation shows (runtime.policy); no list of argument names is kept
+keyed on and what a confirmation shows (runtime.operations); no list of argument names is kept
 anywhere else. What a call's effect depends on beyond its arguments (the URL a webhook name
 stands for) the tool declares as its `resolve`, read when the call is made.
 
@@ -19,12 +19,13 @@ code, recorded and logged; `Invalid`, `Missing` and `StateConflict` are failures
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from personas.addresses import ROOT_WORKSPACE
 from personas.models import Persona
+from runtime.operations import IDENTITY_KEYS, Binding, Operation
 from runtime.params import (
     ArgumentError,
     Integer,
@@ -34,14 +35,24 @@ from runtime.params import (
     object_schema,
     parse,
 )
-from runtime.policy import IDENTITY_KEYS
-from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
+from runtime.stamp import ActiveStamp, StampTool
+from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope, Workspace
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """Everything an implementation may use: it acts only on what the stamp bound it to."""
+
+    persona: Persona
+    stamp: ActiveStamp
+    tool: StampTool
+    binding: Binding
+    workspace: Workspace
+    op: Operation
+    correlation_id: str
 
 
 class Invalid(InvalidArgument):

@@ -8,39 +8,36 @@ declared but unbound: the handler refuses it (`not_implemented`) and the boot ch
 rather than any tool pretending to succeed.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime import coordination, decisions, graph, runs, webhooks, work
-from runtime.toolkit import Arguments, takes
+from runtime.toolkit import Arguments, ToolCall, takes
 from runtime.workspace import TOOL_ARGUMENTS
 from stamps.registry import HANDLERS
 
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
-
 
 @takes(*TOOL_ARGUMENTS["workspace.list"])
-def workspace_list(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def workspace_list(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return call.workspace.list(args["path"], cursor=args["cursor"], limit=args["limit"])
 
 
 @takes(*TOOL_ARGUMENTS["workspace.stat"])
-def workspace_stat(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def workspace_stat(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return call.workspace.stat(args["path"])
 
 
 @takes(*TOOL_ARGUMENTS["workspace.hash"])
-def workspace_hash(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def workspace_hash(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return call.workspace.hash(args["path"])
 
 
 @takes(*TOOL_ARGUMENTS["workspace.read"])
-def workspace_read(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def workspace_read(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return call.workspace.read(args["path"], offset=args["offset"], length=args["length"])
 
 
 @takes(*TOOL_ARGUMENTS["workspace.write"])
-def workspace_write(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def workspace_write(call: ToolCall, args: Arguments) -> dict[str, Any]:
     return call.workspace.write(
         args["path"],
         args["content"],

@@ -19,7 +19,7 @@ a new call with a new correlation id, and so a new confirmation.
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -29,11 +29,8 @@ from personas.models import Persona
 from runtime.coordination import delivery_envelope
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
 from runtime.params import Key, Object, Text, url
-from runtime.toolkit import Arguments, Missing, Refused, iso, takes
+from runtime.toolkit import Arguments, Missing, Refused, ToolCall, iso, takes
 from virgo import outbound
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 _NAME = Text(
     "webhook",
@@ -74,7 +71,7 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
         outbound=True,
     ),
 )
-def register_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def register_webhook(call: ToolCall, args: Arguments) -> dict[str, Any]:
     name, target = args["webhook"], args["url"]
     confirmation = DecisionRecord.objects.filter(correlation_id=call.correlation_id).first()
     with transaction.atomic():
@@ -107,7 +104,7 @@ def destination_of(persona: Persona, arguments: Mapping[str, Any]) -> dict[str, 
     ),
     resolve=destination_of,
 )
-def trigger_webhook(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def trigger_webhook(call: ToolCall, args: Arguments) -> dict[str, Any]:
     name, payload = args["webhook"], args["payload"]
     # The URL this call was asked about and keyed on, never what the row says by now.
     target = call.op.resolved.get("url")

@@ -15,7 +15,7 @@ a persona owns: the tasks it created, was addressed by (`for_persona`) or is ass
   binds it to the task's queue.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -35,6 +35,7 @@ from runtime.toolkit import (
     NotAuthorized,
     Refused,
     StateConflict,
+    ToolCall,
     find_persona,
     iso,
     own_queues,
@@ -42,9 +43,6 @@ from runtime.toolkit import (
     peer_reference,
     takes,
 )
-
-if TYPE_CHECKING:
-    from runtime.handler import ToolCall
 
 NOTES_MAX_ITEMS = 50
 REPORTS_SHOWN = 50
@@ -91,7 +89,7 @@ def _owned(persona_pk: int) -> Q:
     return Q(created_by_id=persona_pk) | Q(for_persona_id=persona_pk) | Q(assignee_id=persona_pk)
 
 
-def _task(call: "ToolCall", task_id: str, *, lock: bool = False) -> Task:
+def _task(call: ToolCall, task_id: str, *, lock: bool = False) -> Task:
     tasks = _tasks().filter(owner_id=owner_id_of(call.persona), uuid=task_id)
     if lock:
         tasks = tasks.select_for_update(of=("self",))
@@ -101,7 +99,7 @@ def _task(call: "ToolCall", task_id: str, *, lock: bool = False) -> Task:
     return task
 
 
-def visible_task(call: "ToolCall", task_id: str, *, lock: bool = False) -> Task:
+def visible_task(call: ToolCall, task_id: str, *, lock: bool = False) -> Task:
     """A task the persona owns or that sits in one of its queues; anything else is refused."""
     task = _task(call, task_id, lock=lock)
     me = call.persona.pk
@@ -112,7 +110,7 @@ def visible_task(call: "ToolCall", task_id: str, *, lock: bool = False) -> Task:
     raise Refused(f"task {task_id} is in queue {task.queue!r}, which this persona is not bound to")
 
 
-def _in_own_queue(call: "ToolCall", task_id: str) -> Task:
+def _in_own_queue(call: ToolCall, task_id: str) -> Task:
     task = _task(call, task_id, lock=True)
     if task.queue not in call.binding.queues:
         raise Refused(
@@ -155,7 +153,7 @@ _TODO = "The id of a todo in one of your queues."
     ),
     *PAGE,
 )
-def list_tasks(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_tasks(call: ToolCall, args: Arguments) -> dict[str, Any]:
     state = args["state"]
     page = args.page()
     tasks = _tasks().filter(owner_id=owner_id_of(call.persona)).filter(_owned(call.persona.pk))
@@ -168,7 +166,7 @@ def list_tasks(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(Id("task", _TASK, required=True, key=Key.TARGET))
-def get_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def get_task(call: ToolCall, args: Arguments) -> dict[str, Any]:
     task = visible_task(call, args["task"])
     reports = list(
         TaskReport.objects.filter(task=task)
@@ -201,7 +199,7 @@ def get_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     _notes("What you report: one text or a list of lines."),
 )
-def report_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def report_task(call: ToolCall, args: Arguments) -> dict[str, Any]:
     task_id = args["task"]
     status = args["status"]
     notes = args["notes"]
@@ -237,7 +235,7 @@ def report_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
         max_length=TITLE_MAX,
     ),
 )
-def assign_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def assign_task(call: ToolCall, args: Arguments) -> dict[str, Any]:
     task_id = args["task"]
     reference = args["assignee"]
     me = call.persona.pk
@@ -273,7 +271,7 @@ def assign_task(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     ),
     *PAGE,
 )
-def list_todos(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def list_todos(call: ToolCall, args: Arguments) -> dict[str, Any]:
     queues = call.binding.queues
     queue = args["queue"]
     if queue and queue not in queues:
@@ -297,7 +295,7 @@ def list_todos(call: "ToolCall", args: Arguments) -> dict[str, Any]:
 
 
 @takes(Id("task", _TODO, required=True, key=Key.TARGET))
-def claim(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def claim(call: ToolCall, args: Arguments) -> dict[str, Any]:
     task_id = args["task"]
     me = call.persona.pk
     with transaction.atomic():
@@ -316,7 +314,7 @@ def claim(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     Id("task", "The id of a todo you claimed.", required=True, key=Key.TARGET),
     _notes("What was done: one text or a list of lines."),
 )
-def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def complete(call: ToolCall, args: Arguments) -> dict[str, Any]:
     task_id = args["task"]
     notes = args["notes"]
     me = call.persona.pk
@@ -348,7 +346,7 @@ def complete(call: "ToolCall", args: Arguments) -> dict[str, Any]:
     Text("title", "The todo in a line.", required=True, max_length=TITLE_MAX),
     Text("body", "What is to be done, in full.", max_length=TEXT_MAX, key=Key.DIGEST),
 )
-def create_for(call: "ToolCall", args: Arguments) -> dict[str, Any]:
+def create_for(call: ToolCall, args: Arguments) -> dict[str, Any]:
     owner_id = owner_id_of(call.persona)
     recipient = find_persona(owner_id, args["recipient"], what="recipient")
     if recipient.pk == call.persona.pk:

@@ -1,9 +1,7 @@
 """Admin pieces for a persona's page: its generations, each stamp read-only, and their diff.
 
-Nothing here is registered on its own; PersonaAdmin takes them in:
-
-    class PersonaAdmin(StampAdminMixin, OwnedAdmin):
-        inlines = [AuditInline, GenerationInline]
+Nothing here is registered on its own: both are contributed to the persona's page
+(personas.admin.PersonaAdmin), which the records keep free of what is built on them.
 
 Stamps are owner-private: the inline and both views show them only to the persona's owner and
 to superusers (stamps.selectors.may_view_stamps); anyone else gets no rows and a 404.
@@ -20,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
+from personas.admin import PersonaAdmin
 from personas.models import Generation, Persona
 from stamps.models import stamp_file_state
 from stamps.quarantine import is_quarantined, restore_command
@@ -92,13 +91,14 @@ class GenerationInline(NoEditsMixin, admin.TabularInline):
         )
 
 
-class StampAdminMixin:
-    """Adds the read-only stamp page and the generation diff page to a Persona ModelAdmin."""
+class StampPages:
+    """The read-only stamp page and the generation diff page of a persona's admin."""
 
-    admin_site: admin.AdminSite
+    def __init__(self, model_admin: admin.ModelAdmin) -> None:
+        self.admin_site = model_admin.admin_site
 
-    def get_urls(self) -> list[URLPattern]:
-        stamp_urls = [
+    def urls(self) -> list[URLPattern]:
+        return [
             path(
                 "<path:object_id>/generations/<int:number>/stamp/",
                 self.admin_site.admin_view(self.stamp_view),  # type: ignore[arg-type]
@@ -110,7 +110,6 @@ class StampAdminMixin:
                 name="personas_persona_stamp_diff",
             ),
         ]
-        return stamp_urls + super().get_urls()  # type: ignore[misc]
 
     def _visible_generation(self, request: HttpRequest, object_id: str, number: int) -> Generation:
         persona = Persona.objects.select_related("agent").filter(pk=unquote(object_id)).first()
@@ -179,3 +178,7 @@ class StampAdminMixin:
         )
         context.update(old=old, new=new, diff=diff)
         return TemplateResponse(request, "admin/stamps/stamp_diff.html", context)
+
+
+PersonaAdmin.contributed_inlines.append(GenerationInline)
+PersonaAdmin.contributed_urls.append(lambda model_admin: StampPages(model_admin).urls())

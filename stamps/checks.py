@@ -211,6 +211,11 @@ def start_checks() -> list[CheckMessage]:
     return messages
 
 
+def check_web_start(**kwargs: Any) -> None:
+    """virgo.startup.web_starting: start_checks; what they raise keeps virgo-web from binding."""
+    start_checks()
+
+
 def check_worker_start(**kwargs: Any) -> None:
     """Celery `worker_init`: start_checks, and a worker they fail must not start.
 

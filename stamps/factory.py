@@ -12,8 +12,9 @@ from typing import Any
 from personas.addresses import address_problem
 from personas.catalogue import VERBS, VERBS_BY_NAME, Mode, Verb
 from stamps import profiles
+from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
-from stamps.validation import Code, Problem, StampRejected, hierarchy_of, validate_stamp
+from stamps.validation import hierarchy_of, validate_stamp
 
 SCHEMA_VERSION = 3
 HUMAN_CHANNEL = "virgo-channel"

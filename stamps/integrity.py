@@ -18,12 +18,13 @@ column beside it (stamps.models.stored_stamp_of).
 from django.core.checks import CheckMessage, Error
 
 from personas.models import Generation
-from stamps.canonical import MalformedStamp, parse_strict, sha256_hex
 from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
+from stamps.problems import Code
 from stamps.projections import name_the_same_tools, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
-from stamps.validation import Code, schema_problems, semantic_problems
+from stamps.validation import schema_problems, semantic_problems
+from virgo.canonical import MalformedStamp, parse_strict, sha256_hex
 
 MISSING = "virgo.E001"
 NOT_PRIVATE = "virgo.E009"

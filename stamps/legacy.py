@@ -13,8 +13,9 @@ from personas.addresses import ROOT_WORKSPACE, address_problem
 from personas.catalogue import VERBS_BY_NAME
 from personas.models import PersonaClass
 from stamps import profiles
-from stamps.canonical import MalformedStamp, parse_strict
-from stamps.validation import Code, Problem, schema_problems
+from stamps.problems import Code, Problem
+from stamps.validation import schema_problems
+from virgo.canonical import MalformedStamp, parse_strict
 
 # v1 named its classes differently; v2 already used the v3 names.
 V1_CLASSES: dict[str, PersonaClass] = {

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 from django.db import models
 
 from personas.models import Generation
-from stamps.canonical import sha256_hex
 from stamps.storage import stamp_path
+from virgo.canonical import sha256_hex
 
 
 class StampImmutable(Exception):

@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from stamps.canonical import parse_strict
-from stamps.validation import Code, Problem
+from stamps.problems import Code, Problem
+from virgo.canonical import parse_strict
 
 # What every consumer can carry unchanged: an MCP tool name that a launcher can also pass in
 # a comma- or space-separated allowlist.

@@ -39,8 +39,8 @@ from django.db.models import F
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from cards.fastpath import card_changed
 from personas.models import AuditEvent, Generation, Persona
+from personas.signals import personas_written
 from stamps.integrity import (
     MISSING,
     NOT_PRIVATE,
@@ -210,7 +210,7 @@ def quarantine(generation: Generation, reasons: Iterable[str], *, found_by: Foun
             },
         )
         # Every web process reloads the card, finds the persona not standing and withdraws it.
-        card_changed([persona.uuid], after_commit=True)
+        personas_written.send(Persona, uuids=[persona.uuid], after_commit=True)
     generation.standing, generation.not_standing_reasons = False, reasons
     logger.error(
         "%s: stamp quarantined: %s. Its card is withdrawn and its runtime refuses until the "
@@ -281,7 +281,7 @@ def _lift(generation: Generation, restoration: Restoration) -> bool:
             Persona.objects.filter(pk=persona.pk, generation=generation.number).update(
                 standing=True
             )
-            card_changed([persona.uuid], after_commit=True)
+            personas_written.send(Persona, uuids=[persona.uuid], after_commit=True)
         AuditEvent.objects.create(
             kind=AuditEvent.Kind.STAMP_RESTORED,
             persona_id=persona.pk,

@@ -11,9 +11,9 @@ from django.db.models import F, QuerySet
 
 from personas import selectors
 from personas.models import Generation, Persona
-from stamps.canonical import MalformedStamp
 from stamps.models import CapabilityStamp
 from stamps.projections import HandlerRule, handler_table
+from virgo.canonical import MalformedStamp
 
 
 def may_view_stamps(user: Any, persona: Persona) -> bool:

@@ -1,6 +1,6 @@
 """Building and recording a generation's stamp: the one write path of the stamps app.
 
-Called by personas.publication (the Celery tasks) after every committed composition change.
+Called by settling.publication (the Celery tasks) after every committed composition change.
 Idempotent per (persona, generation): a generation whose outcome is recorded returns it; one
 whose stamp is stored returns the stored stamp and never rebuilds or rewrites it.
 """
@@ -13,16 +13,16 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from cards.fastpath import card_changed
 from personas.models import Generation, Persona, RegisteredAddress
+from personas.signals import personas_written
 from personas.surfaces import binding_owners, canonical_uuid
-from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
+from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
-from stamps.validation import Code, Problem, StampRejected
 from virgo.bulk import update_each
+from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,10 @@ def build_current_stamps(
                 Persona.objects.filter(
                     generations__in=group, generation=F("generations__number")
                 ).update(standing=standing)
-        card_changed([generation.composition["persona"] for generation in recorded])
+        # Standing decides whether a card is public: its token moves (cards.apps).
+        personas_written.send(
+            Persona, uuids=[generation.composition["persona"] for generation in recorded]
+        )
     return [outcomes[generation.pk] for generation in generations]
 
 
@@ -339,6 +342,6 @@ def _record(generation: Generation) -> None:
     if Persona.objects.filter(pk=generation.persona_id, generation=generation.number).update(
         standing=generation.standing
     ):
-        # Standing decides whether the card is public: the fast path must reload it (and will
-        # again after the commit, when publish_card follows).
-        card_changed([generation.composition["persona"]])
+        # Standing decides whether the card is public: its token moves (cards.apps), and again
+        # after the commit, when publish_card follows.
+        personas_written.send(Persona, uuids=[generation.composition["persona"]])

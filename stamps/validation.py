@@ -8,7 +8,6 @@ admin which tool is missing or which scope is wrong.
 import json
 from collections import Counter
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,50 +19,13 @@ from personas.addresses import ROOT_WORKSPACE, address_problem
 from personas.catalogue import VERBS_BY_NAME, Mode
 from personas.models import PersonaClass
 from stamps import profiles
+from stamps.problems import Code, Problem, StampRejected
+from stamps.projections import projection_problems
 from stamps.registry import HANDLERS, HandlerRegistry
 
 # Django's `.values` builds a new list on every access; the validator asks per tool.
 _CLASSES = frozenset(PersonaClass.values)
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-
-
-class Code(StrEnum):
-    SCHEMA = "schema"
-    DUPLICATE_NAME = "duplicate-name"
-    DUPLICATE_ACTION = "duplicate-action"
-    UNKNOWN_TOOL = "unknown-tool"
-    ACTION_MISMATCH = "action-mismatch"
-    BOUNDARY_MISMATCH = "boundary-mismatch"
-    NOT_IN_CLASS = "not-in-class"
-    MISSING_TOOL = "missing-tool"
-    BAD_ACCESS = "bad-access"
-    BOUNDARY_ALLOW = "boundary-allow"
-    DENIED_EXPOSED = "denied-exposed"
-    CONDITION = "condition"
-    SCOPE = "scope"
-    ADDRESS = "address"
-    NOT_THE_OWNERS = "not-the-owners"
-    PROJECTION_LOSS = "projection-loss"
-    UNREGISTERED_HANDLER = "unregistered-handler"
-    FILE_CONFLICT = "file-conflict"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    code: Code
-    item: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class StampRejected(Exception):
-    """The stamp failed validation and must not be written."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("; ".join(problem.message for problem in problems))
-        self.problems = problems
 
 
 @cache
@@ -116,9 +78,6 @@ def semantic_problems(
     Expects a document that passed the schema, but never trusts it: a missing part is reported,
     not raised.
     """
-    # Imported here: projections builds on this module's Problem and Code.
-    from stamps.projections import projection_problems
-
     tools: list[dict[str, Any]] = [t for t in document.get("tools", []) if isinstance(t, dict)]
     persona_class = document.get("persona", {}).get("class")
     problems = _address_problems(document, persona_class)

@@ -4,11 +4,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stamps.canonical import MalformedStamp, canonical_bytes, parse_strict, sha256_hex
 from stamps.legacy import LegacyStamp, LegacyStampError, detect_version, legacy_from_bytes
+from stamps.problems import Code, Problem
 from stamps.projections import name_the_same_tools, project
 from stamps.storage import FILE_MODE
-from stamps.validation import Code, Problem, schema_problems, semantic_problems
+from stamps.validation import schema_problems, semantic_problems
+from virgo.canonical import MalformedStamp, canonical_bytes, parse_strict, sha256_hex
 
 
 @dataclass

@@ -12,13 +12,13 @@ from django.contrib.auth.models import AbstractUser
 
 from personas.models import Generation, Persona, PersonaClass
 from runtime.handler import handle
-from stamps.canonical import composition_hash, sha256_hex, stamp_bytes
 from stamps.factory import PersonaIdentity, build_stamp
 from stamps.models import CapabilityStamp
 from stamps.profiles import required_tools
 from stamps.services import owner_reference, stamp_inputs
 from stamps.storage import stamp_path, write_stamp_file
 from tests.factories import address, make_agent, make_owner, make_persona
+from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 _correlations = itertools.count(1)
 

@@ -9,9 +9,9 @@ stamp row and its file.
 from pathlib import Path
 
 from personas.models import Generation, Persona
-from stamps.canonical import composition_hash, sha256_hex
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
+from virgo.canonical import composition_hash, sha256_hex
 
 
 def store_as_stamp(persona: Persona, data: bytes) -> Path:

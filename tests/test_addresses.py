@@ -7,7 +7,8 @@ from personas.addresses import address_problem
 from personas.models import PersonaClass, RegisteredAddress
 from personas.services import resolve_address
 from stamps.factory import build_stamp
-from stamps.validation import Code, StampRejected, hierarchy_of
+from stamps.problems import Code, StampRejected
+from stamps.validation import hierarchy_of
 from tests.factories import stamp_kwargs
 
 

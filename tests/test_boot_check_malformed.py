@@ -19,11 +19,11 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from personas.models import Persona
-from stamps.canonical import sha256_hex
 from stamps.checks import active_stamp_messages
 from stamps.models import CapabilityStamp
 from tests.factories import make_agent, make_owner, make_persona
 from tests.stored_stamps import store_as_stamp
+from virgo.canonical import sha256_hex
 
 pytestmark = pytest.mark.django_db
 

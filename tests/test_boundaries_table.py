@@ -5,19 +5,10 @@ import hashlib
 import pytest
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
+from runtime.operations import Binding, InvalidOperation, normalise
 from runtime.params import fingerprint
-from runtime.policy import (
-    EXAMPLE_BINDING,
-    RULES,
-    Binding,
-    Example,
-    InvalidOperation,
-    Outcome,
-    Rule,
-    classify,
-    classify_example,
-    normalise,
-)
+from runtime.policy import classify, classify_example
+from runtime.rules import EXAMPLE_BINDING, RULES, Example, Outcome, Rule
 
 MATCHES = [(rule, example) for rule in RULES for example in rule.match]
 NEIGHBOURS = [(rule, example) for rule in RULES for example in rule.not_match]

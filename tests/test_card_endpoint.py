@@ -450,7 +450,7 @@ def test_a_new_public_base_url_renders_the_cards_again(reviewer: Persona, settin
     """S9-URL-1: the card's url follows VIRGO_PUBLIC_BASE_URL after it changes, though the
     persona did not: the stored card is owed again, the reconciler lists it, and the first
     request after the change serves a new card under new validators."""
-    from personas.reconciliation import owed_personas
+    from settling.reconciliation import owed_personas
 
     before = Client().get(card_path(reviewer))
     assert owed_personas().filter(pk=reviewer.pk).exists() is False

@@ -18,7 +18,9 @@ from channel.signing import HEADER, sign
 from personas.models import PersonaClass
 from runtime import confirmations, registry
 from runtime.models import AuthorityKind, DecisionRecord
-from runtime.policy import Outcome, Verdict, normalise
+from runtime.operations import normalise
+from runtime.policy import Verdict
+from runtime.rules import Outcome
 from runtime.stamp import load_active_stamp
 from stamps.registry import HANDLERS
 from tests.channel_support import (

@@ -10,7 +10,9 @@ from django.urls import reverse
 from personas.models import PersonaClass
 from runtime import confirmations
 from runtime.models import AuthorityKind, DecisionRecord, Presence
-from runtime.policy import Outcome, Verdict, normalise
+from runtime.operations import normalise
+from runtime.policy import Verdict
+from runtime.rules import Outcome
 from runtime.stamp import load_active_stamp
 from stamps import profiles
 from stamps.registry import HANDLERS

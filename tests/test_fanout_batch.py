@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 
 from cards.models import PublishedCard
 from cards.publishing import render_card_bytes
-from personas import services, tasks
+from personas import services
 from personas.models import Persona, PersonaClass
-from stamps.canonical import sha256_hex
+from settling import tasks
 from stamps.models import CapabilityStamp
 from stamps.services import build_current_stamps
 from tests.factories import (
@@ -28,6 +28,7 @@ from tests.factories import (
     run_on_commit,
     standing_verbs,
 )
+from virgo.canonical import sha256_hex
 
 pytestmark = pytest.mark.django_db
 

@@ -17,6 +17,7 @@ from personas.catalogue import VERBS, VERBS_BY_NAME
 from personas.models import PersonaClass
 from runtime import confirmations, registry
 from runtime.models import DecisionRecord, PromptRegistryEntry, Webhook
+from runtime.operations import IDENTITY_KEYS
 from runtime.params import (
     TEXT_MAX,
     Choice,
@@ -30,7 +31,8 @@ from runtime.params import (
     Strings,
     Text,
 )
-from runtime.policy import IDENTITY_KEYS, RULES, Example, Outcome, classify_example
+from runtime.policy import classify_example
+from runtime.rules import RULES, Example, Outcome
 from runtime.toolkit import Tool, takes
 from stamps.profiles import CLASSES, access_for, allowed_tools
 from stamps.registry import HANDLERS

@@ -225,7 +225,7 @@ def test_readyz_and_the_scrape_report_the_owed_work(
     assert value(samples, "virgo_owed_personas", work="stamp") == 1
     assert value(samples, "virgo_owed_personas", work="card") == 1
 
-    from personas.reconciliation import reconcile
+    from settling.reconciliation import reconcile
 
     assert reconcile(grace=__import__("datetime").timedelta(0)).owed == [owed.pk]
     assert client.get("/readyz").json()["backlog"] == {"stamp": 0, "card": 0, "recompute": 0}

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from personas.catalogue import VERBS, VERBS_BY_NAME
 from stamps import profiles
-from stamps.canonical import I_JSON_MAX_INT, canonical_bytes, parse_strict, stamp_hash
 from stamps.factory import build_stamp
-from stamps.validation import Code, StampRejected, validate_stamp
+from stamps.problems import Code, StampRejected
+from stamps.validation import validate_stamp
 from tests.factories import stamp_kwargs
+from virgo.canonical import I_JSON_MAX_INT, canonical_bytes, parse_strict, stamp_hash
 
 PROPERTY = settings(max_examples=120, deadline=None, database=None, derandomize=True)
 

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from cards.models import PublishedCard
 from personas import services
 from personas.models import Generation, Persona
-from personas.reconciliation import owed_personas, reconcile
+from settling.reconciliation import owed_personas, reconcile
 from stamps.storage import stamp_path
 from tests.factories import REVIEWER_VERBS, make_agent, make_owner, make_persona, run_on_commit
 from tests.live import celery_publishing_to, free_port
@@ -156,7 +156,7 @@ def test_a_broker_that_is_down_costs_a_warning_never_the_change(
     persona = make_persona(make_agent(make_owner()))
     nobody_listens = f"redis://127.0.0.1:{free_port()}/0"
     with (
-        caplog.at_level(logging.WARNING, logger="personas.tasks"),
+        caplog.at_level(logging.WARNING, logger="virgo.queueing"),
         celery_publishing_to(nobody_listens),
         run_on_commit() as callbacks,
     ):

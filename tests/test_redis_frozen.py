@@ -21,7 +21,7 @@ from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
 from personas.models import PersonaClass
-from personas.reconciliation import owed_personas
+from settling.reconciliation import owed_personas
 from tests.factories import (
     make_agent,
     make_owner,

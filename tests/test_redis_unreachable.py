@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 
 from cards import fastpath
 from personas.models import Persona, PersonaClass
-from personas.reconciliation import owed_personas
+from settling.reconciliation import owed_personas
 from tests.factories import (
     make_agent,
     make_owner,

@@ -8,9 +8,10 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 
 from cards.models import PublishedCard
-from personas import services, tasks
+from personas import services
 from personas.models import Persona
-from personas.reconciliation import owed_personas, reconcile
+from settling import tasks
+from settling.reconciliation import owed_personas, reconcile
 from tests.factories import REVIEWER_VERBS, make_agent, make_owner, make_persona, run_on_commit
 
 pytestmark = pytest.mark.django_db

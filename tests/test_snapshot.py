@@ -22,17 +22,17 @@ from personas import services
 from personas.models import Persona
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
-from runtime.policy import normalise
+from runtime.operations import normalise
 from runtime.snapshot import SnapshotError, export_persona, import_persona
 from runtime.snapshot_format import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, read_archive
 from runtime.stamp import load_active_stamp
-from stamps.canonical import stamp_bytes
 from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
 from stamps.services import stamp_inputs
 from stamps.storage import stamp_path
 from tests.factories import class_verbs, make_agent, make_owner, run_on_commit, update_persona
 from tests.runtime_support import call, correlation, standing_persona
+from virgo.canonical import stamp_bytes
 
 pytestmark = pytest.mark.django_db
 

@@ -11,14 +11,9 @@ from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary, Bundle, Mode, Ver
 from personas.models import PersonaClass
 from stamps import profiles
 from stamps.factory import build_stamp
+from stamps.problems import Code, StampRejected
 from stamps.registry import HandlerRegistry
-from stamps.validation import (
-    Code,
-    StampRejected,
-    schema_problems,
-    semantic_problems,
-    validate_stamp,
-)
+from stamps.validation import schema_problems, semantic_problems, validate_stamp
 from tests.factories import REVIEWER_VERBS, stamp_kwargs, standing_verbs
 
 Document = dict[str, Any]

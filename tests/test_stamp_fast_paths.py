@@ -1,6 +1,6 @@
 """The stamp factory's fast paths give exactly the answers of the slow ones they stand in for.
 
-Canonical bytes come from the C JSON encoder when a document allows it (stamps.canonical), and
+Canonical bytes come from the C JSON encoder when a document allows it (virgo.canonical), and
 a schema check from compiled code before jsonschema is asked for the wording (stamps.validation).
 Both are only worth having if nothing observable changes: same bytes, so the same hashes; the
 same verdict, so the same stamps refused.
@@ -14,10 +14,10 @@ import pytest
 import rfc8785
 
 from personas.models import PersonaClass
-from stamps.canonical import canonical_bytes, stamp_bytes
 from stamps.factory import build_stamp
 from stamps.validation import schema_problems
 from tests.factories import stamp_kwargs
+from virgo.canonical import canonical_bytes, stamp_bytes
 
 
 @pytest.mark.parametrize("persona_class", list(PersonaClass))

@@ -20,13 +20,13 @@ from django.db import DatabaseError, connection, transaction
 
 from personas.models import Generation, GenerationFrozen, Persona
 from runtime.stamp import StampUnavailable, load_active_stamp
-from stamps.canonical import sha256_hex
 from stamps.checks import active_stamp_messages
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import update_persona
 from tests.runtime_support import call, standing_persona
 from virgo.bulk import update_each
+from virgo.canonical import sha256_hex
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from django.test import Client
 
 from personas import services
 from personas.models import Persona
-from personas.tasks import settle_persona
+from settling.tasks import settle_persona
 from stamps.models import CapabilityStamp
 from stamps.projections import mcp_tool_list
 from tests.factories import (

@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 
 from personas.services import composition_hash as base_hash_of
-from stamps.canonical import (
+from stamps.factory import build_stamp
+from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs, update_persona
+from virgo.canonical import (
     MalformedStamp,
     canonical_bytes,
     composition_hash,
     parse_strict,
     stamp_hash,
 )
-from stamps.factory import build_stamp
-from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs, update_persona
 
 
 def reordered(value: Any) -> Any:

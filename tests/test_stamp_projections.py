@@ -3,9 +3,9 @@
 import pytest
 
 from personas.models import PersonaClass
-from stamps.canonical import canonical_bytes
 from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
+from stamps.problems import Code
 from stamps.projections import (
     HandlerRule,
     Projections,
@@ -17,8 +17,8 @@ from stamps.projections import (
     projection_problems,
     projections_of,
 )
-from stamps.validation import Code
 from tests.factories import make_agent, make_owner, make_persona, stamp_kwargs, standing_verbs
+from virgo.canonical import canonical_bytes
 
 
 @pytest.mark.parametrize("persona_class", list(PersonaClass))

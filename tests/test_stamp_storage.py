@@ -11,7 +11,7 @@ from django.test import TestCase
 
 from personas import services
 from personas.models import Generation, Persona
-from personas.publication import publish_generation
+from settling.publication import publish_generation
 from stamps.models import CapabilityStamp, StampImmutable
 from stamps.services import build_current_stamps, build_generation_stamp
 from stamps.storage import ABANDONED_AFTER_SECONDS, stamp_path

@@ -23,8 +23,8 @@ from django.db import connection, transaction
 from cards.models import PublishedCard
 from personas import services
 from personas.models import Generation, Persona, PersonaClass
-from personas.reconciliation import owed_personas
 from personas.services import skill_map_revision
+from settling.reconciliation import owed_personas
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona, standing_verbs
@@ -99,7 +99,7 @@ def test_a_change_made_while_redis_is_down_is_kept_and_built_once_it_returns(
     redis.stop()
 
     with (
-        caplog.at_level(logging.WARNING, logger="personas.tasks"),
+        caplog.at_level(logging.WARNING, logger="virgo.queueing"),
         celery_publishing_to(redis.url),
     ):
         response = token_client(persona.agent.owner).patch(

@@ -8,14 +8,11 @@ request answers 503 with Retry-After, in the JSON error shape on the JSON surfac
 elsewhere (the admin), and the outage is logged once (virgo.outages), not once per request.
 """
 
-import functools
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.utils.cache import add_never_cache_headers
 from django.views import defaults
@@ -58,30 +55,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
             status=500,
         )
     return defaults.server_error(request)
-
-
-def allow_methods(*methods: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Answer any other method with a JSON 405 naming the allowed ones (in `Allow`, RFC 9110).
-
-    Django's require_http_methods answers with an empty HTML page instead.
-    """
-    allowed = ", ".join(methods)
-
-    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if request.method not in methods:
-                response = JsonResponse(
-                    {"detail": f"Allowed methods: {allowed}.", "code": "method_not_allowed"},
-                    status=405,
-                )
-                response["Allow"] = allowed
-                return response
-            return view(request, *args, **kwargs)
-
-        return guarded
-
-    return decorator
 
 
 def database_unavailable(request: HttpRequest, error: BaseException) -> HttpResponse:

@@ -38,7 +38,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from virgo import metrics
 from virgo.celery import app as celery_app
-from virgo.errors import allow_methods
+from virgo.methods import allow_methods
 from virgo.outages import logged_by_outage
 
 logger = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from virgo.errors import allow_methods
+from virgo.methods import allow_methods
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Redis holds nothing a request cannot do without for a while: the limits can count in the
 process (virgo.limits), a card can be served from what the process holds or from the database
-(cards.fastpath), a task can be left to the reconciler (personas.tasks). So a call to Redis that
+(cards.fastpath), a task can be left to the reconciler (virgo.queueing). So a call to Redis that
 fails, after its own timeout and its one retry on a fresh connection (settings), marks the
 service down in this process; for VIRGO_DEGRADED_RETRY_SECONDS the process does not try it
 again, so a frozen Redis costs one timeout per process and interval, not one per request. Then a

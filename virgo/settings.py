@@ -153,7 +153,7 @@ VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics"
 # read /metrics signed in. Unset: superusers only.
 VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 # The function counting the owed-work backlog (/readyz and /metrics), by kind.
-VIRGO_BACKLOG = "personas.reconciliation.owed_work"
+VIRGO_BACKLOG = "settling.reconciliation.owed_work"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
@@ -195,6 +195,7 @@ INSTALLED_APPS = [
     "personas",
     "stamps",
     "cards",
+    "settling",
     "runtime",
     "channel",
     "virgo",
@@ -223,6 +224,9 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "virgo.urls"
 WSGI_APPLICATION = "virgo.wsgi.application"
+# WSGI layers virgo.wsgi puts in front of Django, outermost first: the public card's fast path
+# answers current cards from memory before Django is entered.
+VIRGO_WSGI_LAYERS = ["cards.fastpath.PublicCardFastPath"]
 
 TEMPLATES = [
     {
@@ -463,7 +467,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5)
     )
 
-# The reconciler (personas.reconciliation) pays every stamp and card still owed: the on-commit
+# The reconciler (settling.reconciliation) pays every stamp and card still owed: the on-commit
 # task is only the fast path. It leaves alone generations younger than the grace period, whose
 # task is most likely still on its way; a run that outlasts the interval expires the next one.
 VIRGO_RECONCILE_INTERVAL_SECONDS = env_int("VIRGO_RECONCILE_INTERVAL_SECONDS", 60)

@@ -18,8 +18,14 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from django.core.exceptions import ImproperlyConfigured
+from django.dispatch import Signal
 
 EXIT_MISCONFIGURED = 2
+
+# Sent by virgo-web once Django is set up, before it binds: the apps connect the checks a web
+# server must pass first (stamps.checks.start_checks), as they connect Celery's worker_init for
+# a worker; a receiver that raises keeps the server from starting.
+web_starting = Signal()
 
 
 def exit_misconfigured(program: str, error: Exception) -> NoReturn:

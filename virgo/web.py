@@ -119,9 +119,10 @@ def server_for(options: WebOptions) -> Granian:
 
 
 def run_start_checks() -> None:
-    """VX-OPS-5: stamps.checks.start_checks, in time that does not grow with the personas.
+    """VX-OPS-5: the checks the apps connected to virgo.startup.web_starting (stamps.checks:
+    start_checks), in time that does not grow with the personas.
 
-    Its database connections are closed again, so no worker inherits a socket it would share
+    Their database connections are closed again, so no worker inherits a socket it would share
     with its siblings.
     """
     import django
@@ -130,10 +131,10 @@ def run_start_checks() -> None:
     django.setup()
     from django.db import connections
 
-    from stamps.checks import start_checks
+    from virgo.startup import web_starting
 
     try:
-        start_checks()
+        web_starting.send(sender=None)
     finally:
         connections.close_all()
 

@@ -25,8 +25,8 @@ from django.utils import timezone
 
 from cards.models import PublishedCard
 from personas.models import Generation, Persona
-from personas.publication import publish_generation
 from personas.services import settle_persona_batch, skill_map_revision
+from settling.publication import publish_generation
 from virgo import progress
 
 logger = logging.getLogger(__name__)
@@ -42,20 +42,27 @@ class ReconcileReport:
         return len(self.owed) - len(self.failed)
 
 
+def _owed_markers() -> tuple[QuerySet[Generation], QuerySet[PublishedCard]]:
+    """The outer persona's current generation (its stamp is owed while its `standing` is None)
+    and its card when that is current: the one statement of what a persona is owed."""
+    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    card_is_current = PublishedCard.objects.filter(
+        persona=OuterRef("pk"),
+        generation__gte=OuterRef("generation"),
+        base_url=settings.VIRGO_PUBLIC_BASE_URL,
+    )
+    return current, card_is_current
+
+
 def owed_personas(*, settled_before: datetime | None = None) -> QuerySet[Persona]:
     """Personas whose current generation is owed its stamp or its card.
 
     `settled_before` leaves alone generations younger than that moment: their on-commit task is
     most likely still on its way, and racing it would only do the same work twice.
     """
-    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    current, card_is_current = _owed_markers()
     if settled_before is not None:
         current = current.filter(created_at__lt=settled_before)
-    card_is_current = PublishedCard.objects.filter(
-        persona=OuterRef("pk"),
-        generation__gte=OuterRef("generation"),
-        base_url=settings.VIRGO_PUBLIC_BASE_URL,
-    )
     return (
         Persona.objects.filter(Exists(current))
         .filter(
@@ -72,12 +79,7 @@ def owed_work() -> dict[str, int]:
 
     `recompute` is the skill-map fan-out's remaining work.
     """
-    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
-    card_is_current = PublishedCard.objects.filter(
-        persona=OuterRef("pk"),
-        generation__gte=OuterRef("generation"),
-        base_url=settings.VIRGO_PUBLIC_BASE_URL,
-    )
+    current, card_is_current = _owed_markers()
     counts = Persona.objects.filter(Exists(current)).aggregate(
         stamp=Count("pk", filter=Q(Exists(current.filter(standing__isnull=True)))),
         card=Count("pk", filter=~Q(Exists(card_is_current))),

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from personas.models import Persona
-from personas.reconciliation import owed_personas, reconcile
+from settling.reconciliation import owed_personas, reconcile
 from virgo import progress
 
 

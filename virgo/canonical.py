@@ -1,4 +1,6 @@
-"""Canonical bytes and hashes of stamps (RFC 8785), and a strict I-JSON reader.
+"""Canonical bytes and hashes (RFC 8785), and a strict I-JSON reader.
+
+Ground, so records hash a composition and producers a stamp without either reaching the other.
 
 A stamp's hash is the SHA-256 of its RFC 8785 bytes, and those exact bytes are what the file
 holds, so hashing the file proves it unaltered. Reading is strict because the three runtime

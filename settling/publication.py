@@ -1,8 +1,14 @@
-"""What follows once a persona's generation is committed: its stamp is built, its card published."""
+"""What follows once a persona's generation is committed: its stamp is built, its card published.
+
+The one place that knows both producers (stamps, cards) and their order; the tasks, the fan-out
+and the reconciler all come through here.
+"""
 
 from collections.abc import Sequence
 
+from cards.publishing import publish_card, publish_cards
 from personas.models import Persona
+from stamps.services import build_current_stamp, build_current_stamps
 
 
 def publish_generation(persona_id: int) -> None:
@@ -12,9 +18,6 @@ def publish_generation(persona_id: int) -> None:
     again freely; a deleted persona is skipped. The stamp comes first: a generation that does not
     stand is recorded before its card exists, so it is never advertised.
     """
-    from cards.publishing import publish_card
-    from stamps.services import build_current_stamp
-
     persona = (
         Persona.objects.select_related("agent__owner", "address").filter(pk=persona_id).first()
     )
@@ -29,9 +32,6 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
 
     The same outcomes as one publish_generation per persona, in a few queries per batch.
     """
-    from cards.publishing import publish_cards
-    from stamps.services import build_current_stamps
-
     personas = list(
         Persona.objects.select_related("agent__owner", "address")
         .filter(pk__in=list(persona_ids))
