@@ -37,6 +37,7 @@ _CARD_COLUMNS = (
     "published_card__etag",
     "published_card__last_modified",
     "published_card__base_url",
+    "published_card__pinned",
 )
 
 

@@ -3,6 +3,7 @@
 Writes go through personas.services; these models hold data and small read-only helpers.
 """
 
+import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -175,6 +176,10 @@ class HumanSurface(models.Model):
         return self.binding
 
 
+def new_grant_salt() -> str:
+    return secrets.token_hex(32)
+
+
 class PersonaQuerySet(models.QuerySet["Persona"]):
     def advertised(self) -> "PersonaQuerySet":
         """Discoverable personas whose current generation has not failed to stand."""
@@ -215,6 +220,9 @@ class Persona(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="deputies"
     )
     discoverable = models.BooleanField(default=False)
+    # The key of the card's grant digest (stamps.projections.grant_digest): owner-private, so a
+    # peer cannot find the tool list by hashing the few grants a class makes likely.
+    grant_salt = models.CharField(max_length=64, default=new_grant_salt, editable=False)
     generation = models.PositiveIntegerField(default=1, editable=False)
     standing = models.BooleanField(
         null=True,
@@ -280,7 +288,7 @@ class GenerationFrozen(Exception):
 IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
 # The outcome of its stamp build: empty until the stamp is stored, then fixed. The runtime checks
 # the stamp file against the immutable stamp row; these must never be re-pointed beside it.
-SET_ONCE_FIELDS = ("stamp_hash", "composition_hash")
+SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest")
 
 
 class GenerationQuerySet(models.QuerySet["Generation"]):
@@ -329,6 +337,8 @@ class Generation(models.Model):
     not_standing_reasons = models.JSONField(default=list, blank=True)
     stamp_hash = models.CharField(max_length=64, blank=True)
     composition_hash = models.CharField(max_length=64, blank=True)
+    # What the card pins (VX-TRUST-4): set with the stamp hash, from the stamp's tools.
+    grant_digest = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GenerationQuerySet.as_manager()

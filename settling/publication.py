@@ -23,7 +23,10 @@ def publish_generation(persona_id: int) -> None:
     )
     if persona is None:
         return
-    build_current_stamp(persona=persona)
+    outcome = build_current_stamp(persona=persona)
+    if outcome is not None and outcome.generation.number == persona.generation:
+        # The card pins the stamp just recorded (cards.models.PublishedCard.is_current_for).
+        persona.standing = outcome.generation.standing
     publish_card(persona)
 
 
@@ -39,5 +42,8 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
     )
     if not personas:
         return
-    build_current_stamps(personas=personas)
+    outcomes = build_current_stamps(personas=personas)
+    standing = {outcome.generation.persona_id: outcome.generation.standing for outcome in outcomes}
+    for persona in personas:
+        persona.standing = standing.get(persona.pk, persona.standing)
     publish_cards(personas)

@@ -46,7 +46,9 @@ def _owed_markers() -> tuple[QuerySet[Generation], QuerySet[PublishedCard]]:
     """The outer persona's current generation (its stamp is owed while its `standing` is None)
     and its card when that is current: the one statement of what a persona is owed."""
     current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    # A standing persona's card carries its pinned grant (PublishedCard.is_current_for).
     card_is_current = PublishedCard.objects.filter(
+        Q(pinned=True) | ~Q(persona__standing=True),
         persona=OuterRef("pk"),
         generation__gte=OuterRef("generation"),
         base_url=settings.VIRGO_PUBLIC_BASE_URL,
