@@ -20,6 +20,19 @@ class PersonaClass(models.TextChoices):
     CODER_DEPUTY = "coder-deputy", "Coder deputy"
 
 
+class RevocationReason(models.TextChoices):
+    """Why a persona or generation was revoked: the code its tombstone shows (VX-TRUST-5).
+
+    The words an owner or moderator wrote beside it stay in the audit event.
+    """
+
+    UNSPECIFIED = "unspecified", "Unspecified"
+    COMPROMISED = "compromised", "Compromised: its runtime or credentials are not trusted"
+    SUPERSEDED = "superseded", "Superseded by another persona or generation"
+    RETIRED = "retired", "Retired: no longer in service"
+    POLICY_VIOLATION = "policy-violation", "Policy violation (moderator)"
+
+
 class OwnerIdentity(models.Model):
     """The owning human's identity chain: what cards name as provider (SPEC-0009, ADR-0008)."""
 
@@ -229,6 +242,11 @@ class Persona(models.Model):
         editable=False,
         help_text="Whether the current generation stands: unknown until its stamp is built.",
     )
+    # The whole persona revoked (VX-TRUST-5): final; every generation is revoked with it.
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revocation_reason = models.CharField(
+        max_length=32, choices=RevocationReason.choices, blank=True, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -236,6 +254,12 @@ class Persona(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(revoked_at__isnull=True) | models.Q(standing=False),
+                name="persona_revoked_never_stands",
+            )
+        ]
         indexes = [
             models.Index(
                 fields=["id"],
@@ -277,6 +301,11 @@ class Persona(models.Model):
     @property
     def is_advertised(self) -> bool:
         return self.discoverable and self.standing is not False
+
+    @property
+    def is_revoked(self) -> bool:
+        """The whole persona is revoked (a revoked generation alone is its generation's)."""
+        return self.revoked_at is not None
 
 
 class GenerationFrozen(Exception):
@@ -339,15 +368,24 @@ class Generation(models.Model):
     composition_hash = models.CharField(max_length=64, blank=True)
     # What the card pins (VX-TRUST-4): set with the stamp hash, from the stamp's tools.
     grant_digest = models.CharField(max_length=64, blank=True)
+    # A revoked generation never stands again (VX-TRUST-5): the database refuses it.
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revocation_reason = models.CharField(
+        max_length=32, choices=RevocationReason.choices, blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GenerationQuerySet.as_manager()
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(revoked_at__isnull=True) | models.Q(standing=False),
+                name="generation_revoked_never_stands",
+            ),
             models.UniqueConstraint(
                 fields=["persona", "number"], name="generation_unique_number_per_persona"
-            )
+            ),
         ]
         ordering = ["persona", "-number"]
 
@@ -393,6 +431,10 @@ class Generation(models.Model):
     def stamp_owed(self) -> bool:
         return self.standing is None
 
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
 
 class AuditEvent(models.Model):
     """Who changed what, when: discoverability toggles, grant narrowing, map changes, and what
@@ -405,6 +447,7 @@ class AuditEvent(models.Model):
         STAMP_REPAIRED = "stamp-repaired", "Stamp file repaired"
         STAMP_QUARANTINED = "stamp-quarantined", "Stamp quarantined"
         STAMP_RESTORED = "stamp-restored", "Stamp file restored"
+        REVOKED = "revoked", "Persona or generation revoked"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(

@@ -24,6 +24,9 @@ def publish_generation(persona_id: int) -> None:
     if persona is None:
         return
     outcome = build_current_stamp(persona=persona)
+    if outcome is not None and outcome.generation.is_revoked:
+        # Revoked after this task was queued: its card stays withdrawn (VX-TRUST-5).
+        return
     if outcome is not None and outcome.generation.number == persona.generation:
         # The card pins the stamp just recorded (cards.models.PublishedCard.is_current_for).
         persona.standing = outcome.generation.standing
@@ -44,6 +47,9 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
         return
     outcomes = build_current_stamps(personas=personas)
     standing = {outcome.generation.persona_id: outcome.generation.standing for outcome in outcomes}
+    revoked = {
+        outcome.generation.persona_id for outcome in outcomes if outcome.generation.is_revoked
+    }
     for persona in personas:
         persona.standing = standing.get(persona.pk, persona.standing)
-    publish_cards(personas)
+    publish_cards([persona for persona in personas if persona.pk not in revoked])
