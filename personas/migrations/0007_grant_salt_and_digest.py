@@ -10,6 +10,7 @@ import secrets
 from django.db import migrations, models
 
 import personas.models
+from personas.migrations._sqlite_rename import around
 
 
 def salt_each_persona(apps, schema_editor):
@@ -23,18 +24,20 @@ class Migration(migrations.Migration):
         ("personas", "0006_stamp_audit_and_not_standing_index"),
     ]
 
-    operations = [
-        migrations.AddField(
-            model_name="generation",
-            name="grant_digest",
-            field=models.CharField(blank=True, max_length=64),
-        ),
-        migrations.AddField(
-            model_name="persona",
-            name="grant_salt",
-            field=models.CharField(
-                default=personas.models.new_grant_salt, editable=False, max_length=64
+    operations = around(
+        [
+            migrations.AddField(
+                model_name="generation",
+                name="grant_digest",
+                field=models.CharField(blank=True, max_length=64),
             ),
-        ),
-        migrations.RunPython(salt_each_persona, migrations.RunPython.noop),
-    ]
+            migrations.AddField(
+                model_name="persona",
+                name="grant_salt",
+                field=models.CharField(
+                    default=personas.models.new_grant_salt, editable=False, max_length=64
+                ),
+            ),
+            migrations.RunPython(salt_each_persona, migrations.RunPython.noop),
+        ]
+    )

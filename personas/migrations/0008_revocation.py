@@ -2,86 +2,90 @@
 
 from django.db import migrations, models
 
+from personas.migrations._sqlite_rename import around
+
 
 class Migration(migrations.Migration):
     dependencies = [
         ("personas", "0007_grant_salt_and_digest"),
     ]
 
-    operations = [
-        migrations.AddField(
-            model_name="generation",
-            name="revocation_reason",
-            field=models.CharField(
-                blank=True,
-                choices=[
-                    ("unspecified", "Unspecified"),
-                    ("compromised", "Compromised: its runtime or credentials are not trusted"),
-                    ("superseded", "Superseded by another persona or generation"),
-                    ("retired", "Retired: no longer in service"),
-                    ("policy-violation", "Policy violation (moderator)"),
-                ],
-                max_length=32,
-            ),
-        ),
-        migrations.AddField(
-            model_name="generation",
-            name="revoked_at",
-            field=models.DateTimeField(blank=True, null=True),
-        ),
-        migrations.AddField(
-            model_name="persona",
-            name="revocation_reason",
-            field=models.CharField(
-                blank=True,
-                choices=[
-                    ("unspecified", "Unspecified"),
-                    ("compromised", "Compromised: its runtime or credentials are not trusted"),
-                    ("superseded", "Superseded by another persona or generation"),
-                    ("retired", "Retired: no longer in service"),
-                    ("policy-violation", "Policy violation (moderator)"),
-                ],
-                editable=False,
-                max_length=32,
-            ),
-        ),
-        migrations.AddField(
-            model_name="persona",
-            name="revoked_at",
-            field=models.DateTimeField(blank=True, editable=False, null=True),
-        ),
-        migrations.AlterField(
-            model_name="auditevent",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("discoverability", "Discoverability toggled"),
-                    ("grant-narrowed", "Agent grant narrowed a persona"),
-                    ("skill-map-changed", "Verb->skill map changed"),
-                    ("stamp-repaired", "Stamp file repaired"),
-                    ("stamp-quarantined", "Stamp quarantined"),
-                    ("stamp-restored", "Stamp file restored"),
-                    ("revoked", "Persona or generation revoked"),
-                ],
-                max_length=32,
-            ),
-        ),
-        migrations.AddConstraint(
-            model_name="generation",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    ("revoked_at__isnull", True), ("standing", False), _connector="OR"
+    operations = around(
+        [
+            migrations.AddField(
+                model_name="generation",
+                name="revocation_reason",
+                field=models.CharField(
+                    blank=True,
+                    choices=[
+                        ("unspecified", "Unspecified"),
+                        ("compromised", "Compromised: its runtime or credentials are not trusted"),
+                        ("superseded", "Superseded by another persona or generation"),
+                        ("retired", "Retired: no longer in service"),
+                        ("policy-violation", "Policy violation (moderator)"),
+                    ],
+                    max_length=32,
                 ),
-                name="generation_revoked_never_stands",
             ),
-        ),
-        migrations.AddConstraint(
-            model_name="persona",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    ("revoked_at__isnull", True), ("standing", False), _connector="OR"
+            migrations.AddField(
+                model_name="generation",
+                name="revoked_at",
+                field=models.DateTimeField(blank=True, null=True),
+            ),
+            migrations.AddField(
+                model_name="persona",
+                name="revocation_reason",
+                field=models.CharField(
+                    blank=True,
+                    choices=[
+                        ("unspecified", "Unspecified"),
+                        ("compromised", "Compromised: its runtime or credentials are not trusted"),
+                        ("superseded", "Superseded by another persona or generation"),
+                        ("retired", "Retired: no longer in service"),
+                        ("policy-violation", "Policy violation (moderator)"),
+                    ],
+                    editable=False,
+                    max_length=32,
                 ),
-                name="persona_revoked_never_stands",
             ),
-        ),
-    ]
+            migrations.AddField(
+                model_name="persona",
+                name="revoked_at",
+                field=models.DateTimeField(blank=True, editable=False, null=True),
+            ),
+            migrations.AlterField(
+                model_name="auditevent",
+                name="kind",
+                field=models.CharField(
+                    choices=[
+                        ("discoverability", "Discoverability toggled"),
+                        ("grant-narrowed", "Agent grant narrowed a persona"),
+                        ("skill-map-changed", "Verb->skill map changed"),
+                        ("stamp-repaired", "Stamp file repaired"),
+                        ("stamp-quarantined", "Stamp quarantined"),
+                        ("stamp-restored", "Stamp file restored"),
+                        ("revoked", "Persona or generation revoked"),
+                    ],
+                    max_length=32,
+                ),
+            ),
+            migrations.AddConstraint(
+                model_name="generation",
+                constraint=models.CheckConstraint(
+                    condition=models.Q(
+                        ("revoked_at__isnull", True), ("standing", False), _connector="OR"
+                    ),
+                    name="generation_revoked_never_stands",
+                ),
+            ),
+            migrations.AddConstraint(
+                model_name="persona",
+                constraint=models.CheckConstraint(
+                    condition=models.Q(
+                        ("revoked_at__isnull", True), ("standing", False), _connector="OR"
+                    ),
+                    name="persona_revoked_never_stands",
+                ),
+            ),
+        ]
+    )
