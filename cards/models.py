@@ -17,12 +17,17 @@ class PublishedCard(models.Model):
     # The VIRGO_PUBLIC_BASE_URL the card's URLs were rendered with: a card rendered under
     # another is owed again, like one of an older generation.
     base_url = models.CharField(max_length=2048, default="")
+    # Whether it carries its generation's pinned grant (VX-TRUST-4): a card rendered before the
+    # stamp was built does not, and is owed again once the persona stands.
+    pinned = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"card of {self.persona_id} (generation {self.generation})"
 
     def is_current_for(self, persona: Persona) -> bool:
-        """Whether this card shows `persona.generation` (or newer) at today's base URL."""
+        """Whether this card shows `persona.generation` (or newer) at today's base URL, with
+        its pinned grant once the persona stands."""
         if self.generation != persona.generation:
             return self.generation > persona.generation
-        return self.base_url == settings.VIRGO_PUBLIC_BASE_URL
+        pinned = self.pinned or persona.standing is not True
+        return pinned and self.base_url == settings.VIRGO_PUBLIC_BASE_URL

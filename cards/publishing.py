@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
-from cards.rendering import build_card, validate_card
+from cards.rendering import build_card, pinned_grant, validate_card
 from personas.models import Generation, Persona
 from virgo.bulk import update_each
 
@@ -33,10 +33,25 @@ def render_card_bytes(persona: Persona, generation: Generation | None = None) ->
     if generation is None:
         generation = persona.generations.get(number=persona.generation)
     card = build_card(
-        generation.composition, generation=generation.number, system_prompt=persona.system_prompt
+        generation.composition,
+        generation=generation.number,
+        system_prompt=persona.system_prompt,
+        pin=_pin(generation),
     )
     validate_card(card)
     return json.dumps(card, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _pin(generation: Generation) -> dict[str, object] | None:
+    """The pinned-grant extension once the stamp is built; a card rendered before is owed
+    again when it is (PublishedCard.is_current_for)."""
+    if not generation.stamp_hash:
+        return None
+    return pinned_grant(
+        generation=generation.number,
+        stamp_hash=generation.stamp_hash,
+        grant_digest=generation.grant_digest,
+    )
 
 
 def card_etag(body: bytes) -> str:
@@ -64,23 +79,27 @@ def _publish(persona: Persona) -> PublishedCard:
     stored = PublishedCard.objects.filter(persona_id=persona.pk).first()
     if stored is not None and stored.is_current_for(persona):
         return stored
-    body = render_card_bytes(persona)
+    generation = persona.generations.get(number=persona.generation)
+    body = render_card_bytes(persona, generation)
     fields = {
         "generation": persona.generation,
         "body": body,
         "etag": card_etag(body),
         "base_url": settings.VIRGO_PUBLIC_BASE_URL,
+        "pinned": bool(generation.stamp_hash),
     }
     now = timezone.now().replace(microsecond=0)
     if stored is None:
         created = _create(persona, fields, now)
         if created is not None:
             return created
-    PublishedCard.objects.filter(
-        Q(generation__lt=persona.generation)
-        | Q(generation=persona.generation) & ~Q(base_url=settings.VIRGO_PUBLIC_BASE_URL),
-        persona_id=persona.pk,
-    ).update(
+    same = Q(generation=persona.generation)
+    behind = Q(generation__lt=persona.generation) | same & ~Q(
+        base_url=settings.VIRGO_PUBLIC_BASE_URL
+    )
+    if fields["pinned"]:
+        behind |= same & Q(pinned=False)
+    PublishedCard.objects.filter(behind, persona_id=persona.pk).update(
         **fields,
         last_modified=Greatest(
             Value(now, output_field=DateTimeField()),
@@ -127,7 +146,8 @@ def _publish_many(personas: Sequence[Persona]) -> None:
         created: list[PublishedCard] = []
         replaced: list[PublishedCard] = []
         for persona in owed:
-            body = render_card_bytes(persona, generations[(persona.pk, persona.generation)])
+            generation = generations[(persona.pk, persona.generation)]
+            body = render_card_bytes(persona, generation)
             card = stored.get(persona.pk)
             if card is None:
                 card = PublishedCard(persona_id=persona.pk, last_modified=now)
@@ -137,8 +157,9 @@ def _publish_many(personas: Sequence[Persona]) -> None:
                 replaced.append(card)
             card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
             card.base_url = settings.VIRGO_PUBLIC_BASE_URL
+            card.pinned = bool(generation.stamp_hash)
         PublishedCard.objects.bulk_create(created)
-        update_each(replaced, ["generation", "body", "etag", "base_url", "last_modified"])
+        update_each(replaced, ["generation", "body", "etag", "base_url", "pinned", "last_modified"])
 
 
 def _create(persona: Persona, fields: dict[str, object], now: datetime) -> PublishedCard | None:

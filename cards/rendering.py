@@ -11,6 +11,9 @@ from django.conf import settings
 # interface URL for a work-intake channel. Work arrives as todos (ADR-0010).
 DISCOVERY_BINDING = "https://virgo.dev/a2a/bindings/discovery-only/v1"
 DISCOVERY_EXTENSION = "https://virgo.dev/a2a/extensions/discovery-only/v1"
+# Data only (VX-TRUST-4): what a peer stores to tell, on its next fetch, that the grant changed.
+PINNED_GRANT_EXTENSION = "https://virgo.dev/a2a/extensions/pinned-grant/v1"
+GRANT_DIGEST_ALGORITHM = "hmac-sha256"
 PROTOCOL_VERSION = "1.0"
 MEDIA_TYPES = ["text/plain", "application/json"]
 SUMMARY_LIMIT = 280
@@ -39,12 +42,52 @@ def card_description(description: str, system_prompt: str) -> str:
     return description or summarize_prompt(system_prompt)
 
 
+def pinned_grant(*, generation: int, stamp_hash: str, grant_digest: str) -> dict[str, Any]:
+    """The card extension that pins a generation's grant; it names no tool (the stamp stays
+    owner-private): the generation, its stamp's SHA-256 and the keyed digest of its tools and
+    their access (stamps.projections.grant_digest)."""
+    return {
+        "uri": PINNED_GRANT_EXTENSION,
+        "description": (
+            "Pins the grant behind this card: a changed grantDigest means the persona's tools "
+            "or their access changed; a changed stampSha256 means anything it is changed."
+        ),
+        "required": False,
+        "params": {
+            "generation": generation,
+            "stampSha256": stamp_hash,
+            "grantDigest": grant_digest,
+            "grantDigestAlgorithm": GRANT_DIGEST_ALGORITHM,
+        },
+    }
+
+
 def build_card(
-    composition: dict[str, Any], *, generation: int, system_prompt: str
+    composition: dict[str, Any],
+    *,
+    generation: int,
+    system_prompt: str,
+    pin: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The card of one generation, from its composition. Keys are A2A camelCase."""
+    """The card of one generation, from its composition. Keys are A2A camelCase.
+
+    `pin` is the pinned-grant extension (pinned_grant), once the generation's stamp is built.
+    """
     persona_id = composition["persona"]
     provider = composition["provider"]
+    extensions = [
+        {
+            "uri": DISCOVERY_EXTENSION,
+            "description": (
+                "Discovery only: this card grants nothing, and its URL accepts no "
+                "work. Work reaches this persona as todos in its queues."
+            ),
+            "required": False,
+            "params": {"grantsAccess": False, "workIntake": "todos"},
+        }
+    ]
+    if pin is not None:
+        extensions.append(pin)
     return {
         "name": composition["name"],
         "description": card_description(composition["description"], system_prompt),
@@ -64,17 +107,7 @@ def build_card(
             "streaming": False,
             "pushNotifications": False,
             "extendedAgentCard": False,
-            "extensions": [
-                {
-                    "uri": DISCOVERY_EXTENSION,
-                    "description": (
-                        "Discovery only: this card grants nothing, and its URL accepts no "
-                        "work. Work reaches this persona as todos in its queues."
-                    ),
-                    "required": False,
-                    "params": {"grantsAccess": False, "workIntake": "todos"},
-                }
-            ],
+            "extensions": extensions,
         },
         "defaultInputModes": MEDIA_TYPES,
         "defaultOutputModes": MEDIA_TYPES,

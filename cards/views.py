@@ -20,7 +20,8 @@ from django.views.decorators.csrf import csrf_exempt
 from cards import fastpath
 from cards.models import PublishedCard
 from cards.publishing import publish_card
-from personas.models import Persona
+from cards.tombstones import tombstone_bytes, tombstone_document
+from personas.models import Generation, Persona
 
 READ_METHODS = fastpath.READ_METHODS
 RATE_LIMIT_GROUP = "virgo.agent-card"
@@ -37,6 +38,9 @@ _CARD_COLUMNS = (
     "published_card__etag",
     "published_card__last_modified",
     "published_card__base_url",
+    "published_card__pinned",
+    "revoked_at",
+    "revocation_reason",
 )
 
 
@@ -89,11 +93,46 @@ def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
     # Missing and hidden ids both consult the session, so their answers (headers included: the
     # session adds Vary: Cookie) are identical for everyone but the owner.
     signed_in = request.user.is_authenticated
-    if persona is None or not signed_in or persona.agent.owner_id != request.user.pk:
+    is_owner = persona is not None and signed_in and persona.agent.owner_id == request.user.pk
+    if persona is not None and persona.standing is False and (persona.discoverable or is_owner):
+        tombstone = _tombstone(persona)
+        if tombstone is not None:
+            return tombstone
+    if persona is None or not is_owner:
         return not_found()
     # The owner previewing an unlisted persona: never kept by shared caches, and always
     # revalidated so an edit shows on the next load.
     return _card_response(request, _current_card(persona), "private, no-cache")
+
+
+def _tombstone(persona: Persona) -> HttpResponse | None:
+    """410 Gone with the tombstone of a revoked persona or current generation (VX-TRUST-5).
+
+    Public when the persona was listed (peers may hold its card), else for its owner only: an
+    unlisted id answers 404 to everyone else, revoked or not.
+    """
+    if persona.revoked_at is not None:
+        revoked_at, reason, generation = persona.revoked_at, persona.revocation_reason, None
+    else:
+        current = (
+            Generation.objects.filter(
+                persona_id=persona.pk, number=persona.generation, revoked_at__isnull=False
+            )
+            .values_list("revoked_at", "revocation_reason")
+            .first()
+        )
+        if current is None:
+            return None
+        (revoked_at, reason), generation = current, persona.generation
+    document = tombstone_document(
+        persona_id=str(persona.uuid),
+        revoked_at=revoked_at,
+        reason_code=reason,
+        generation=generation,
+    )
+    response = HttpResponse(tombstone_bytes(document), status=410, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _declares_body(request: HttpRequest) -> bool:

@@ -34,6 +34,7 @@ from personas.forms import (
     OwnerIdentityForm,
     PersonaForm,
     RegisteredAddressForm,
+    RevokeForm,
     ServiceForm,
     SkillForm,
 )
@@ -270,7 +271,7 @@ class PersonaAdmin(OwnedAdmin):
     list_select_related = ("agent__owner", "address")
     list_filter = ("discoverable", "persona_class", "standing")
     search_fields = ("name", "agent__name", "address__path")
-    actions = ("list_in_directory", "delist_from_directory")
+    actions = ("list_in_directory", "delist_from_directory", "revoke")
     readonly_fields = ("agent", "derived_skills", "generation", "standing", "uuid", "card_link")
     authored = (
         (None, {"fields": ("agent", "name", "description", "system_prompt", "persona_class")}),
@@ -474,6 +475,49 @@ class PersonaAdmin(OwnedAdmin):
     )
     def delist_from_directory(self, request: HttpRequest, queryset: QuerySet[Persona]) -> None:
         self._set_discoverable(request, queryset, False, via="admin-action")
+
+    # Revocation (VX-TRUST-5) ---------------------------------------------------------------------
+
+    @admin.action(
+        description="Revoke",
+        description_plural="Revoke selected personas (their card answers 410 Gone)",
+        location=[ActionLocation.CHANGE_LIST],
+    )
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Persona]) -> HttpResponse | None:
+        """Ask for the reason first (a page of its own), then revoke each through the service."""
+        form = RevokeForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Revoke personas",
+                "opts": self.opts,
+                "personas": queryset.select_related("agent"),
+                "form": form,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/personas/persona/revoke.html", context)
+        done, refused = [], []
+        for persona in queryset.select_related("agent"):
+            generation = persona.generation if form.cleaned_data["scope"] == "generation" else None
+            try:
+                services.persona_revoke(
+                    persona=persona,
+                    actor=request.user,
+                    reason_code=form.cleaned_data["reason_code"],
+                    reason=form.cleaned_data["reason"],
+                    generation=generation,
+                    via="admin-action",
+                )
+                done.append(persona.name)
+            except PermissionDenied as exc:
+                refused.append(f"{persona.name}: {exc}")
+            except ValidationError as exc:
+                refused.append(f"{persona.name}: {' '.join(exc.messages)}")
+        if done:
+            self.message_user(request, f"Revoked {len(done)}: {', '.join(done)}.", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, f"Not revoked: {reason}", messages.ERROR)
+        return None
 
 
 # The verb->skill map ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers, status, viewsets
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
 from rest_framework.parsers import FormParser, JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -40,7 +41,7 @@ from rest_framework.throttling import BaseThrottle
 from personas import selectors, services, surfaces
 from personas.addresses import ADDRESS_SHAPE
 from personas.catalogue import VERBS
-from personas.models import Agent, HumanSurface, Persona, PersonaClass
+from personas.models import Agent, HumanSurface, Persona, PersonaClass, RevocationReason
 from personas.ratelimits import mutation_retry_after
 from personas.surfaces import BINDING_SHAPE
 from virgo import metrics, signin
@@ -51,6 +52,7 @@ from virgo.api import (
     StrictBoolean,
     StrictChoice,
     StrictCursorPagination,
+    StrictInteger,
     Text,
     UniqueList,
 )
@@ -66,6 +68,8 @@ READ_ONLY_REASONS: dict[str, str] = {
     "generation": "read-only: every change to what the persona is opens the next generation",
     "standing": "read-only: set when the generation's capability stamp is built",
     "card_url": "read-only: derived from the persona's own base path",
+    "revoked_at": "read-only: revoke through POST /api/personas/{uuid}/revoke/",
+    "revocation_reason": "read-only: revoke through POST /api/personas/{uuid}/revoke/",
     "owner": "read-only: the owner is the authenticated caller",
     "created_at": "read-only",
     "updated_at": "read-only",
@@ -174,6 +178,19 @@ class SurfaceInput(StrictInput):
     label = Text(max_length=200, allow_blank=True, default="")
 
 
+class RevokeInput(StrictInput):
+    reason_code = StrictChoice(choices=RevocationReason.choices)
+    reason = Text(
+        max_length=services.REVOCATION_REASON_LIMIT,
+        help_text="Why: kept in the audit event, never shown to peers (they see the code).",
+    )
+    generation = StrictInteger(
+        min_value=1,
+        required=False,
+        help_text="Revoke only this generation; without it the whole persona, finally.",
+    )
+
+
 class PersonaCreateInput(PersonaInput):
     agent = ObjectId(queryset=Agent.objects.none())
 
@@ -227,8 +244,19 @@ class PersonaOutput(serializers.Serializer):
     generation = serializers.IntegerField()
     standing = serializers.BooleanField(allow_null=True)
     card_url = serializers.CharField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    revocation_reason = serializers.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class RevocationOutput(serializers.Serializer):
+    persona = serializers.UUIDField(source="persona.uuid")
+    generations = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The generations this revocation revoked."
+    )
+    reason_code = serializers.CharField()
+    revoked_at = serializers.DateTimeField(source="at")
 
 
 # Views ----------------------------------------------------------------------------------------
@@ -405,6 +433,23 @@ class PersonaViewSet(OwnerViewSet):
     def destroy(self, request: Request, uuid: str) -> Response:
         services.persona_delete(persona=self._persona(uuid), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=RevokeInput,
+        responses={200: RevocationOutput},
+        parameters=[OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+        tags=["personas"],
+    )
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, uuid: str) -> Response:
+        """Revoke the persona, or one generation of it, at once: its card answers 410 Gone."""
+        persona = self._persona(uuid)
+        data = RevokeInput(data=request.data, context={"request": request})
+        data.is_valid(raise_exception=True)
+        revocation = services.persona_revoke(
+            persona=persona, actor=request.user, via="api", **data.validated_data
+        )
+        return Response(RevocationOutput(revocation).data)
 
 
 @extend_schema_view(

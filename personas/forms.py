@@ -25,6 +25,7 @@ from personas.models import (
     Persona,
     PersonaClass,
     RegisteredAddress,
+    RevocationReason,
     Skill,
 )
 from personas.services import PERSONA_FIELDS
@@ -280,3 +281,20 @@ class RegisteredAddressForm(forms.ModelForm):
         if problem:
             raise ValidationError(problem)
         return path
+
+
+class RevokeForm(forms.Form):
+    """The admin's revocation: what the tombstone says, why, and how much is revoked."""
+
+    SCOPES = (
+        ("persona", "The whole persona: final, it never changes again"),
+        ("generation", "Its current generation only: the owner's next edit makes a new one"),
+    )
+
+    scope = forms.ChoiceField(choices=SCOPES, initial="generation")
+    reason_code = forms.ChoiceField(choices=RevocationReason.choices)
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=services.REVOCATION_REASON_LIMIT,
+        help_text="Why: kept in the audit event; peers see only the code.",
+    )

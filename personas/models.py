@@ -3,6 +3,7 @@
 Writes go through personas.services; these models hold data and small read-only helpers.
 """
 
+import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,6 +18,19 @@ class PersonaClass(models.TextChoices):
     TEAM_COORDINATOR = "team-coordinator", "Team coordinator"
     PROJECT_LEAD = "project-lead", "Project lead"
     CODER_DEPUTY = "coder-deputy", "Coder deputy"
+
+
+class RevocationReason(models.TextChoices):
+    """Why a persona or generation was revoked: the code its tombstone shows (VX-TRUST-5).
+
+    The words an owner or moderator wrote beside it stay in the audit event.
+    """
+
+    UNSPECIFIED = "unspecified", "Unspecified"
+    COMPROMISED = "compromised", "Compromised: its runtime or credentials are not trusted"
+    SUPERSEDED = "superseded", "Superseded by another persona or generation"
+    RETIRED = "retired", "Retired: no longer in service"
+    POLICY_VIOLATION = "policy-violation", "Policy violation (moderator)"
 
 
 class OwnerIdentity(models.Model):
@@ -175,6 +189,10 @@ class HumanSurface(models.Model):
         return self.binding
 
 
+def new_grant_salt() -> str:
+    return secrets.token_hex(32)
+
+
 class PersonaQuerySet(models.QuerySet["Persona"]):
     def advertised(self) -> "PersonaQuerySet":
         """Discoverable personas whose current generation has not failed to stand."""
@@ -215,11 +233,19 @@ class Persona(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="deputies"
     )
     discoverable = models.BooleanField(default=False)
+    # The key of the card's grant digest (stamps.projections.grant_digest): owner-private, so a
+    # peer cannot find the tool list by hashing the few grants a class makes likely.
+    grant_salt = models.CharField(max_length=64, default=new_grant_salt, editable=False)
     generation = models.PositiveIntegerField(default=1, editable=False)
     standing = models.BooleanField(
         null=True,
         editable=False,
         help_text="Whether the current generation stands: unknown until its stamp is built.",
+    )
+    # The whole persona revoked (VX-TRUST-5): final; every generation is revoked with it.
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revocation_reason = models.CharField(
+        max_length=32, choices=RevocationReason.choices, blank=True, editable=False
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -228,6 +254,12 @@ class Persona(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(revoked_at__isnull=True) | models.Q(standing=False),
+                name="persona_revoked_never_stands",
+            )
+        ]
         indexes = [
             models.Index(
                 fields=["id"],
@@ -270,6 +302,11 @@ class Persona(models.Model):
     def is_advertised(self) -> bool:
         return self.discoverable and self.standing is not False
 
+    @property
+    def is_revoked(self) -> bool:
+        """The whole persona is revoked (a revoked generation alone is its generation's)."""
+        return self.revoked_at is not None
+
 
 class GenerationFrozen(Exception):
     """A generation's identity and composition never change; its stamp and composition hashes
@@ -280,7 +317,7 @@ class GenerationFrozen(Exception):
 IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
 # The outcome of its stamp build: empty until the stamp is stored, then fixed. The runtime checks
 # the stamp file against the immutable stamp row; these must never be re-pointed beside it.
-SET_ONCE_FIELDS = ("stamp_hash", "composition_hash")
+SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest")
 
 
 class GenerationQuerySet(models.QuerySet["Generation"]):
@@ -329,15 +366,26 @@ class Generation(models.Model):
     not_standing_reasons = models.JSONField(default=list, blank=True)
     stamp_hash = models.CharField(max_length=64, blank=True)
     composition_hash = models.CharField(max_length=64, blank=True)
+    # What the card pins (VX-TRUST-4): set with the stamp hash, from the stamp's tools.
+    grant_digest = models.CharField(max_length=64, blank=True)
+    # A revoked generation never stands again (VX-TRUST-5): the database refuses it.
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revocation_reason = models.CharField(
+        max_length=32, choices=RevocationReason.choices, blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GenerationQuerySet.as_manager()
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(revoked_at__isnull=True) | models.Q(standing=False),
+                name="generation_revoked_never_stands",
+            ),
             models.UniqueConstraint(
                 fields=["persona", "number"], name="generation_unique_number_per_persona"
-            )
+            ),
         ]
         ordering = ["persona", "-number"]
 
@@ -383,6 +431,10 @@ class Generation(models.Model):
     def stamp_owed(self) -> bool:
         return self.standing is None
 
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
 
 class AuditEvent(models.Model):
     """Who changed what, when: discoverability toggles, grant narrowing, map changes, and what
@@ -395,6 +447,7 @@ class AuditEvent(models.Model):
         STAMP_REPAIRED = "stamp-repaired", "Stamp file repaired"
         STAMP_QUARANTINED = "stamp-quarantined", "Stamp quarantined"
         STAMP_RESTORED = "stamp-restored", "Stamp file restored"
+        REVOKED = "revoked", "Persona or generation revoked"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(

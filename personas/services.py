@@ -25,10 +25,11 @@ from personas.models import (
     Persona,
     PersonaClass,
     RegisteredAddress,
+    RevocationReason,
     Skill,
     SkillMapRevision,
 )
-from personas.signals import personas_written
+from personas.signals import persona_revoked, personas_written
 from personas.surfaces import binding_problem, unowned_bindings, unowned_message
 from virgo.bulk import update_each
 from virgo.canonical import canonical_bytes, sha256_hex
@@ -278,14 +279,15 @@ def _require_owner(actor: User, agent: Agent) -> None:
 # Generations ----------------------------------------------------------------------------------
 
 
-def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
+def _settle_generation(persona: Persona, skill_map: SkillMap, *, by_owner: bool = False) -> bool:
     """Derive the persona's skills and, when what it is changed, open its next generation.
 
     Runs inside the caller's transaction with the persona row locked. Returns whether a new
-    generation was opened (its stamp is then owed and its card must be rendered).
+    generation was opened (its stamp is then owed and its card must be rendered). `by_owner`:
+    the owner's own edit, the only change that may follow a revoked generation.
     """
     current = persona.generations.filter(number=persona.generation).first()
-    generation = _next_generation(persona, skill_map, current)
+    generation = _next_generation(persona, skill_map, current, by_owner=by_owner)
     if generation is None:
         return False
     generation.save()
@@ -293,17 +295,21 @@ def _settle_generation(persona: Persona, skill_map: SkillMap) -> bool:
 
 
 def _next_generation(
-    persona: Persona, skill_map: SkillMap, current: Generation | None
+    persona: Persona, skill_map: SkillMap, current: Generation | None, *, by_owner: bool = False
 ) -> Generation | None:
     """Derive the persona's skills; the unsaved next generation if what it is changed, else None.
 
     `current` is the persona's generation numbered `persona.generation`, or None for a new one.
+    After a revoked generation only the owner's own edit opens the next one (VX-TRUST-5): a
+    recompute, a narrowed grant or a new identity chain never brings a revoked persona back.
     """
     persona.skill_map_revision = skill_map.revision
     derived = derive_skills(persona.verb_subset, skill_map.skills)
     persona.skills = [skill.card_entry() for skill in derived]
     composition = composition_of(persona)
     if current is not None and current.composition == composition:
+        return None
+    if persona.is_revoked or (current is not None and current.is_revoked and not by_owner):
         return None
     if current is not None:
         persona.generation += 1
@@ -440,12 +446,22 @@ def persona_update(*, persona: Persona, actor: User, **changes: Any) -> Persona:
         .select_related("agent__owner", "address", "owning_lead")
         .get(pk=persona.pk)
     )
+    if persona.is_revoked:
+        raise ValidationError({"persona": [_revoked_message(persona)]})
     _apply_persona_changes(persona, changes)
     _validate_persona(persona)
-    if _settle_generation(persona, current_skill_map()):
+    if _settle_generation(persona, current_skill_map(), by_owner=True):
         _queue_settle(persona)
     persona.save()
     return persona
+
+
+def _revoked_message(persona: Persona) -> str:
+    assert persona.revoked_at is not None
+    return (
+        f"persona {persona.uuid} was revoked at {persona.revoked_at.isoformat()} "
+        f"({persona.revocation_reason}); a revoked persona never changes again: create a new one"
+    )
 
 
 @transaction.atomic
@@ -486,6 +502,112 @@ def persona_set_discoverable(
     persona.discoverable = discoverable
     persona.save(update_fields=["discoverable", "updated_at"])
     return persona
+
+
+# Revocation -----------------------------------------------------------------------------------
+
+REVOCATION_REASON_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    persona: Persona
+    generations: list[int]
+    reason_code: str
+    at: Any
+
+
+@transaction.atomic
+def persona_revoke(
+    *,
+    persona: Persona,
+    actor: User,
+    reason_code: str,
+    reason: str,
+    via: str,
+    generation: int | None = None,
+) -> Revocation:
+    """Revoke a persona, or one of its generations, at once (VX-TRUST-5).
+
+    The owner revokes their own; a moderator (superuser) may revoke any. The revoked generations
+    stop standing in this transaction and never stand again (the database refuses it); every
+    web process withdraws the card on its next request (the card token moves, now and after the
+    commit), its runtime refuses naming the revocation, and what waits on or was learned under
+    the revoked stamps is cancelled or retired (`persona_revoked`, in this transaction).
+
+    Without `generation` the persona itself is revoked, finally: it never changes again. A
+    revoked generation alone is followed by the owner's next edit, a new generation.
+    """
+    persona = (
+        Persona.objects.select_for_update(of=("self",)).select_related("agent").get(pk=persona.pk)
+    )
+    is_owner = actor.is_authenticated and persona.agent.owner_id == actor.pk
+    is_moderator = actor.is_authenticated and getattr(actor, "is_superuser", False)
+    if not (is_owner or is_moderator):
+        raise PermissionDenied("only the persona's owner or a moderator may revoke it")
+    errors: dict[str, list[str]] = {}
+    if reason_code not in RevocationReason.values:
+        errors["reason_code"] = [
+            f"unknown reason code {reason_code!r}; one of {', '.join(RevocationReason.values)}"
+        ]
+    if not isinstance(reason, str) or not reason.strip():
+        errors["reason"] = ["say why: the reason is kept in the audit event"]
+    elif len(reason) > REVOCATION_REASON_LIMIT:
+        errors["reason"] = [f"at most {REVOCATION_REASON_LIMIT} characters"]
+    if persona.is_revoked:
+        errors["persona"] = [_revoked_message(persona)]
+    generations = Generation.objects.select_for_update().filter(persona=persona)
+    if generation is not None:
+        generations = generations.filter(number=generation)
+        found = generations.first()
+        if found is None:
+            errors["generation"] = [f"persona {persona.uuid} has no generation {generation}"]
+        elif found.is_revoked:
+            errors["generation"] = [f"generation {generation} is already revoked"]
+    if errors:
+        raise ValidationError(errors)
+    now = timezone.now()
+    revoked = list(generations.filter(revoked_at__isnull=True).order_by("number"))
+    who = "its owner" if is_owner else "a moderator"
+    note = f"revoked by {who} at {now.isoformat()} ({reason_code})"
+    for revoked_generation in revoked:
+        revoked_generation.revoked_at, revoked_generation.revocation_reason = now, reason_code
+        revoked_generation.standing = False
+        revoked_generation.not_standing_reasons = [
+            note,
+            *revoked_generation.not_standing_reasons,
+        ]
+    update_each(revoked, ["revoked_at", "revocation_reason", "standing", "not_standing_reasons"])
+    numbers = [revoked_generation.number for revoked_generation in revoked]
+    fields = ["updated_at"]
+    if generation is None:
+        persona.revoked_at, persona.revocation_reason = now, reason_code
+        fields += ["revoked_at", "revocation_reason"]
+    if generation is None or generation == persona.generation:
+        persona.standing = False
+        fields.append("standing")
+    persona.save(update_fields=fields)
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.REVOKED,
+        actor=actor,
+        persona=persona,
+        agent=persona.agent,
+        data={
+            "scope": "persona" if generation is None else "generation",
+            "generations": numbers,
+            "reason_code": reason_code,
+            "reason": reason,
+            "via": via,
+            "as": "owner" if is_owner else "moderator",
+        },
+    )
+    persona_revoked.send(
+        Persona,
+        persona=persona,
+        stamp_hashes=[g.stamp_hash for g in revoked if g.stamp_hash],
+    )
+    personas_written.send(Persona, uuids=[persona.uuid], after_commit=True)
+    return Revocation(persona, numbers, reason_code, now)
 
 
 # Owner identity -------------------------------------------------------------------------------

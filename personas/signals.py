@@ -10,3 +10,8 @@ once more after it commits. The cards app moves its card tokens on it as on post
 from django.dispatch import Signal
 
 personas_written = Signal()
+
+# A persona or some of its generations were revoked (personas.services.persona_revoke), sent
+# inside the revoking transaction with `persona` and the revoked generations' `stamp_hashes`:
+# the runtime cancels what waits on them and retires what was learned under them.
+persona_revoked = Signal()

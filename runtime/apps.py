@@ -7,7 +7,15 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Persona runtime"
 
     def ready(self) -> None:
-        from runtime import checks  # noqa: F401  (registers the system check)
+        from personas.models import Persona
+        from personas.signals import persona_revoked
+        from runtime import (
+            checks,  # noqa: F401  (registers the system check)
+            revocation,
+        )
         from runtime.tools import bind_all
 
         bind_all()
+        persona_revoked.connect(
+            revocation.persona_revoked, sender=Persona, dispatch_uid="runtime-revoked"
+        )

@@ -113,7 +113,7 @@ def handle(
     try:
         stamp = load_active_stamp(persona)
     except StampUnavailable as exc:
-        return _refuse(context, "stamp_unavailable", exc.reason)
+        return _refuse(context, exc.code, exc.reason)
     context = _Context(persona, tool_name, correlation_id, stamp)
     tool = stamp.tools.get(tool_name)
     if tool is None:

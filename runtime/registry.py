@@ -191,7 +191,13 @@ def carry_forward(*, entries: list[PromptRegistryEntry], reviewer: Any) -> list[
             raise PermissionDenied("only the persona's owner may review its learned choices")
         if entry.review != Review.ACCEPTED:
             waiting = entry.review == Review.PENDING
-            reason = "it waits for review: accept it instead" if waiting else "it was rejected"
+            reason = (
+                "it waits for review: accept it instead"
+                if waiting
+                else "its stamp was revoked"
+                if entry.review == Review.REVOKED
+                else "it was rejected"
+            )
             outcomes.append(CarryOutcome(entry, None, reason))
             continue
         try:

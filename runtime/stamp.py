@@ -30,11 +30,15 @@ from virgo.canonical import MalformedStamp, parse_strict
 
 
 class StampUnavailable(Exception):
-    """The persona has no usable stamp: nothing may be served or launched for it."""
+    """The persona has no usable stamp: nothing may be served or launched for it.
 
-    def __init__(self, reason: str) -> None:
+    `code` is what a refused tool call says: `revoked` for a revoked persona or generation.
+    """
+
+    def __init__(self, reason: str, code: str = "stamp_unavailable") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,9 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     )
     if generation is None:
         raise StampUnavailable(f"{label} has no current generation")
+    revoked = revocation_of(generation)
+    if revoked:
+        raise StampUnavailable(f"{label} {revoked}", code="revoked")
     if generation.standing is not True or generation.persona.standing is not True:
         reasons = "; ".join(generation.not_standing_reasons) or "its stamp is not built yet"
         raise StampUnavailable(
@@ -187,6 +194,23 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         handlers=projections.handlers,
         allowlist=projections.allowlist,
     )
+
+
+def revocation_of(generation: Generation) -> str:
+    """In words, the revocation of the generation or of its whole persona; empty if none."""
+    persona = generation.persona
+    if persona.revoked_at is not None:
+        return (
+            f"is revoked (the whole persona, at {persona.revoked_at.isoformat()}, reason "
+            f"{persona.revocation_reason}): nothing runs for it again"
+        )
+    if generation.revoked_at is not None:
+        return (
+            f"is revoked (generation {generation.number}, at "
+            f"{generation.revoked_at.isoformat()}, reason {generation.revocation_reason}): "
+            "nothing runs for it until its owner makes a new generation"
+        )
+    return ""
 
 
 def _refuse(generation: Generation, reason: str) -> NoReturn:

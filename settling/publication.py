@@ -23,7 +23,13 @@ def publish_generation(persona_id: int) -> None:
     )
     if persona is None:
         return
-    build_current_stamp(persona=persona)
+    outcome = build_current_stamp(persona=persona)
+    if outcome is not None and outcome.generation.is_revoked:
+        # Revoked after this task was queued: its card stays withdrawn (VX-TRUST-5).
+        return
+    if outcome is not None and outcome.generation.number == persona.generation:
+        # The card pins the stamp just recorded (cards.models.PublishedCard.is_current_for).
+        persona.standing = outcome.generation.standing
     publish_card(persona)
 
 
@@ -39,5 +45,11 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
     )
     if not personas:
         return
-    build_current_stamps(personas=personas)
-    publish_cards(personas)
+    outcomes = build_current_stamps(personas=personas)
+    standing = {outcome.generation.persona_id: outcome.generation.standing for outcome in outcomes}
+    revoked = {
+        outcome.generation.persona_id for outcome in outcomes if outcome.generation.is_revoked
+    }
+    for persona in personas:
+        persona.standing = standing.get(persona.pk, persona.standing)
+    publish_cards([persona for persona in personas if persona.pk not in revoked])

@@ -45,8 +45,13 @@ class ReconcileReport:
 def _owed_markers() -> tuple[QuerySet[Generation], QuerySet[PublishedCard]]:
     """The outer persona's current generation (its stamp is owed while its `standing` is None)
     and its card when that is current: the one statement of what a persona is owed."""
-    current = Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+    # A revoked generation is owed nothing: it never stands nor is published again (VX-TRUST-5).
+    current = Generation.objects.filter(
+        persona=OuterRef("pk"), number=OuterRef("generation"), revoked_at__isnull=True
+    )
+    # A standing persona's card carries its pinned grant (PublishedCard.is_current_for).
     card_is_current = PublishedCard.objects.filter(
+        Q(pinned=True) | ~Q(persona__standing=True),
         persona=OuterRef("pk"),
         generation__gte=OuterRef("generation"),
         base_url=settings.VIRGO_PUBLIC_BASE_URL,

@@ -69,7 +69,12 @@ def restore_command(persona: Persona) -> str:
 
 
 def is_quarantined(generation: Generation) -> bool:
-    return generation.standing is False and hasattr(generation, "stamp")
+    """Not standing though its stamp is stored, and not because it was revoked (VX-TRUST-5)."""
+    return (
+        generation.standing is False
+        and generation.revoked_at is None
+        and hasattr(generation, "stamp")
+    )
 
 
 def quarantined_personas() -> Any:
@@ -78,6 +83,7 @@ def quarantined_personas() -> Any:
         standing=False,
         generations__number=F("generation"),
         generations__stamp__isnull=False,
+        generations__revoked_at__isnull=True,
     )
 
 
@@ -274,8 +280,9 @@ def restore(*, persona: Persona) -> Restoration:
 def _lift(generation: Generation, restoration: Restoration) -> bool:
     persona = generation.persona
     with transaction.atomic():
+        # A revoked generation never stands again, whatever its file holds (VX-TRUST-5).
         lifted = Generation.objects.filter(
-            pk=generation.pk, standing=False, stamp__isnull=False
+            pk=generation.pk, standing=False, stamp__isnull=False, revoked_at__isnull=True
         ).update(standing=True, not_standing_reasons=[])
         if lifted:
             Persona.objects.filter(pk=persona.pk, generation=generation.number).update(

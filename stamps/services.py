@@ -19,10 +19,11 @@ from personas.surfaces import binding_owners, canonical_uuid
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
 from stamps.problems import Code, Problem, StampRejected
+from stamps.projections import grant_digest
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
 from virgo.bulk import update_each
-from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
+from virgo.canonical import composition_hash, parse_strict, sha256_hex, stamp_bytes
 
 
 @dataclass(frozen=True)
@@ -313,11 +314,18 @@ def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcom
             base_composition_hash=generation.base_composition_hash,
             stamp_hash=stamp.stamp_hash,
         ),
+        grant_digest=grant_digest(parse_strict(stamp.data), salt=generation.persona.grant_salt),
     )
     return StampOutcome(generation, stamp)
 
 
-_OUTCOME_FIELDS = ["standing", "not_standing_reasons", "stamp_hash", "composition_hash"]
+_OUTCOME_FIELDS = [
+    "standing",
+    "not_standing_reasons",
+    "stamp_hash",
+    "composition_hash",
+    "grant_digest",
+]
 
 
 def _set_outcome(
@@ -327,11 +335,13 @@ def _set_outcome(
     reasons: list[str],
     stamp_hash: str = "",
     composition_hash: str = "",
+    grant_digest: str = "",
 ) -> None:
     generation.standing = standing
     generation.not_standing_reasons = reasons
     generation.stamp_hash = stamp_hash
     generation.composition_hash = composition_hash
+    generation.grant_digest = grant_digest
 
 
 def _record(generation: Generation) -> None:

@@ -142,6 +142,15 @@ class StrictChoice(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer, never "1", 1.0 or true."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ObjectId(serializers.PrimaryKeyRelatedField):
     """The integer id of an object the caller may see; never "1", 1.0 or true."""
 

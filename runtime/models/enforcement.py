@@ -29,10 +29,12 @@ class DecisionRecord(models.Model):
         PENDING = "pending", "Pending"
         APPROVED = "approved", "Approved"
         DENIED = "denied", "Denied"
+        CANCELLED = "cancelled", "Cancelled: the requester was revoked"
 
     class Via(models.TextChoices):
         AUTHORITY = "authority", "The routed authority"
         PROMPT_REGISTRY = "prompt-registry", "A learned choice of the prompt registry"
+        REVOCATION = "revocation", "The requester's revocation"
 
     correlation_id = models.CharField(max_length=200, unique=True)
     requester = models.ForeignKey(
@@ -130,6 +132,7 @@ class PromptRegistryEntry(models.Model):
         PENDING = "pending", "Waits for review"
         ACCEPTED = "accepted", "Accepted: applies"
         REJECTED = "rejected", "Rejected: never applies"
+        REVOKED = "revoked", "Its stamp was revoked: never applies"
 
     location = models.CharField(max_length=16, choices=Location.choices)
     persona = models.ForeignKey(

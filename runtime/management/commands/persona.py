@@ -1,4 +1,4 @@
-"""`virgo persona add|export|import`: personas from the command line.
+"""`virgo persona add|export|import|revoke`: personas from the command line.
 
 `add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
@@ -17,7 +17,7 @@ from django.db import transaction
 
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
-from personas.models import Agent, Persona, PersonaClass, RegisteredAddress
+from personas.models import Agent, Persona, PersonaClass, RegisteredAddress, RevocationReason
 from runtime.launcher import persona_by_uuid
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
@@ -109,9 +109,62 @@ class Command(BaseCommand):
             ),
         )
 
+        revoke = actions.add_parser(
+            "revoke",
+            help=(
+                "revoke a persona (finally) or one generation of it, at once: its card answers "
+                "410 Gone, it leaves the directory and its runtime refuses"
+            ),
+        )
+        revoke.add_argument("persona", help="the persona's uuid")
+        revoke.add_argument(
+            "--by", required=True, help="username of who revokes: the owner or a moderator"
+        )
+        revoke.add_argument(
+            "--reason-code",
+            required=True,
+            choices=RevocationReason.values,
+            help="what the tombstone says",
+        )
+        revoke.add_argument("--reason", required=True, help="why, for the audit event")
+        revoke.add_argument(
+            "--generation", type=int, help="revoke only this generation (default: the persona)"
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
-        {"add": self._add, "export": self._export, "import": self._import}[options["action"]](
-            options
+        {
+            "add": self._add,
+            "export": self._export,
+            "import": self._import,
+            "revoke": self._revoke,
+        }[options["action"]](options)
+
+    def _revoke(self, options: dict[str, Any]) -> None:
+        persona = persona_by_uuid(options["persona"])
+        actor = self._owner(options["by"])
+        try:
+            revocation = services.persona_revoke(
+                persona=persona,
+                actor=actor,
+                reason_code=options["reason_code"],
+                reason=options["reason"],
+                generation=options["generation"],
+                via="virgo persona revoke",
+            )
+        except ValidationError as exc:
+            raise CommandError(self._explain(exc)) from None
+        except PermissionDenied as exc:
+            raise CommandError(str(exc)) from None
+        what = (
+            f"generation {options['generation']} of persona"
+            if options["generation"] is not None
+            else "persona"
+        )
+        numbers = ", ".join(map(str, revocation.generations)) or "none"
+        self.stdout.write(
+            f"Revoked {what} {persona.name!r} ({persona.uuid}) at "
+            f"{revocation.at.isoformat()} ({revocation.reason_code}); generations revoked: "
+            f"{numbers}. Its card answers 410 Gone: {persona.card_url}"
         )
 
     def _export(self, options: dict[str, Any]) -> None:
