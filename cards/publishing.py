@@ -22,7 +22,7 @@ from cards import keys
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import build_card, validate_card
-from cards.signing import current_marker, signed_card_body, signers_marker
+from cards.signing import current_marker, resigned_card_body, signed_card_body, signers_marker
 from personas.models import Generation, Persona
 from virgo.bulk import update_each
 
@@ -189,11 +189,11 @@ def resign_cards(persona_ids: Sequence[int]) -> int:
         )
         now = timezone.now().replace(microsecond=0)
         for card in owed:
-            # A card published before cards were signed has no payload kept yet.
-            kept = bytes(card.payload) or None
-            card.body, card.payload = signed_card_body(
-                unsigned_card(bytes(card.body)), signers, kept
-            )
+            if card.payload:
+                card.body = resigned_card_body(bytes(card.body), signers, bytes(card.payload))
+            else:
+                # Published before cards were signed: no payload kept yet.
+                card.body, card.payload = signed_card_body(unsigned_card(bytes(card.body)), signers)
             card.etag, card.signed_by = card_etag(card.body), marker
             card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
         update_each(owed, ["body", "payload", "etag", "signed_by", "last_modified"])

@@ -18,6 +18,7 @@ the origin they pinned (README "Verifying a card").
 Virgo publishes beside cards (a revoked persona's tombstone).
 """
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from cards.keys import Signer
 from virgo.canonical import canonical_bytes
 
 JWKS_PATH = "/.well-known/jwks.json"
+_SIGNATURES_MEMBER = b',"signatures":'
 ALGORITHMS = ["ES256", "EdDSA"]
 
 
@@ -75,10 +77,15 @@ def card_payload(card: dict[str, Any]) -> bytes:
     return canonical_bytes(_without_empty(as_model) or {})
 
 
-def _protected(signer: Signer) -> str:
-    header = {"alg": signer.algorithm, "kid": signer.kid, "typ": "JOSE", "jku": jwks_url()}
+@functools.lru_cache(maxsize=64)
+def _protected_header(algorithm: str, kid: str, jku: str) -> str:
+    header = {"alg": algorithm, "kid": kid, "typ": "JOSE", "jku": jku}
     encoded = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     return base64url_encode(encoded).decode()
+
+
+def _protected(signer: Signer) -> str:
+    return _protected_header(signer.algorithm, signer.kid, jwks_url())
 
 
 def jws_for(payload: bytes, signers: Sequence[Signer] | None = None) -> list[dict[str, str]]:
@@ -108,6 +115,22 @@ def signed_card_body(
         payload = card_payload(unsigned)
     signed = {**unsigned, "signatures": jws_for(payload, signers)}
     return json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode(), payload
+
+
+def resigned_card_body(body: bytes, signers: Sequence[Signer], payload: bytes) -> bytes:
+    """`body` (a card as signed_card_body wrote it) with new signatures over `payload`.
+
+    signed_card_body writes `signatures` last, and inside a JSON string a quote is always
+    escaped, so the last `,"signatures":` of the bytes is that member: the bytes before it are
+    kept as they are, without parsing and re-serialising the card (a rotation re-signs every
+    card). Bytes of any other shape are re-serialised.
+    """
+    cut = body.rfind(_SIGNATURES_MEMBER)
+    if cut == -1 or not body.endswith(b"]}"):
+        card = json.loads(body)
+        return signed_card_body(card, signers, payload)[0]
+    signatures = json.dumps(jws_for(payload, signers), separators=(",", ":")).encode()
+    return body[:cut] + _SIGNATURES_MEMBER + signatures + b"}"
 
 
 def sign_document(document: dict[str, Any]) -> dict[str, Any]:
