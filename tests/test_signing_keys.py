@@ -249,3 +249,45 @@ def test_the_admin_rotates_and_revokes(fleet: list[Persona]) -> None:
     assert jwks_kids() == [new.kid]
     for persona in fleet:
         assert kids_on(bytes(PublishedCard.objects.get(persona=persona).body)) == [new.kid]
+
+
+def test_cards_published_before_signing_are_signed_by_the_reconciler() -> None:
+    """VX-TRUST-1, VX-TRUST-3: a card stored unsigned (published before this release: no
+    signatures, no payload kept, no marker) is owed; the reconciler signs it."""
+    persona = make_persona(make_agent(make_owner()), discoverable=True)
+    stored = PublishedCard.objects.get(persona=persona)
+    unsigned = json.dumps(
+        {k: v for k, v in json.loads(bytes(stored.body)).items() if k != "signatures"},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    PublishedCard.objects.filter(pk=stored.pk).update(body=unsigned, payload=b"", signed_by="")
+    assert list(cards_owed_signatures().values_list("persona_id", flat=True)) == [persona.pk]
+    assert reconcile().resigned == 1
+    peer_verifier(served_jwks())(json.loads(served_card(persona)))
+
+
+def test_re_signing_keeps_a_card_whose_text_looks_like_a_signatures_member() -> None:
+    """VX-TRUST-3: re-signing replaces only the card's own `signatures`: a name holding the text
+    `,"signatures":[` (escaped inside its string) survives a rotation byte for byte."""
+    name = 'Tricky ,"signatures":[{"protected":"x"}]}'
+    persona = make_persona(make_agent(make_owner()), discoverable=True, name=name)
+    keys_command("rotate")
+    card = json.loads(served_card(persona))
+    assert card["name"] == name
+    assert len(card["signatures"]) == 2
+    peer_verifier(served_jwks())(card)
+
+
+def test_a_kid_that_begins_with_a_dash_is_a_kid_on_the_command_line() -> None:
+    """VX-TRUST-3: RFC 7638 thumbprints may begin with `-`; `virgo keys retire -Ab...` retires
+    that key instead of failing as an unknown option."""
+    SigningKey.objects.create(
+        kid="-dashed",
+        algorithm="ES256",
+        public_jwk={},
+        state="retiring",
+        private_key_path="/nonexistent/-dashed.pem",
+    )
+    assert "retired -dashed" in keys_command("retire", "-dashed")
+    assert SigningKey.objects.get(kid="-dashed").state == "retired"

@@ -5,6 +5,7 @@ re-signing every card follows through Celery, and `virgo reconcile` finishes wha
 Nothing printed ever holds a private key: only kids, algorithms, states and dates.
 """
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,26 @@ from cards.models import PublishedCard, SigningKey
 
 class Command(BaseCommand):
     help = "Create, list, rotate, retire or revoke the keys that sign Virgo's public cards."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        """A kid is a base64url thumbprint and may begin with `-`: after `retire` and `revoke`
+        it is taken as the kid, not as an option, so a kid copied from `keys list` just works."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parse = parser.parse_args
+
+        def parse_args(args: Any = None, namespace: Any = None) -> Any:
+            given = list(sys.argv[2:] if args is None else args)
+            if (
+                len(given) >= 2
+                and given[0] in ("retire", "revoke")
+                and given[1].startswith("-")
+                and given[1] not in ("-h", "--help", "--")
+            ):
+                given.insert(1, "--")
+            return parse(given, namespace)
+
+        parser.parse_args = parse_args  # type: ignore[method-assign]
+        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
