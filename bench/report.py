@@ -12,6 +12,8 @@ FIGURES = (
     "card_get_vs_a2a_sdk",
     "card_304_vs_a2a_sdk",
     "card_get_vs_nginx",
+    "card_signed_get_vs_a2a_sdk",
+    "cards_signed_per_s",
     "directory_100k_vs_1k",
     "directory_queries_per_page",
     "fanout_personas_per_s_1w",

@@ -35,7 +35,9 @@ DOC = ROOT / "docs" / "benchmarks.md"
 WORKERS = 2
 # High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
 NEVER_LIMITING_RATE = "1000000000/m"
-SECTIONS = ("card", "memory", "data", "fanout")
+SECTIONS = ("card", "signing", "memory", "data", "fanout")
+# Cards re-signed by the rotation fan-out in the signing section.
+RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
 STAMP_BATCH = 500
 
@@ -43,6 +45,8 @@ TARGETS = {
     "card_get_vs_a2a_sdk": ">= 1.5",
     "card_304_vs_a2a_sdk": ">= 3",
     "card_get_vs_nginx": "(ceiling)",
+    "card_signed_get_vs_a2a_sdk": ">= 3",
+    "cards_signed_per_s": ">= 2000",
     "directory_100k_vs_1k": "<= 1.3",
     "directory_queries_per_page": "<= 4",
     "fanout_personas_per_s_1w": ">= 500",
@@ -291,6 +295,142 @@ class Bench:
             for name in nginx.SECURITY_HEADERS:
                 if name.lower() not in served:
                     raise RuntimeError(f"Virgo's card response lacks {name}: {served}")
+
+    # Signed cards ---------------------------------------------------------------------------------
+
+    def signing_section(self) -> None:
+        if not hasattr(self, "fleet"):
+            from bench.data import make_fleet
+
+            self.fleet = make_fleet()
+        self.card_signed_get_vs_a2a_sdk()
+        self.cards_signed_per_s()
+
+    def card_signed_get_vs_a2a_sdk(self) -> None:
+        """A signed card GET through Virgo's fast path beside the a2a-sdk serving the same card
+        signed by its own signer at start; both answers are checked to verify first."""
+        from a2a.client.card_resolver import parse_agent_card
+        from a2a.utils.signing import create_signature_verifier
+        from jwt import PyJWK
+
+        progress("signing: a signed card GET, Virgo and the a2a-sdk")
+        path = self.fleet.template.card_path
+        virgo = self.start_virgo()
+        virgo_url = f"http://127.0.0.1:{self.web_port}{path}"
+        wait_http(virgo_url, process=virgo)
+        _, _, body = fetch(virgo_url)
+        _, _, jwks = fetch(f"http://127.0.0.1:{self.web_port}/.well-known/jwks.json")
+        known = {jwk["kid"]: PyJWK(jwk) for jwk in json.loads(jwks)["keys"]}
+        verify = create_signature_verifier(lambda kid, jku: known[kid], ["ES256", "EdDSA"])
+        verify(parse_agent_card(json.loads(body)))
+        card_file = self.work / "signed-card.json"
+        card_file.write_bytes(body)
+        a2a_port = free_port()
+        a2a = self.procs.start(
+            "uvicorn-signed",
+            [
+                str(BIN / "uvicorn"),
+                "bench.a2a_app:app",
+                "--host=127.0.0.1",
+                f"--port={a2a_port}",
+                f"--workers={WORKERS}",
+                "--loop=uvloop",
+                "--http=httptools",
+                "--no-access-log",
+                "--log-level=warning",
+            ],
+            env={
+                **self.env,
+                "BENCH_CARD_FILE": str(card_file),
+                "BENCH_CARD_PATH": path,
+                "BENCH_SIGN": "1",
+            },
+            cwd=ROOT,
+        )
+        a2a_url = f"http://127.0.0.1:{a2a_port}{path}"
+        wait_http(a2a_url, process=a2a)
+        if not json.loads(fetch(a2a_url)[2]).get("signatures"):
+            raise RuntimeError("the a2a-sdk reference serves no signature")
+        series = {name: report.LoadSeries(name, "200 signed") for name in ("virgo", "a2a-sdk")}
+        urls = {"virgo": virgo_url, "a2a-sdk": a2a_url}
+        for url in urls.values():
+            wrk.run(url, seconds=2)  # warm-up, not counted
+        for _ in range(self.args.rounds):
+            for name, url in urls.items():
+                series[name].rounds.append(wrk.run(url, seconds=self.args.seconds))
+        self.procs.stop(virgo)
+        self.procs.stop(a2a)
+        self.figures["card_signed_get_vs_a2a_sdk"] = report.ratio(
+            series["virgo"].requests_per_s, series["a2a-sdk"].requests_per_s
+        )
+        table = report.load_table(list(series.values()))
+        print(table, flush=True)
+        self.sections.append(
+            (
+                "Signed card GET",
+                "The card as Virgo serves it, signed once at publication (ES256), through the "
+                "fast path; beside the a2a-sdk route serving the same card signed once at start "
+                "by the SDK's create_agent_card_signer. Both verified by the SDK's verifier "
+                f"first. wrk as above, {self.args.rounds} rounds.\n\n" + table,
+            )
+        )
+
+    def cards_signed_per_s(self) -> None:
+        """A key rotation re-signing RESIGN_CARDS cards through the Celery fan-out, one worker
+        process: from the rotation's commit until no card is owed a signature."""
+        from bench.data import add_personas
+        from cards import keys
+        from cards.publishing import cards_owed_signatures, publish_cards
+        from personas.models import Persona
+        from virgo.celery import app
+
+        have = Persona.objects.filter(agent=self.fleet.agent).count()
+        if have < RESIGN_CARDS:
+            add_personas(self.fleet, RESIGN_CARDS - have, start=have)
+        self._build_owed_stamps()
+        progress(f"signing: publishing {RESIGN_CARDS} cards")
+        fleet = Persona.objects.filter(agent=self.fleet.agent).order_by("pk")
+        for first in range(0, RESIGN_CARDS, STAMP_BATCH):
+            publish_cards(list(fleet[first : first + STAMP_BATCH]))
+        count = fleet.filter(published_card__isnull=False).count()
+        log = self.work / "logs" / "celery-resign.log"
+        process = self.procs.start(
+            "celery-resign",
+            [str(BIN / "celery"), "-A", "virgo", "worker", "--concurrency=1", "--loglevel=INFO"],
+            env=self.env,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + 300
+        while "ready." not in log.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Celery worker did not start; see {log}")
+            time.sleep(0.2)
+        progress(f"signing: rotating the key, {count} cards to re-sign, one worker")
+        app.conf.task_always_eager = False
+        try:
+            started = time.monotonic()
+            keys.rotate()
+            deadline = time.monotonic() + 600
+            while (left := cards_owed_signatures().count()) > 0:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"re-signing stalled with {left} cards left; see {log}")
+                time.sleep(0.2)
+            elapsed = time.monotonic() - started
+        finally:
+            app.conf.task_always_eager = True
+            self.procs.stop(process)
+        self.figures["cards_signed_per_s"] = count / elapsed
+        progress(f"signing: {count / elapsed:.0f} cards/s")
+        self.sections.append(
+            (
+                "Key rotation",
+                f"`virgo keys rotate` with {count:,} published cards: from the rotation's commit "
+                "until every card carries the new and the old key's signatures (two ES256 "
+                "signatures each), one Celery worker process, batches of "
+                "VIRGO_RESIGN_BATCH_SIZE written in one statement: "
+                f"{count / elapsed:,.0f} cards/s.",
+            )
+        )
 
     # Memory ------------------------------------------------------------------------------------
 
@@ -752,6 +892,8 @@ class Bench:
         started = time.monotonic()
         if "card" in self.args.only:
             self.card_section()
+        if "signing" in self.args.only:
+            self.signing_section()
         if "memory" in self.args.only:
             self.memory_section()
         if "data" in self.args.only:
@@ -869,7 +1011,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--only", default=",".join(SECTIONS), help="card,memory,data,fanout")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout"
+    )
     parser.add_argument("--no-write", dest="write", action="store_false")
     parser.add_argument("--serve", action="store_true", help="only serve Virgo, for profiling")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")

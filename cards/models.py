@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from personas.models import Persona
 
@@ -20,6 +21,13 @@ class PublishedCard(models.Model):
     # Whether it carries its generation's pinned grant (VX-TRUST-4): a card rendered before the
     # stamp was built does not, and is owed again once the persona stands.
     pinned = models.BooleanField(default=False)
+    # The kids whose signatures the body carries, sorted and space-separated (cards.signing
+    # .signers_marker): a card whose marker is not the current signing set's is owed a new
+    # signature (a rotation, a retirement or a revocation since it was signed).
+    signed_by = models.CharField(max_length=512, default="")
+    # The bytes its signatures cover (cards.signing.card_payload), kept so that re-signing in a
+    # rotation signs without rebuilding the SDK's view of the card (most of a signing's time).
+    payload = models.BinaryField(default=b"")
 
     def __str__(self) -> str:
         return f"card of {self.persona_id} (generation {self.generation})"
@@ -31,3 +39,52 @@ class PublishedCard(models.Model):
             return self.generation > persona.generation
         pinned = self.pinned or persona.standing is not True
         return pinned and self.base_url == settings.VIRGO_PUBLIC_BASE_URL
+
+
+class SigningKey(models.Model):
+    """One key that signs public cards. Only its public half is here; the private half is an
+    owner-private file (cards.keys), never in the database, the admin or a log."""
+
+    class Algorithm(models.TextChoices):
+        ES256 = "ES256", "ES256 (ECDSA P-256, SHA-256)"
+        EDDSA = "EdDSA", "EdDSA (Ed25519)"
+
+    class State(models.TextChoices):
+        # Signs every card and is in the JWKS.
+        ACTIVE = "active", "active"
+        # Replaced by a rotation: still signs beside the active key, and stays in the JWKS,
+        # until `retire_after`, so peers holding an older JWKS or card still verify.
+        RETIRING = "retiring", "retiring"
+        # Past its grace: out of the JWKS, signs nothing, its private file deleted.
+        RETIRED = "retired", "retired"
+        # Withdrawn at once: out of the JWKS, every card it signed re-signed without it.
+        REVOKED = "revoked", "revoked"
+
+    kid = models.CharField(max_length=64, unique=True)
+    algorithm = models.CharField(max_length=8, choices=Algorithm.choices)
+    public_jwk = models.JSONField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    # Where the private key is read from; a file Virgo generated lies in VIRGO_SIGNING_KEYS_DIR
+    # and is deleted once the key stops signing, an imported one is the operator's to keep.
+    private_key_path = models.CharField(max_length=4096)
+    generated = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retire_after = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            # Two processes finding no key and creating one each: one insert wins.
+            models.UniqueConstraint(
+                fields=["state"], condition=Q(state="active"), name="one_active_signing_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kid} ({self.algorithm}, {self.state})"
+
+    @property
+    def signs(self) -> bool:
+        return self.state in (self.State.ACTIVE, self.State.RETIRING)

@@ -10,16 +10,19 @@ import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Q, Value
+from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from cards import keys
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import build_card, pinned_grant, validate_card
+from cards.signing import current_marker, resigned_card_body, signed_card_body, signers_marker
 from personas.models import Generation, Persona
 from virgo.bulk import update_each
 
@@ -28,8 +31,8 @@ from virgo.bulk import update_each
 _HTTP_DATE_STEP = timedelta(seconds=1)
 
 
-def render_card_bytes(persona: Persona, generation: Generation | None = None) -> bytes:
-    """The card of `persona.generation`, from that generation's composition."""
+def render_card(persona: Persona, generation: Generation | None = None) -> dict[str, Any]:
+    """The card of `persona.generation`, from that generation's composition, unsigned."""
     if generation is None:
         generation = persona.generations.get(number=persona.generation)
     card = build_card(
@@ -39,7 +42,14 @@ def render_card_bytes(persona: Persona, generation: Generation | None = None) ->
         pin=_pin(generation),
     )
     validate_card(card)
-    return json.dumps(card, ensure_ascii=False, separators=(",", ":")).encode()
+    return card
+
+
+def unsigned_card(body: bytes) -> dict[str, Any]:
+    """A served card without its signatures."""
+    card: dict[str, Any] = json.loads(body)
+    card.pop("signatures", None)
+    return card
 
 
 def _pin(generation: Generation) -> dict[str, object] | None:
@@ -80,13 +90,16 @@ def _publish(persona: Persona) -> PublishedCard:
     if stored is not None and stored.is_current_for(persona):
         return stored
     generation = persona.generations.get(number=persona.generation)
-    body = render_card_bytes(persona, generation)
+    signers = keys.signers()
+    body, payload = signed_card_body(render_card(persona, generation), signers)
     fields = {
         "generation": persona.generation,
         "body": body,
+        "payload": payload,
         "etag": card_etag(body),
         "base_url": settings.VIRGO_PUBLIC_BASE_URL,
         "pinned": bool(generation.stamp_hash),
+        "signed_by": signers_marker(signers),
     }
     now = timezone.now().replace(microsecond=0)
     if stored is None:
@@ -145,9 +158,11 @@ def _publish_many(personas: Sequence[Persona]) -> None:
         now = timezone.now().replace(microsecond=0)
         created: list[PublishedCard] = []
         replaced: list[PublishedCard] = []
+        signers = keys.signers() if owed else []
+        marker = signers_marker(signers)
         for persona in owed:
             generation = generations[(persona.pk, persona.generation)]
-            body = render_card_bytes(persona, generation)
+            body, payload = signed_card_body(render_card(persona, generation), signers)
             card = stored.get(persona.pk)
             if card is None:
                 card = PublishedCard(persona_id=persona.pk, last_modified=now)
@@ -156,10 +171,61 @@ def _publish_many(personas: Sequence[Persona]) -> None:
                 card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
                 replaced.append(card)
             card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
-            card.base_url = settings.VIRGO_PUBLIC_BASE_URL
-            card.pinned = bool(generation.stamp_hash)
+            card.base_url, card.signed_by = settings.VIRGO_PUBLIC_BASE_URL, marker
+            card.payload, card.pinned = payload, bool(generation.stamp_hash)
         PublishedCard.objects.bulk_create(created)
-        update_each(replaced, ["generation", "body", "etag", "base_url", "pinned", "last_modified"])
+        update_each(
+            replaced,
+            [
+                *("generation", "body", "etag", "base_url", "pinned"),
+                *("signed_by", "payload", "last_modified"),
+            ],
+        )
+
+
+def cards_owed_signatures(marker: str | None = None) -> QuerySet[PublishedCard]:
+    """Published cards not signed by exactly the current signing set (a rotation, retirement or
+    revocation since), by persona id."""
+    if marker is None:
+        marker = current_marker()
+    return PublishedCard.objects.exclude(signed_by=marker).order_by("persona_id")
+
+
+def resign_cards(persona_ids: Sequence[int]) -> int:
+    """Sign again, by the current signing set, the stored cards of these personas that are owed
+    it; how many were. The card itself is not rendered again: its stored bytes, without their
+    signatures, are what the new signatures cover.
+
+    Idempotent and resumable: what is owed is read under a lock, so a batch redone after a
+    worker died signs only what the dead run did not commit. A new ETag and a Last-Modified a
+    second on, as for any new card bytes; one statement writes the batch.
+    """
+    signers = keys.signers()
+    marker = signers_marker(signers)
+    with transaction.atomic():
+        owed = list(
+            PublishedCard.objects.select_for_update()
+            .filter(persona__in=list(persona_ids))
+            .exclude(signed_by=marker)
+            .only("persona_id", "body", "payload", "last_modified")
+        )
+        now = timezone.now().replace(microsecond=0)
+        for card in owed:
+            if card.payload:
+                card.body = resigned_card_body(bytes(card.body), signers, bytes(card.payload))
+            else:
+                # Published before cards were signed: no payload kept yet.
+                card.body, card.payload = signed_card_body(unsigned_card(bytes(card.body)), signers)
+            card.etag, card.signed_by = card_etag(card.body), marker
+            card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
+        update_each(owed, ["body", "payload", "etag", "signed_by", "last_modified"])
+    if owed:
+        card_changed(
+            Persona.objects.filter(pk__in=[card.persona_id for card in owed]).values_list(
+                "uuid", flat=True
+            )
+        )
+    return len(owed)
 
 
 def _create(persona: Persona, fields: dict[str, object], now: datetime) -> PublishedCard | None:

@@ -2,10 +2,10 @@
 
 The tombstone is small and names no tool: which persona, which generation when only one was
 revoked, when, and the reason code (the words written beside it stay in the audit event). It is
-one plain JSON object built by `tombstone_document`, so a signer can sign it exactly as it signs
-a card (a JWS over its RFC 8785 form without `signatures`, added as `signatures` before
-`tombstone_bytes` serialises it). It depends only on what the revocation stored, so every web
-process, and every request, answers the same document.
+one plain JSON object built by `tombstone_document` and signed by the keys that sign cards
+(cards.signing.sign_document: a JWS over its RFC 8785 form without `signatures`, verified
+against the same JWKS) before `tombstone_bytes` serialises it. It depends only on what the
+revocation stored, so every web process, and every request, answers the same document.
 """
 
 import json

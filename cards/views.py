@@ -9,6 +9,7 @@ and makes one SQL query for the persona and its stored card; the bytes and valid
 computed once per generation.
 """
 
+import json
 import uuid
 
 from django.conf import settings
@@ -18,8 +19,10 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 
 from cards import fastpath
+from cards.keys import public_jwks
 from cards.models import PublishedCard
-from cards.publishing import publish_card
+from cards.publishing import card_etag, publish_card
+from cards.signing import sign_document
 from cards.tombstones import tombstone_bytes, tombstone_document
 from personas.models import Generation, Persona
 
@@ -130,7 +133,10 @@ def _tombstone(persona: Persona) -> HttpResponse | None:
         reason_code=reason,
         generation=generation,
     )
-    response = HttpResponse(tombstone_bytes(document), status=410, content_type="application/json")
+    # Signed per answer (a tombstone is rare, and signed by whatever key signs cards now, so a
+    # rotation or a key revocation needs nothing re-signed); the document is the same each time.
+    signed = sign_document(document)
+    response = HttpResponse(tombstone_bytes(signed), status=410, content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
 
@@ -176,4 +182,40 @@ def _card_response(request: HttpRequest, card: PublishedCard, cache_control: str
     response["ETag"] = card.etag
     response["Last-Modified"] = http_date(last_modified)
     response["Cache-Control"] = cache_control
+    return response
+
+
+# Counted against the same per-address budget as cards: a peer fetches a card and the JWKS that
+# verifies it, and a client hammering either is one client.
+_JWKS_RATE_KEY = "jwks"
+
+
+@csrf_exempt  # As the card: nothing changes state, and unsafe methods get their 405.
+def jwks(request: HttpRequest) -> HttpResponse:
+    """`/.well-known/jwks.json`: the public keys that sign Virgo's cards (RFC 7517), public and
+    cacheable; a retired or revoked key is gone from it on the next request."""
+    usage = fastpath.count(request.META, _JWKS_RATE_KEY)
+    if usage.limited:
+        response = json_error(429, "rate_limited", "Too many requests from this address.")
+        response["Retry-After"] = str(usage.retry_after)
+        return response
+    if request.method not in READ_METHODS:
+        response = json_error(405, "method_not_allowed", "The JWKS is read-only: use GET or HEAD.")
+        response["Allow"] = ", ".join(READ_METHODS)
+        return response
+    if _declares_body(request):
+        return json_error(413, "body_not_accepted", "The JWKS endpoint accepts no body.")
+    body = json.dumps(public_jwks(), separators=(",", ":"), sort_keys=True).encode()
+    etag = card_etag(body)
+    precondition = get_conditional_response(request, etag=etag)
+    if precondition is None:
+        response = HttpResponse(b"" if request.method == "HEAD" else body, "application/json")
+    elif precondition.status_code == 304:
+        response = HttpResponseNotModified()
+        response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
+    else:
+        return json_error(412, "precondition_failed", "If-Match did not match the JWKS.")
+    response["Content-Length"] = str(len(body))
+    response["ETag"] = etag
+    response["Cache-Control"] = f"public, max-age={settings.VIRGO_JWKS_MAX_AGE}"
     return response

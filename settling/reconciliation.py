@@ -24,6 +24,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from cards.models import PublishedCard
+from cards.publishing import cards_owed_signatures, resign_cards
 from personas.models import Generation, Persona
 from personas.services import settle_persona_batch, skill_map_revision
 from settling.publication import publish_generation
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 class ReconcileReport:
     owed: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    # Cards signed again because the signing set changed since they were signed, and the
+    # personas whose cards could not be.
+    resigned: int = 0
+    unsigned: list[int] = field(default_factory=list)
 
     @property
     def done(self) -> int:
@@ -90,7 +95,9 @@ def owed_work() -> dict[str, int]:
         card=Count("pk", filter=~Q(Exists(card_is_current))),
         recompute=Count("pk", filter=Q(skill_map_revision__lt=skill_map_revision())),
     )
-    return {work: int(count) for work, count in counts.items()}
+    return {work: int(count) for work, count in counts.items()} | {
+        "signature": cards_owed_signatures().count()
+    }
 
 
 def _id_batches(personas: QuerySet[Persona], size: int) -> Iterator[list[int]]:
@@ -108,6 +115,7 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
     batch_size = batch_size or settings.VIRGO_RECOMPUTE_BATCH_SIZE
     owed = owed_personas(settled_before=timezone.now() - grace)
     report = ReconcileReport()
+    _resign_owed(report, batch_size)
     batches = progress.track(
         _id_batches(owed, batch_size), "owed personas reconciled", total=owed.count, steps=len
     )
@@ -120,6 +128,8 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
             except Exception:
                 logger.exception("reconcile: publishing persona %s failed", persona_id)
                 report.failed.append(persona_id)
+    if report.resigned:
+        logger.info("reconcile: %d cards signed again by the current keys", report.resigned)
     if report.owed:
         logger.info(
             "reconcile: %d personas owed work, %d done, %d failed",
@@ -128,3 +138,22 @@ def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) 
             len(report.failed),
         )
     return report
+
+
+def _resign_owed(report: ReconcileReport, batch_size: int) -> None:
+    """Sign again the cards a rotation's fan-out left (a worker died, the broker was down), in
+    batches; a batch that fails is logged and counted failed, and the rest go on."""
+    last_id = 0
+    while batch := list(
+        cards_owed_signatures()
+        .filter(persona_id__gt=last_id)
+        .values_list("persona_id", flat=True)[:batch_size]
+    ):
+        last_id = batch[-1]
+        try:
+            report.resigned += resign_cards(batch)
+        except Exception:
+            logger.exception(
+                "reconcile: signing the cards of personas %s to %s failed", batch[0], batch[-1]
+            )
+            report.unsigned.extend(batch)

@@ -8,6 +8,8 @@ personas.tasks.
 from celery import shared_task
 from django.conf import settings
 
+from cards.keys import retire_due_keys
+from cards.publishing import cards_owed_signatures, resign_cards
 from personas.models import Persona
 from personas.services import settle_persona_batch, skill_map_revision
 from settling.publication import publish_generation, publish_generations
@@ -71,3 +73,36 @@ def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ign
 def reconcile_owed() -> int:
     """Celery beat's periodic sweep: build every stamp and card the fast path left owed."""
     return reconcile().done
+
+
+@shared_task(name="settling.tasks.fan_out_resign", acks_late=True)
+def fan_out_resign() -> int:
+    """After the signing set changed (cards.keys): split the cards not signed by exactly the
+    current set into persona-id ranges, a task per range. Only cards still owed are listed, so a
+    fan-out queued twice, or again after a worker died, does only what is left."""
+    size = settings.VIRGO_RESIGN_BATCH_SIZE
+    ids = list(cards_owed_signatures().values_list("persona_id", flat=True))
+    batches = [ids[i : i + size] for i in range(0, len(ids), size)]
+    for batch in batches:
+        resign_card_range.delay(batch[0], batch[-1])
+    return len(batches)
+
+
+@shared_task(
+    name="settling.tasks.resign_card_range",
+    bind=True,
+    max_retries=5,
+    default_retry_delay=2,
+    acks_late=True,
+)
+def resign_card_range(self, first_id: int, last_id: int) -> int:  # type: ignore[no-untyped-def]
+    """Sign again every card of one persona-id range still owed it; how many it signed. What is
+    owed is read back from the database, so a redelivered run resumes where a killed one was."""
+    owed = cards_owed_signatures().filter(persona_id__gte=first_id, persona_id__lte=last_id)
+    return resign_cards(list(owed.values_list("persona_id", flat=True)))
+
+
+@shared_task(name="settling.tasks.retire_due_keys", acks_late=True)
+def retire_signing_keys() -> int:
+    """Celery beat's sweep: retire the rotated-out keys whose grace has ended."""
+    return len(retire_due_keys())

@@ -43,7 +43,7 @@ def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
         "status": "ready",
         "checks": {"database": "ok", "cache": "ok", "broker": "ok"},
         "failed": [],
-        "backlog": {"stamp": 0, "card": 0, "recompute": 0},
+        "backlog": {"stamp": 0, "card": 0, "recompute": 0, "signature": 0},
     }
     assert "no-store" in response["Cache-Control"]
 

@@ -220,7 +220,7 @@ def test_readyz_and_the_scrape_report_the_owed_work(
     settings.VIRGO_READYZ_BACKLOG_WAIT_SECONDS = 30
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready"
-    assert ready["backlog"] == {"stamp": 1, "card": 1, "recompute": 0}
+    assert ready["backlog"] == {"stamp": 1, "card": 1, "recompute": 0, "signature": 0}
     samples = scrape(site)
     assert value(samples, "virgo_owed_personas", work="stamp") == 1
     assert value(samples, "virgo_owed_personas", work="card") == 1
@@ -228,7 +228,12 @@ def test_readyz_and_the_scrape_report_the_owed_work(
     from settling.reconciliation import reconcile
 
     assert reconcile(grace=__import__("datetime").timedelta(0)).owed == [owed.pk]
-    assert client.get("/readyz").json()["backlog"] == {"stamp": 0, "card": 0, "recompute": 0}
+    assert client.get("/readyz").json()["backlog"] == {
+        "stamp": 0,
+        "card": 0,
+        "recompute": 0,
+        "signature": 0,
+    }
     assert value(scrape(site), "virgo_owed_personas", work="stamp") == 0
 
 

@@ -21,7 +21,9 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
+from cards.keys import public_jwks
 from cards.models import PublishedCard
+from cards.signing import BadSignature, verify_document
 from cards.tombstones import TOMBSTONE_TYPE
 from personas.models import AuditEvent, Generation, Persona
 from personas.services import (
@@ -101,8 +103,8 @@ def test_the_card_answers_410_with_a_tombstone_and_every_security_header(
     persona: Persona, owner: Any
 ) -> None:
     """VX-TRUST-5: the next request after the revocation commits gets 410 Gone and the small
-    tombstone (persona, revoked at, reason code; never the words beside it), with every
-    security header a card has."""
+    tombstone (persona, revoked at, reason code; never the words beside it), signed by a key of
+    Virgo's JWKS (a changed reason fails), with every security header a card has."""
     card = get_card(persona)
     assert card.status_code == 200
     assert get_card(persona).status_code == 200
@@ -115,6 +117,11 @@ def test_the_card_answers_410_with_a_tombstone_and_every_security_header(
         assert response[header] == card[header], header
     assert "default-src 'none'" in response["Content-Security-Policy"]
     tombstone = json.loads(response.content)
+    assert verify_document(tombstone) in {key["kid"] for key in public_jwks()["keys"]}
+    forged = {**tombstone, "reason": "superseded"}
+    with pytest.raises(BadSignature):
+        verify_document(forged)
+    del tombstone["signatures"]
     assert tombstone == {
         "type": TOMBSTONE_TYPE,
         "persona": str(persona.uuid),

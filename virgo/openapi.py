@@ -172,7 +172,10 @@ def _card_operation(method: str) -> dict[str, Any]:
     }
     card = {
         "type": "object",
-        "description": "A schema-valid A2A Agent Card (a2a-sdk's AgentCard).",
+        "description": (
+            "A schema-valid A2A Agent Card (a2a-sdk's AgentCard), with `signatures` (A2A v1.0 "
+            "§8.4) verifiable against /.well-known/jwks.json."
+        ),
         "required": ["name", "description", "supportedInterfaces", "version", "skills"],
     }
     return {
@@ -220,6 +223,49 @@ def _card_operation(method: str) -> dict[str, Any]:
             "412": _json("If-Match or If-Unmodified-Since did not match the card.", "Error"),
             "413": _json("The card endpoint accepts no body.", "Error"),
             "429": _json("Too many card requests from this address.", "Error", headers=RETRY_AFTER),
+        },
+    }
+
+
+def _jwks_operation(method: str) -> dict[str, Any]:
+    validators = {
+        "ETag": {"schema": {"type": "string"}, "required": True},
+        "Cache-Control": {"schema": {"type": "string"}, "required": True},
+    }
+    jwks = {
+        "type": "object",
+        "description": "An RFC 7517 JWK Set: the public keys whose kids cards' signatures name.",
+        "required": ["keys"],
+        "properties": {"keys": {"type": "array", "items": {"type": "object"}}},
+    }
+    return {
+        "operationId": f"jwks_{method}",
+        "summary": "The keys that sign Virgo's cards",
+        "description": (
+            "Public. Exactly the keys that sign cards now (the active key and any key in its "
+            "rotation grace); a retired or revoked key is absent. Peers fetch it from the origin "
+            "they pinned, never from a card's jku. Rate-limited per source address, with cards."
+        ),
+        "tags": ["cards"],
+        "security": [{}],
+        "parameters": [
+            {
+                "name": "If-None-Match",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+            }
+        ],
+        "responses": {
+            "200": {
+                "description": "The JWKS." if method == "get" else "The JWKS's headers.",
+                "headers": validators,
+                **({"content": {"application/json": {"schema": jwks}}} if method == "get" else {}),
+            },
+            "304": {"description": "The caller's copy is current.", "headers": validators},
+            "412": _json("If-Match did not match the JWKS.", "Error"),
+            "413": _json("The JWKS endpoint accepts no body.", "Error"),
+            "429": _json("Too many requests from this address.", "Error", headers=RETRY_AFTER),
         },
     }
 
@@ -362,6 +408,10 @@ def add_plain_django_endpoints(
     paths[_CARD_PATH] = {
         "get": _card_operation("get"),
         "head": _card_operation("head"),
+    }
+    paths["/.well-known/jwks.json"] = {
+        "get": _jwks_operation("get"),
+        "head": _jwks_operation("head"),
     }
     paths["/healthz"] = {"get": _health_operation("healthz", "The process is alive", ready=False)}
     paths["/readyz"] = {

@@ -172,6 +172,20 @@ VIRGO_CARD_MAX_AGE = env_int("VIRGO_CARD_MAX_AGE", 300)
 # The longest a web process keeps a card it has not seen change (a safety net: changes replace
 # the card's token in Redis, and the next request reloads; see cards.fastpath).
 VIRGO_CARD_PROCESS_CACHE_SECONDS = env_int("VIRGO_CARD_PROCESS_CACHE_SECONDS", 60)
+# Card signatures (cards.signing, cards.keys): the algorithm of keys Virgo makes (ES256 or
+# EdDSA), where their owner-private files go, how long a rotated-out key keeps signing and stays
+# in the JWKS, and how long peers may cache the JWKS.
+VIRGO_SIGNING_ALGORITHM = env_str("VIRGO_SIGNING_ALGORITHM", "ES256")
+if VIRGO_SIGNING_ALGORITHM not in ("ES256", "EdDSA"):
+    raise ImproperlyConfigured(
+        f"VIRGO_SIGNING_ALGORITHM: {VIRGO_SIGNING_ALGORITHM!r} is not one Virgo signs with; "
+        "set ES256 (the default) or EdDSA (Ed25519)"
+    )
+VIRGO_SIGNING_KEYS_DIR = env_str("VIRGO_SIGNING_KEYS_DIR", "")
+VIRGO_SIGNING_KEY_GRACE_SECONDS = env_int("VIRGO_SIGNING_KEY_GRACE_SECONDS", 7 * 86400)
+VIRGO_JWKS_MAX_AGE = env_int("VIRGO_JWKS_MAX_AGE", 300)
+# Cards per task when a change of the signing set re-signs every card (settling.tasks).
+VIRGO_RESIGN_BATCH_SIZE = env_int("VIRGO_RESIGN_BATCH_SIZE", 500)
 VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)
 VIRGO_DIRECTORY_PAGE_SIZE = env_int("VIRGO_DIRECTORY_PAGE_SIZE", 50)
 VIRGO_DIRECTORY_MAX_PAGE_SIZE = env_int("VIRGO_DIRECTORY_MAX_PAGE_SIZE", 100)
@@ -512,6 +526,12 @@ if VIRGO_CHANNEL_URL and not LOCAL and not VIRGO_CHANNEL_SECRET:
 CELERY_BEAT_SCHEDULE = {
     "reconcile-owed-stamps-and-cards": {
         "task": "personas.tasks.reconcile_owed",
+        "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
+    },
+    # Rotated-out signing keys leave the JWKS once their grace ends (cards.keys).
+    "retire-signing-keys": {
+        "task": "settling.tasks.retire_due_keys",
         "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
     },

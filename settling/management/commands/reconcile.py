@@ -80,6 +80,17 @@ class Command(BaseCommand):
                 f"{len(report.owed)} personas owed work: {report.done} done, "
                 f"{len(report.failed)} failed"
             )
+            if report.resigned or report.unsigned:
+                self.stdout.write(
+                    f"{report.resigned} cards signed again by the current keys, "
+                    f"{len(report.unsigned)} could not be"
+                )
+        if report.unsigned:
+            raise CommandError(
+                "could not sign the cards of personas with ids "
+                + ", ".join(str(pk) for pk in report.unsigned)
+                + " (see the log: is a signing key file unusable?)"
+            )
         if report.failed:
             raise CommandError(
                 "could not publish personas with ids "

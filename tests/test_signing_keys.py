@@ -1,0 +1,293 @@
+"""Signing keys rotate, retire after a grace, and revoke at once (`virgo keys`, the admin).
+
+Celery runs eagerly here (the embedded default): a change of the signing set re-signs every
+card as its transaction commits. The fan-out under a real worker, killed half-way, is in
+tests/test_signing_rotation_live.py.
+"""
+
+import json
+import os
+import stat
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+from django.utils import timezone
+
+from cards import keys
+from cards.models import PublishedCard, SigningKey
+from cards.publishing import cards_owed_signatures
+from personas.models import Persona
+from settling.reconciliation import reconcile
+from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.test_card_signatures import peer_verifier, protected_header, served_card, served_jwks
+
+pytestmark = pytest.mark.django_db
+
+
+def keys_command(*args: str) -> str:
+    out = StringIO()
+    with run_on_commit():
+        call_command("keys", *args, stdout=out)
+    return out.getvalue()
+
+
+def kids_on(body: bytes) -> list[str]:
+    return [protected_header(s)["kid"] for s in json.loads(body)["signatures"]]
+
+
+def jwks_kids() -> list[str]:
+    return [jwk["kid"] for jwk in served_jwks()["keys"]]
+
+
+@pytest.fixture
+def fleet() -> list[Persona]:
+    agent = make_agent(make_owner())
+    return [make_persona(agent, discoverable=True) for _ in range(3)]
+
+
+def test_rotation_signs_every_card_with_both_keys_until_the_old_one_retires(
+    fleet: list[Persona], settings: Any
+) -> None:
+    """VX-TRUST-3: rotate adds a key and re-signs every card by the new and the old key (a peer
+    holding either JWKS verifies); both are in the JWKS; once the grace ends the old key
+    retires: out of the JWKS, off every card, its private file gone."""
+    settings.VIRGO_SIGNING_KEY_GRACE_SECONDS = 3600
+    old_jwks = served_jwks()
+    [old] = SigningKey.objects.filter(state="active")
+    before = {persona.pk: served_card(persona) for persona in fleet}
+
+    out = keys_command("rotate")
+    new = SigningKey.objects.get(state="active")
+    assert new.kid != old.kid and new.kid in out
+    old.refresh_from_db()
+    assert old.state == "retiring"
+    assert old.retire_after is not None
+    assert abs(old.retire_after - (timezone.now() + timedelta(hours=1))) < timedelta(minutes=1)
+    assert jwks_kids() == [new.kid, old.kid]
+    for persona in fleet:
+        body = served_card(persona)
+        assert body != before[persona.pk]
+        assert kids_on(body) == [new.kid, old.kid]
+        peer_verifier(old_jwks)(json.loads(body))
+        peer_verifier({"keys": [served_jwks()["keys"][0]]})(json.loads(body))
+    assert not cards_owed_signatures().exists()
+
+    # Before the grace ends, the sweep leaves it; after, it retires it.
+    assert keys.retire_due_keys() == []
+    SigningKey.objects.filter(pk=old.pk).update(retire_after=timezone.now())
+    with run_on_commit():
+        assert keys.retire_due_keys() == [old.kid]
+    assert jwks_kids() == [new.kid]
+    assert not Path(old.private_key_path).exists()
+    for persona in fleet:
+        body = served_card(persona)
+        assert kids_on(body) == [new.kid]
+        peer_verifier(served_jwks())(json.loads(body))
+
+
+def test_revoking_the_active_key_replaces_it_and_re_signs_at_once(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: revoke leaves the JWKS on the next request, a new active key takes its place,
+    every card it signed is re-signed, and its private file is deleted."""
+    [old] = SigningKey.objects.filter(state="active")
+    out = keys_command("revoke", old.kid)
+    assert f"revoked {old.kid}" in out
+    old.refresh_from_db()
+    assert old.state == "revoked" and old.revoked_at is not None
+    assert not Path(old.private_key_path).exists()
+    new = SigningKey.objects.get(state="active")
+    assert jwks_kids() == [new.kid]
+    for persona in fleet:
+        assert kids_on(served_card(persona)) == [new.kid]
+
+
+def test_revoking_a_retiring_key_drops_it_from_cards_signed_by_two(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: during a rotation, revoking the old key takes its signature off every card."""
+    [old] = SigningKey.objects.filter(state="active")
+    keys_command("rotate")
+    new = SigningKey.objects.get(state="active")
+    keys_command("revoke", old.kid)
+    assert jwks_kids() == [new.kid]
+    for persona in fleet:
+        assert kids_on(served_card(persona)) == [new.kid]
+
+
+def test_the_reconciler_signs_what_the_fan_out_left(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: a rotation whose fan-out never ran (no worker, the broker down) leaves every
+    card owed; the reconciler signs them by the current keys."""
+    keys.rotate()  # not committed through on_commit: the fan-out is never queued
+    assert cards_owed_signatures().count() == len(fleet)
+    report = reconcile()
+    assert report.resigned == len(fleet)
+    assert not cards_owed_signatures().exists()
+    jwks = served_jwks()
+    for persona in fleet:
+        peer_verifier(jwks)(json.loads(served_card(persona)))
+
+
+def test_list_shows_kids_states_and_counts_and_no_private_key(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: `virgo keys list`: every key with its algorithm, state and cards signed."""
+    keys_command("rotate")
+    [active] = SigningKey.objects.filter(state="active")
+    [retiring] = SigningKey.objects.filter(state="retiring")
+    out = keys_command("list")
+    lines = out.splitlines()
+    assert any(active.kid in line and "active" in line and "cards 3" in line for line in lines)
+    assert any(retiring.kid in line and "retiring" in line for line in lines)
+    for key in (active, retiring):
+        pem = Path(key.private_key_path).read_text()
+        assert pem.splitlines()[1] not in out and "PRIVATE" not in out
+
+
+def test_create_refuses_a_second_active_key_and_retire_refuses_the_active_one(
+    fleet: list[Persona],
+) -> None:
+    """VX-TRUST-3: the CLI says what to do instead; nothing changes."""
+    [active] = SigningKey.objects.filter(state="active")
+    with pytest.raises(CommandError, match="rotate"):
+        keys_command("create")
+    with pytest.raises(CommandError, match="rotate first"):
+        keys_command("retire", active.kid)
+    with pytest.raises(CommandError, match="no signing key has kid"):
+        keys_command("revoke", "nope")
+    assert list(SigningKey.objects.values_list("kid", "state")) == [(active.kid, "active")]
+
+
+def test_create_and_rotate_import_an_owner_private_key_file(tmp_path: Path) -> None:
+    """VX-TRUST-3: a key from a configured file is used where it lies (and left there when it
+    retires); a file others may read is refused with its path and mode, never its contents."""
+    private = ed25519.Ed25519PrivateKey.generate()
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    path = tmp_path / "operator-key.pem"
+    path.write_bytes(pem)
+    os.chmod(path, 0o644)
+    with pytest.raises(CommandError) as refused:
+        keys_command("create", "--import", str(path))
+    assert "mode 644" in str(refused.value) and pem.decode().splitlines()[1] not in str(
+        refused.value
+    )
+    assert not SigningKey.objects.exists()
+
+    os.chmod(path, 0o600)
+    keys_command("create", "--import", str(path))
+    imported = SigningKey.objects.get(state="active")
+    assert (imported.algorithm, imported.generated) == ("EdDSA", False)
+    assert imported.private_key_path == str(path.resolve())
+    persona = make_persona(make_agent(make_owner()), discoverable=True)
+    assert kids_on(served_card(persona)) == [imported.kid]
+    peer_verifier(served_jwks())(json.loads(served_card(persona)))
+
+    keys_command("rotate")
+    keys_command("retire", imported.kid)
+    assert path.read_bytes() == pem
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# The admin ---------------------------------------------------------------------------------------
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_keys_admin_is_for_superusers_and_shows_no_private_key(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: superusers see the keys (public JWK, state); staff without superuser and
+    owners get nothing; no page holds the private key."""
+    [key] = SigningKey.objects.filter(state="active")
+    pem = Path(key.private_key_path).read_text()
+    superuser = make_owner("root")
+    superuser.is_staff = superuser.is_superuser = True
+    superuser.save()
+    staff = make_owner("staff")
+    staff.is_staff = True
+    staff.save()
+    changelist = "/admin/cards/signingkey/"
+    page = signed_in(superuser).get(changelist)
+    assert page.status_code == 200 and key.kid in page.content.decode()
+    detail = signed_in(superuser).get(f"{changelist}{key.pk}/change/")
+    assert detail.status_code == 200
+    for response in (page, detail):
+        text = response.content.decode()
+        assert pem.splitlines()[1] not in text and "PRIVATE KEY" not in text
+        assert key.private_key_path not in text
+    assert signed_in(staff).get(changelist).status_code == 403
+    assert signed_in(fleet[0].agent.owner).get(changelist).status_code in (302, 403)
+
+
+def test_the_admin_rotates_and_revokes(fleet: list[Persona]) -> None:
+    """VX-TRUST-3: the admin's actions are the CLI's: rotate, then revoke the old key."""
+    [old] = SigningKey.objects.filter(state="active")
+    superuser = make_owner("root")
+    superuser.is_staff = superuser.is_superuser = True
+    superuser.save()
+    client = signed_in(superuser)
+    changelist = "/admin/cards/signingkey/"
+    with run_on_commit():
+        response = client.post(
+            changelist, {"action": "rotate_keys", "_selected_action": [old.pk]}, follow=True
+        )
+    assert response.status_code == 200
+    new = SigningKey.objects.get(state="active")
+    assert new.kid != old.kid
+    with run_on_commit():
+        client.post(changelist, {"action": "revoke_keys", "_selected_action": [old.pk]})
+    assert SigningKey.objects.get(pk=old.pk).state == "revoked"
+    assert jwks_kids() == [new.kid]
+    for persona in fleet:
+        assert kids_on(bytes(PublishedCard.objects.get(persona=persona).body)) == [new.kid]
+
+
+def test_cards_published_before_signing_are_signed_by_the_reconciler() -> None:
+    """VX-TRUST-1, VX-TRUST-3: a card stored unsigned (published before this release: no
+    signatures, no payload kept, no marker) is owed; the reconciler signs it."""
+    persona = make_persona(make_agent(make_owner()), discoverable=True)
+    stored = PublishedCard.objects.get(persona=persona)
+    unsigned = json.dumps(
+        {k: v for k, v in json.loads(bytes(stored.body)).items() if k != "signatures"},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    PublishedCard.objects.filter(pk=stored.pk).update(body=unsigned, payload=b"", signed_by="")
+    assert list(cards_owed_signatures().values_list("persona_id", flat=True)) == [persona.pk]
+    assert reconcile().resigned == 1
+    peer_verifier(served_jwks())(json.loads(served_card(persona)))
+
+
+def test_re_signing_keeps_a_card_whose_text_looks_like_a_signatures_member() -> None:
+    """VX-TRUST-3: re-signing replaces only the card's own `signatures`: a name holding the text
+    `,"signatures":[` (escaped inside its string) survives a rotation byte for byte."""
+    name = 'Tricky ,"signatures":[{"protected":"x"}]}'
+    persona = make_persona(make_agent(make_owner()), discoverable=True, name=name)
+    keys_command("rotate")
+    card = json.loads(served_card(persona))
+    assert card["name"] == name
+    assert len(card["signatures"]) == 2
+    peer_verifier(served_jwks())(card)
+
+
+def test_a_kid_that_begins_with_a_dash_is_a_kid_on_the_command_line() -> None:
+    """VX-TRUST-3: RFC 7638 thumbprints may begin with `-`; `virgo keys retire -Ab...` retires
+    that key instead of failing as an unknown option."""
+    SigningKey.objects.create(
+        kid="-dashed",
+        algorithm="ES256",
+        public_jwk={},
+        state="retiring",
+        private_key_path="/nonexistent/-dashed.pem",
+    )
+    assert "retired -dashed" in keys_command("retire", "-dashed")
+    assert SigningKey.objects.get(kid="-dashed").state == "retired"

@@ -1,0 +1,108 @@
+"""Signed cards against real processes: virgo-web as `make serve` runs it, and a rotation whose
+Celery worker is SIGKILLed half-way, finished by the reconciler.
+
+PostgreSQL test database and a Redis of each test's own; nothing is mocked.
+"""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.utils.signing import InvalidSignaturesError
+from django.core.management import call_command
+from django.test import Client
+
+from cards import keys
+from cards.models import PublishedCard, SigningKey
+from cards.publishing import cards_owed_signatures
+from cards.signing import current_marker
+from tests.factories import make_agent, make_owner, make_persona
+from tests.live import CeleryProcesses, WebServer, celery_publishing_to, wait_until
+from tests.test_card_signatures import peer_verifier, protected_header
+from tests.test_quarantine_live import deployment_env
+from tests.test_worker import a_backend_waits_to_publish_cards, card_row_held
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("live_postgres"),
+]
+
+
+def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
+    celery_processes: CeleryProcesses, tmp_path: Path
+) -> None:
+    """VX-TRUST-1, VX-TRUST-2: virgo-web (two worker processes, production settings, Redis)
+    serves a card in a non-Latin script; the a2a-sdk's verifier, given only the JWKS fetched from
+    that same server, accepts it, on both processes, from the database and from memory; its jku
+    names that server's own JWKS; one changed byte fails."""
+    agent = make_agent(make_owner())
+    persona = make_persona(agent, discoverable=True, name="Рецензент 🦊", description="レビュー")
+    server = WebServer(
+        tmp_path, {**deployment_env(celery_processes.broker), "WEB_CONCURRENCY": "2"}
+    )
+    server.env["VIRGO_PUBLIC_BASE_URL"] = server.base_url
+    server.start()
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            jwks = client.get("/.well-known/jwks.json")
+            assert jwks.status_code == 200
+            assert jwks.headers["Cache-Control"].startswith("public")
+            verify = peer_verifier(jwks.json())
+            bodies = set()
+            for _ in range(8):
+                # A connection per request, so that both worker processes answer.
+                with httpx.Client(base_url=server.base_url, timeout=30) as fresh:
+                    response = fresh.get(persona.card_path)
+                assert response.status_code == 200
+                card = response.json()
+                verify(card)
+                bodies.add(response.content)
+            # Signed once, at publication (for this server's base URL): every answer the same.
+            assert len(bodies) == 1
+            [signature] = card["signatures"]
+            assert protected_header(signature)["jku"] == f"{server.base_url}/.well-known/jwks.json"
+            changed = json.loads(response.content.replace("🦊".encode(), "🐺".encode()))
+            with pytest.raises(InvalidSignaturesError):
+                verify(changed)
+        assert len(server.workers_that_served(persona.card_path)) == 2
+    finally:
+        server.stop()
+
+
+def test_a_rotation_whose_worker_is_killed_half_way_is_finished_by_the_reconciler(
+    celery_processes: CeleryProcesses,
+) -> None:
+    """VX-TRUST-3: a rotation fans re-signing out in ranges of three cards; the worker signs the
+    first range and is SIGKILLed while the second waits on a card row. Some cards carry the new
+    keys, the rest are owed; `virgo reconcile` signs the rest, and every card then verifies
+    against the JWKS, signed by the new and the old key."""
+    agent = make_agent(make_owner())
+    fleet = [make_persona(agent, discoverable=True) for _ in range(9)]
+    [old] = SigningKey.objects.filter(state="active")
+    worker = celery_processes.worker(VIRGO_RESIGN_BATCH_SIZE="3")
+
+    with card_row_held(fleet[4]):
+        with celery_publishing_to(celery_processes.broker.url):
+            new = keys.rotate()
+        marker = current_marker()
+        assert marker == " ".join(sorted([new.kid, old.kid]))
+        wait_until(a_backend_waits_to_publish_cards, what="the second range to wait on its card")
+        signed = set(
+            PublishedCard.objects.filter(signed_by=marker).values_list("persona_id", flat=True)
+        )
+        assert signed == {persona.pk for persona in fleet[:3]}
+        worker.kill()
+
+    owed = set(cards_owed_signatures().values_list("persona_id", flat=True))
+    assert owed == {persona.pk for persona in fleet[3:]}
+    call_command("reconcile", stdout=StringIO())
+    assert not cards_owed_signatures().exists()
+
+    verify = peer_verifier(json.loads(Client().get("/.well-known/jwks.json").content))
+    for persona in fleet:
+        card = json.loads(bytes(PublishedCard.objects.get(persona=persona).body))
+        verify(card)
+        assert [protected_header(s)["kid"] for s in card["signatures"]] == [new.kid, old.kid]
