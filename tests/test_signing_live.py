@@ -5,6 +5,8 @@ PostgreSQL test database and a Redis of each test's own; nothing is mocked.
 """
 
 import json
+import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 
@@ -24,6 +26,17 @@ from tests.test_card_signatures import peer_verifier, protected_header
 from tests.test_quarantine_live import deployment_env
 from tests.test_worker import a_backend_waits_to_publish_cards, card_row_held
 
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_verification_snippet() -> str:
+    """The Python block after "**Verifying a card.**" in the README, as a peer would paste it."""
+    text = README.read_text()
+    after = text[text.index("**Verifying a card.**") :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
+
+
 pytestmark = [
     pytest.mark.live,
     pytest.mark.django_db(transaction=True),
@@ -37,7 +50,8 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
     """VX-TRUST-1, VX-TRUST-2: virgo-web (two worker processes, production settings, Redis)
     serves a card in a non-Latin script; the a2a-sdk's verifier, given only the JWKS fetched from
     that same server, accepts it, on both processes, from the database and from memory; its jku
-    names that server's own JWKS; one changed byte fails."""
+    names that server's own JWKS; one changed byte fails. The README's snippet for peers does
+    the same when pasted."""
     agent = make_agent(make_owner())
     persona = make_persona(agent, discoverable=True, name="Рецензент 🦊", description="レビュー")
     server = WebServer(
@@ -68,6 +82,22 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
             with pytest.raises(InvalidSignaturesError):
                 verify(changed)
         assert len(server.workers_that_served(persona.card_path)) == 2
+        # The README's few lines for peers, pasted as they are but for the origin and the id.
+        snippet = readme_verification_snippet()
+        assert '"https://virgo.example.org"' in snippet and "<persona-id>" in snippet
+        pasted = snippet.replace('"https://virgo.example.org"', repr(server.base_url)).replace(
+            "<persona-id>", str(persona.uuid)
+        )
+        ran = subprocess.run(
+            [sys.executable, "-c", pasted], capture_output=True, text=True, timeout=60
+        )
+        assert ran.returncode == 0, ran.stderr
+        forged = pasted.replace(".json())\ncreate", '.json() | {"name": "Forged"})\ncreate')
+        assert forged != pasted
+        ran = subprocess.run(
+            [sys.executable, "-c", forged], capture_output=True, text=True, timeout=60
+        )
+        assert ran.returncode != 0 and "InvalidSignaturesError" in ran.stderr
     finally:
         server.stop()
 
