@@ -17,6 +17,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Model, QuerySet
 from django.http import (
+    Http404,
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
@@ -41,6 +42,7 @@ from personas.forms import (
 from personas.models import (
     Agent,
     AuditEvent,
+    GrantProposal,
     HumanSurface,
     OwnerIdentity,
     Persona,
@@ -225,6 +227,38 @@ class AuditInline(NoEditsMixin, admin.TabularInline):
         return describe_audit(obj)
 
 
+class ProposalInline(NoEditsMixin, admin.TabularInline):
+    """The persona's grant proposals, each linked to its diff page. Read-only; owner only."""
+
+    model = GrantProposal
+    fields = ("proposed_at", "state", "via", "proposed_by", "widening", "review")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    verbose_name = "grant proposal"
+    verbose_name_plural = "grant proposals (changes that wait for the owner)"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GrantProposal]:
+        return selectors.proposals_visible_to(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (obj is None or selectors.owns(request.user, obj))
+
+    @admin.display(description="status")
+    def state(self, obj: GrantProposal) -> str:
+        return GrantProposal.Status(obj.effective_status).label
+
+    @admin.display(description="why it waits")
+    def widening(self, obj: GrantProposal) -> str:
+        return "; ".join(obj.diff.get("widening", []))
+
+    @admin.display(description="diff")
+    def review(self, obj: GrantProposal) -> str:
+        url = reverse("admin:personas_grantproposal_change", args=[obj.pk])
+        return format_html('<a href="{}">review</a>', url)
+
+
 def describe_audit(event: AuditEvent) -> str:
     data = event.data
     if event.kind == AuditEvent.Kind.DISCOVERABILITY:
@@ -254,7 +288,7 @@ class PersonaAdmin(OwnedAdmin):
     records never import them."""
 
     form = PersonaForm
-    inlines: list[type[admin.options.InlineModelAdmin]] = [AuditInline]
+    inlines: list[type[admin.options.InlineModelAdmin]] = [ProposalInline, AuditInline]
     contributed_inlines: ClassVar[list[type[admin.options.InlineModelAdmin]]] = []
     contributed_urls: ClassVar[list[Callable[[admin.ModelAdmin], list[URLPattern]]]] = []
     list_display = (
@@ -301,6 +335,32 @@ class PersonaAdmin(OwnedAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Persona) -> None:
         services.persona_delete(persona=obj, actor=request.user)
+
+    # A change that widens the grant: save -> review -> confirm --------------------------------
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Read by response_change and log_change of this same request.
+        obj._virgo_proposal = form.proposal
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        if getattr(obj, "_virgo_proposal", None) is not None:
+            return None  # nothing changed yet: the proposal itself records who asked for what
+        return super().log_change(request, obj, message)
+
+    def response_change(self, request: HttpRequest, obj: Persona) -> HttpResponse:
+        proposal = getattr(obj, "_virgo_proposal", None)
+        if proposal is None:
+            return super().response_change(request, obj)
+        self.message_user(
+            request,
+            "Nothing is changed yet: this widens what the persona may do. Review the diff, "
+            "then confirm it or reject it.",
+            messages.WARNING,
+        )
+        return HttpResponseRedirect(
+            reverse("admin:personas_grantproposal_change", args=[proposal.pk])
+        )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Persona]) -> None:
         for persona in queryset.select_related("agent"):
@@ -518,6 +578,89 @@ class PersonaAdmin(OwnedAdmin):
         for reason in refused:
             self.message_user(request, f"Not revoked: {reason}", messages.ERROR)
         return None
+
+
+# Grant proposals: the diff page ----------------------------------------------------------------
+
+
+@admin.register(GrantProposal)
+class GrantProposalAdmin(ServiceAdmin):
+    """Changes that would widen a persona's grant. Only the persona's owner sees one (anyone
+    else gets a 404), and its page is the diff page where the owner confirms or rejects it."""
+
+    list_display = ("id", "persona", "state", "via", "proposed_by", "proposed_at", "decided_by")
+    list_select_related = ("persona", "proposed_by", "decided_by")
+    list_filter = ("status", "via")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[GrantProposal]:
+        return selectors.proposals_visible_to(request.user)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (obj is None or selectors.owns(request.user, obj.persona))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_view_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="status")
+    def state(self, obj: GrantProposal) -> str:
+        return GrantProposal.Status(obj.effective_status).label
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if not _is_staff(request):
+            raise PermissionDenied
+        try:
+            proposal = self.get_queryset(request).filter(pk=int(unquote(object_id))).first()
+        except ValueError:
+            proposal = None
+        if proposal is None:
+            raise Http404("No such proposal.")
+        if request.method == "POST":
+            return self.rate_limited(request) or self._decide(request, proposal)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Review the grant change of {proposal.persona.name}",
+            "opts": self.opts,
+            "proposal": proposal,
+            "status": GrantProposal.Status(proposal.effective_status),
+            "diff": proposal.diff,
+            "persona_url": reverse("admin:personas_persona_change", args=[proposal.persona_id]),
+        }
+        return TemplateResponse(request, "admin/personas/grantproposal/review.html", context)
+
+    def _decide(self, request: HttpRequest, proposal: GrantProposal) -> HttpResponse:
+        decision = request.POST.get("decision")
+        if decision not in ("approve", "reject"):
+            return HttpResponseBadRequest("decision must be 'approve' or 'reject'")
+        here = reverse("admin:personas_grantproposal_change", args=[proposal.pk])
+        try:
+            if decision == "approve":
+                persona = services.proposal_approve(proposal=proposal, actor=request.user)
+                done = f"Confirmed: {persona.name} is at generation {persona.generation}."
+            else:
+                services.proposal_reject(proposal=proposal, actor=request.user)
+                done = "Rejected: nothing of the persona changed."
+        except ValidationError as refused:
+            self.message_user(request, " ".join(refused.messages), messages.ERROR)
+            return HttpResponseRedirect(here)
+        self.message_user(request, done, messages.SUCCESS)
+        return HttpResponseRedirect(
+            reverse("admin:personas_persona_change", args=[proposal.persona_id])
+        )
 
 
 # The verb->skill map ----------------------------------------------------------------------------

@@ -14,18 +14,22 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.db import transaction
+from django.urls import reverse as django_reverse
 from django_ratelimit import UNSAFE
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
+    OpenApiResponse,
     extend_schema,
     extend_schema_view,
     inline_serializer,
 )
 from rest_framework import serializers, status, viewsets
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
@@ -41,7 +45,14 @@ from rest_framework.throttling import BaseThrottle
 from personas import selectors, services, surfaces
 from personas.addresses import ADDRESS_SHAPE
 from personas.catalogue import VERBS
-from personas.models import Agent, HumanSurface, Persona, PersonaClass, RevocationReason
+from personas.models import (
+    Agent,
+    GrantProposal,
+    HumanSurface,
+    Persona,
+    PersonaClass,
+    RevocationReason,
+)
 from personas.ratelimits import mutation_retry_after
 from personas.surfaces import BINDING_SHAPE
 from virgo import metrics, signin
@@ -259,6 +270,38 @@ class RevocationOutput(serializers.Serializer):
     revoked_at = serializers.DateTimeField(source="at")
 
 
+class ProposalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.SerializerMethodField()
+    review_url = serializers.SerializerMethodField(
+        help_text="The admin page where the owner reviews the diff and decides."
+    )
+    persona = serializers.UUIDField(source="persona.uuid")
+    status = serializers.ChoiceField(
+        source="effective_status", choices=GrantProposal.Status.choices
+    )
+    via = serializers.ChoiceField(choices=GrantProposal.Via.choices)
+    proposed_by = serializers.IntegerField(source="proposed_by_id", allow_null=True)
+    proposed_at = serializers.DateTimeField()
+    decided_by = serializers.IntegerField(source="decided_by_id", allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    base_generation = serializers.IntegerField()
+    applied_generation = serializers.IntegerField(allow_null=True)
+    changes = serializers.DictField()
+    diff = serializers.DictField(
+        help_text="Tools added and removed, access changed, skills, queues and bindings, with "
+        "the current and the next stamp hash; `widening` says why it waits for the owner."
+    )
+
+    def get_url(self, proposal: GrantProposal) -> str:
+        return reverse("api-proposal-detail", [proposal.pk], request=self.context.get("request"))
+
+    def get_review_url(self, proposal: GrantProposal) -> str:
+        return settings.VIRGO_PUBLIC_BASE_URL + django_reverse(
+            "admin:personas_grantproposal_change", args=[proposal.pk]
+        )
+
+
 # Views ----------------------------------------------------------------------------------------
 
 
@@ -303,9 +346,11 @@ def _owner_schema(
     output: type[serializers.Serializer],
     key: OpenApiParameter,
     tag: str,
+    accepted: dict[int, Any] | None = None,
 ) -> Any:
     """The OpenAPI description of one owner resource: list, create, read, replace, patch, delete."""
     detail = {"parameters": [key], "tags": [tag]}
+    update_responses: Any = {200: output, **(accepted or {})}
     location = OpenApiParameter(
         "Location",
         OpenApiTypes.URI,
@@ -320,8 +365,8 @@ def _owner_schema(
             request=create_inputs, responses={201: output}, parameters=[location], tags=[tag]
         ),
         retrieve=extend_schema(responses=output, **detail),
-        update=extend_schema(request=inputs, responses=output, **detail),
-        partial_update=extend_schema(request=inputs, responses=output, **detail),
+        update=extend_schema(request=inputs, responses=update_responses, **detail),
+        partial_update=extend_schema(request=inputs, responses=update_responses, **detail),
         destroy=extend_schema(responses={204: None}, **detail),
     )
 
@@ -374,6 +419,13 @@ class AgentViewSet(OwnerViewSet):
     output=PersonaOutput,
     key=OpenApiParameter("uuid", OpenApiTypes.UUID, OpenApiParameter.PATH),
     tag="personas",
+    accepted={
+        202: OpenApiResponse(
+            ProposalOutput,
+            description="The change widens the persona's grant, so it is held as a proposal "
+            "for the owner's approval (Location: the proposal); nothing of it is made yet.",
+        )
+    },
 )
 class PersonaViewSet(OwnerViewSet):
     lookup_field = "uuid"
@@ -418,13 +470,22 @@ class PersonaViewSet(OwnerViewSet):
         changes = dict(data.validated_data)
         discoverable = changes.pop("discoverable", None)
         # One transaction: a refused discoverability change undoes the rest of the request.
+        proposal = None
         with transaction.atomic():
             if changes:
-                services.persona_update(persona=persona, actor=request.user, **changes)
+                proposal = services.persona_submit(
+                    persona=persona, actor=request.user, via=GrantProposal.Via.API, **changes
+                ).proposal
             if discoverable is not None:
                 services.persona_set_discoverable(
                     persona=persona, actor=request.user, discoverable=discoverable, via="api"
                 )
+        if proposal is not None:
+            # A change that widens the grant waits for the owner: nothing of it is made yet.
+            output = ProposalOutput(proposal, context={"request": request}).data
+            return Response(
+                output, status=status.HTTP_202_ACCEPTED, headers={"Location": output["url"]}
+            )
         return Response(PersonaOutput(self._persona(uuid)).data)
 
     def partial_update(self, request: Request, uuid: str) -> Response:
@@ -511,6 +572,80 @@ class SurfaceViewSet(OwnerViewSet):
     def destroy(self, request: Request, pk: str) -> Response:
         surfaces.surface_remove(surface=self._surface(pk), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+_PROPOSAL_ID = OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)
+_DECIDED = {
+    200: ProposalOutput,
+    403: refusal("Decided with an API token: only the owner's own session (with CSRF) decides."),
+    409: refusal("Already decided, or stale: the persona changed after it was proposed."),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(responses=ProposalOutput, tags=["proposals"]),
+    retrieve=extend_schema(responses=ProposalOutput, parameters=[_PROPOSAL_ID], tags=["proposals"]),
+    approve=extend_schema(
+        request=None, responses=_DECIDED, parameters=[_PROPOSAL_ID], tags=["proposals"]
+    ),
+    reject=extend_schema(
+        request=None, responses=_DECIDED, parameters=[_PROPOSAL_ID], tags=["proposals"]
+    ),
+)
+class ProposalViewSet(OwnerViewSet):
+    """Changes that would widen a persona's grant, waiting for its owner; only the owner sees
+    them. Approving makes the change as an immediate one would; rejecting changes nothing.
+
+    A decision needs the owner's own session (the admin's sign-in, with its CSRF token): an API
+    token that could propose a widening must not be able to approve it too.
+    """
+
+    def _proposal(self, pk: str) -> GrantProposal:
+        return get_object_or_404(selectors.proposals_visible_to(self.request.user), pk=pk)
+
+    def list(self, request: Request) -> Response:
+        paginator = self.pagination_class()
+        queryset = selectors.proposals_visible_to(request.user)
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        data = ProposalOutput(page, many=True, context={"request": request}).data
+        return paginator.get_paginated_response(data)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(ProposalOutput(self._proposal(pk), context={"request": request}).data)
+
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, services.proposal_approve)
+
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, services.proposal_reject)
+
+    def _decide(self, request: Request, pk: str, decide: Any) -> Response:
+        proposal = self._proposal(pk)
+        if not isinstance(request.successful_authenticator, SessionAuthentication):
+            return Response(
+                {
+                    "detail": "Only the owner's own session decides a proposal: sign in to the "
+                    "admin, or call this with your session and its CSRF token, not a token.",
+                    "code": "session_required",
+                },
+                status=status.HTTP_403_FORBIDDEN,
+            )
+        try:
+            decide(proposal=proposal, actor=request.user)
+        except services.StaleProposal as stale:
+            return Response(
+                {"detail": " ".join(stale.messages), "code": "stale"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        except DjangoValidationError as refused:
+            return Response(
+                {"detail": " ".join(refused.messages), "code": "decided"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        proposal.refresh_from_db()
+        return Response(ProposalOutput(proposal, context={"request": request}).data)
 
 
 class TokenInput(AuthTokenSerializer):

@@ -20,6 +20,7 @@ from personas.addresses import address_problem
 from personas.catalogue import VERBS
 from personas.models import (
     Agent,
+    GrantProposal,
     HumanSurface,
     OwnerIdentity,
     Persona,
@@ -185,9 +186,14 @@ class PersonaForm(ServiceForm):
                 agent__owner_id=agent.owner_id, persona_class=PersonaClass.PROJECT_LEAD
             ).exclude(pk=self.instance.pk)
 
+    # The proposal the last call_service made: a change that widens the grant is never saved
+    # from the form; the admin shows its diff page, where the owner confirms it.
+    proposal: GrantProposal | None = None
+
     def call_service(self) -> Persona:
         agent = self.instance.agent
         listed = bool(self.cleaned_data.get("discoverable"))
+        self.proposal = None
         if self.instance.pk is None:
             fields = {n: self.cleaned_data[n] for n in PERSONA_FIELDS if n in self.cleaned_data}
             persona = services.persona_create(agent=agent, actor=self.actor, **fields)
@@ -198,7 +204,10 @@ class PersonaForm(ServiceForm):
             persona = self.instance
             changes = self.changed_values(PERSONA_FIELDS)
             if changes:
-                persona = services.persona_update(persona=persona, actor=self.actor, **changes)
+                change = services.persona_submit(
+                    persona=persona, actor=self.actor, via=GrantProposal.Via.ADMIN, **changes
+                )
+                persona, self.proposal = change.persona, change.proposal
             toggle = "discoverable" in self.changed_data
         if toggle:
             persona = services.persona_set_discoverable(

@@ -467,3 +467,64 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.actor_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class GrantProposal(models.Model):
+    """A change that would widen what a persona may do, waiting for its owner's decision.
+
+    Nothing of it runs or is advertised until the owner approves: then the change is made by
+    the persona's one write function (personas.services.persona_update), exactly as an owner's
+    immediate change would be. It records the generation it was made against (a later change
+    makes it stale, and a stale proposal cannot be approved), who proposed it through what, who
+    decided and when, and its grant diff as the stamps app computed it (settings.VIRGO_GRANT_DIFF).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for the owner"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        STALE = "stale", "Stale: the persona changed after it was proposed"
+
+    class Via(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+        CLI = "cli", "Command line"
+        IMPORT = "import", "Import"
+        SKILL_MAP = "skill-map", "Skill-map change"
+
+    persona = models.ForeignKey(Persona, on_delete=models.CASCADE, related_name="proposals")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    via = models.CharField(max_length=16, choices=Via.choices)
+    changes = models.JSONField(help_text="The proposed values of the persona's authored fields.")
+    base_generation = models.PositiveIntegerField(
+        help_text="The persona's generation when proposed: approval needs it still current."
+    )
+    next_composition_hash = models.CharField(max_length=64)
+    diff = models.JSONField(help_text="The grant diff: tools, access, skills, queues, bindings.")
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    proposed_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    applied_generation = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-proposed_at", "-id"]
+        indexes = [models.Index(fields=["persona", "status"], name="proposal_persona_status_idx")]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} for {self.persona}"
+
+    @property
+    def effective_status(self) -> str:
+        """Its status, or `stale` for a pending one whose persona has moved on since."""
+        if self.status == self.Status.PENDING and self.persona.generation != self.base_generation:
+            return self.Status.STALE
+        return self.status
+
+    @property
+    def decidable(self) -> bool:
+        return self.effective_status == self.Status.PENDING

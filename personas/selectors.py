@@ -9,7 +9,14 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from personas.models import Agent, AuditEvent, HumanSurface, OwnerIdentity, Persona
+from personas.models import (
+    Agent,
+    AuditEvent,
+    GrantProposal,
+    HumanSurface,
+    OwnerIdentity,
+    Persona,
+)
 
 
 def is_moderator(user: Any) -> bool:
@@ -53,6 +60,16 @@ def identities_visible_to(user: Any) -> QuerySet[OwnerIdentity]:
     if is_moderator(user):
         return OwnerIdentity.objects.all()
     return OwnerIdentity.objects.filter(user=user)
+
+
+def proposals_visible_to(user: Any) -> QuerySet[GrantProposal]:
+    """A persona's proposals are its owner's alone: nobody else, moderators included, sees or
+    decides them (a moderator never widens an owner's grant)."""
+    if not (user.is_authenticated and user.is_active):
+        return GrantProposal.objects.none()
+    return GrantProposal.objects.filter(persona__agent__owner=user).select_related(
+        "persona__agent", "proposed_by", "decided_by"
+    )
 
 
 def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:

@@ -9,11 +9,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from personas.addresses import address_problem
 from personas.catalogue import VERBS_BY_NAME, unknown_verbs
@@ -21,6 +23,7 @@ from personas.models import (
     Agent,
     AuditEvent,
     Generation,
+    GrantProposal,
     OwnerIdentity,
     Persona,
     PersonaClass,
@@ -385,7 +388,8 @@ def _narrow_personas(agent: Agent, actor: User) -> None:
         persona.verb_subset = [v for v in persona.verb_subset if v in agent.granted_verbs]
         persona.ask_first_verbs = [v for v in persona.ask_first_verbs if v in agent.granted_verbs]
         persona.queues = [q for q in persona.queues if q in agent.granted_queues]
-        _settle_generation(persona, skill_map)
+        if _settle_generation(persona, skill_map):
+            _supersede_proposals(persona)
         persona.save()
         AuditEvent.objects.create(
             kind=AuditEvent.Kind.GRANT_NARROWED,
@@ -437,22 +441,79 @@ def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
     return persona
 
 
-@transaction.atomic
-def persona_update(*, persona: Persona, actor: User, **changes: Any) -> Persona:
-    """Change what a persona is. Invalid input raises before anything is written."""
-    _require_owner(actor, persona.agent)
-    persona = (
+class StaleProposal(ValidationError):
+    """What a proposal would make is no longer what its owner was shown."""
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaChange:
+    """What became of a submitted change: made at once, or held as a proposal for the owner."""
+
+    persona: Persona
+    proposal: GrantProposal | None = None
+
+
+def _locked_persona(persona: Persona) -> Persona:
+    return (
         Persona.objects.select_for_update(of=("self",))
         .select_related("agent__owner", "address", "owning_lead")
         .get(pk=persona.pk)
     )
+
+
+def _prepare_change(
+    persona: Persona, actor: User, changes: dict[str, Any]
+) -> tuple[Persona, Generation | None, Generation | None]:
+    """Lock the persona, apply and validate `changes` in memory; the current generation and the
+    unsaved next one (None when what the persona is does not change). Nothing is written."""
+    _require_owner(actor, persona.agent)
+    persona = _locked_persona(persona)
     if persona.is_revoked:
         raise ValidationError({"persona": [_revoked_message(persona)]})
+    current = persona.generations.filter(number=persona.generation).first()
     _apply_persona_changes(persona, changes)
     _validate_persona(persona)
-    if _settle_generation(persona, current_skill_map(), by_owner=True):
+    # Every change here is the owner's (_require_owner): the one kind that may follow a revoked
+    # generation with a new one.
+    next_generation = _next_generation(persona, current_skill_map(), current, by_owner=True)
+    return persona, current, next_generation
+
+
+def _commit_change(persona: Persona, proposed: Generation | None) -> None:
+    if proposed is not None:
+        proposed.save()
         _queue_settle(persona)
+        _supersede_proposals(persona)
     persona.save()
+
+
+def _supersede_proposals(persona: Persona) -> None:
+    """A new generation makes every pending proposal of the persona stale: each was made
+    against the generation before, and its diff no longer says what approving would do."""
+    GrantProposal.objects.filter(persona=persona, status=GrantProposal.Status.PENDING).update(
+        status=GrantProposal.Status.STALE
+    )
+
+
+@transaction.atomic
+def persona_update(
+    *, persona: Persona, actor: User, expect_composition_hash: str | None = None, **changes: Any
+) -> Persona:
+    """Change what a persona is, at once: the owner's own confirmed change, and what approving
+    a proposal does. Invalid input raises before anything is written.
+
+    Channels that are not the owner's confirmed edit call persona_submit, which holds a change
+    that widens the grant as a proposal. `expect_composition_hash` (an approval) refuses, as
+    StaleProposal, a change whose next composition is not the one the owner reviewed.
+    """
+    persona, _, proposed = _prepare_change(persona, actor, changes)
+    if expect_composition_hash is not None and (
+        proposed is None or proposed.base_composition_hash != expect_composition_hash
+    ):
+        raise StaleProposal(
+            {"proposal": ["stale: what it would make is no longer what it showed; propose again"]}
+        )
+    _commit_change(persona, proposed)
     return persona
 
 
@@ -462,6 +523,141 @@ def _revoked_message(persona: Persona) -> str:
         f"persona {persona.uuid} was revoked at {persona.revoked_at.isoformat()} "
         f"({persona.revocation_reason}); a revoked persona never changes again: create a new one"
     )
+
+
+def grant_diff(*, current: Generation | None, proposed: Generation) -> dict[str, Any]:
+    """The grant diff from the current generation to the unsaved `proposed` one, computed by the
+    app that owns the stamp rules (settings.VIRGO_GRANT_DIFF names its function); it says,
+    under `widens`, whether the change adds what the persona may do."""
+    diff: dict[str, Any] = import_string(settings.VIRGO_GRANT_DIFF)(
+        current=current, proposed=proposed
+    )
+    return diff
+
+
+@transaction.atomic
+def persona_submit(
+    *, persona: Persona, actor: User, via: GrantProposal.Via, **changes: Any
+) -> PersonaChange:
+    """A change through a channel that is not the owner's edit confirmed on the diff page: an
+    API write (token or session), a CLI write, an import, the admin's save before review.
+
+    A change that only narrows or keeps the grant (removes tools, verbs, queues, bindings;
+    `allow` to `confirm`; no grant field at all) is made at once, as persona_update makes it.
+    One that widens it (adds a tool, `confirm` to `allow`, a queue, a human-surface binding) is
+    held whole as a pending GrantProposal: nothing that runs or is advertised changes until the
+    owner approves it (proposal_approve).
+    """
+    persona, current, proposed = _prepare_change(persona, actor, changes)
+    if proposed is not None and current is not None:
+        diff = grant_diff(current=current, proposed=proposed)
+        if diff["widens"]:
+            proposal = GrantProposal.objects.create(
+                persona_id=persona.pk,
+                via=via,
+                changes=_stored_changes(changes),
+                base_generation=current.number,
+                next_composition_hash=proposed.base_composition_hash,
+                diff=diff,
+                proposed_by=actor if actor.is_authenticated else None,
+            )
+            return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
+    _commit_change(persona, proposed)
+    return PersonaChange(persona)
+
+
+def _stored_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """The changes as JSON: the address by its path, the owning lead by its UUID."""
+    stored = dict(changes)
+    if isinstance(stored.get("address"), RegisteredAddress):
+        stored["address"] = stored["address"].path
+    if "owning_lead" in stored:
+        lead = stored["owning_lead"]
+        stored["owning_lead"] = str(lead.uuid) if isinstance(lead, Persona) else lead
+    return stored
+
+
+def _loaded_changes(proposal: GrantProposal) -> dict[str, Any]:
+    changes = dict(proposal.changes)
+    if changes.get("owning_lead"):
+        lead = Persona.objects.filter(uuid=changes["owning_lead"]).first()
+        if lead is None:
+            raise StaleProposal({"proposal": ["stale: its owning lead no longer exists"]})
+        changes["owning_lead"] = lead
+    return changes
+
+
+def _require_decider(actor: User, proposal: GrantProposal) -> None:
+    if not actor.is_authenticated or proposal.persona.agent.owner_id != actor.pk:
+        raise PermissionDenied("only the persona's owner may decide its proposals")
+
+
+def _pending(proposal: GrantProposal, actor: User) -> GrantProposal:
+    proposal = (
+        GrantProposal.objects.select_for_update(of=("self",))
+        .select_related("persona__agent")
+        .get(pk=proposal.pk)
+    )
+    _require_decider(actor, proposal)
+    if proposal.status == GrantProposal.Status.STALE:
+        raise StaleProposal(
+            {"proposal": ["stale: the persona changed after it was proposed; propose again"]}
+        )
+    if proposal.status != GrantProposal.Status.PENDING:
+        raise ValidationError(
+            {"proposal": [f"already {proposal.status}: only a pending proposal can be decided"]}
+        )
+    return proposal
+
+
+def proposal_approve(*, proposal: GrantProposal, actor: User) -> Persona:
+    """The owner approves: the change is made by persona_update, exactly as an immediate change
+    would be. A proposal the persona has moved on from (a later generation, or a next
+    composition other than the one it showed) is marked stale and refused."""
+    try:
+        with transaction.atomic():
+            proposal = _pending(proposal, actor)
+            persona = _locked_persona(proposal.persona)
+            if persona.generation != proposal.base_generation:
+                raise StaleProposal(
+                    {
+                        "proposal": [
+                            f"stale: made against generation {proposal.base_generation}, and the "
+                            f"persona is at generation {persona.generation}; propose again"
+                        ]
+                    }
+                )
+            persona = persona_update(
+                persona=persona,
+                actor=actor,
+                expect_composition_hash=proposal.next_composition_hash,
+                **_loaded_changes(proposal),
+            )
+            _decide(proposal, actor, GrantProposal.Status.APPROVED, persona.generation)
+            return persona
+    except StaleProposal:
+        GrantProposal.objects.filter(pk=proposal.pk, status=GrantProposal.Status.PENDING).update(
+            status=GrantProposal.Status.STALE
+        )
+        raise
+
+
+@transaction.atomic
+def proposal_reject(*, proposal: GrantProposal, actor: User) -> GrantProposal:
+    """The owner rejects: nothing of the persona changes."""
+    proposal = _pending(proposal, actor)
+    _decide(proposal, actor, GrantProposal.Status.REJECTED, None)
+    return proposal
+
+
+def _decide(
+    proposal: GrantProposal, actor: User, status: GrantProposal.Status, generation: int | None
+) -> None:
+    proposal.status = status
+    proposal.decided_by = actor  # type: ignore[assignment]
+    proposal.decided_at = timezone.now()
+    proposal.applied_generation = generation
+    proposal.save(update_fields=["status", "decided_by", "decided_at", "applied_generation"])
 
 
 @transaction.atomic

@@ -155,7 +155,7 @@ def test_a_failing_admin_save_answers_500_with_the_headers(
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database caught fire")
 
-    monkeypatch.setattr(services, "persona_update", broken)
+    monkeypatch.setattr(services, "persona_submit", broken)
     response = client.post(change_url(persona), data)
     assert response.status_code == 500
     assert_secure_html(response)

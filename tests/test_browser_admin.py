@@ -131,10 +131,13 @@ def test_an_owner_builds_and_lists_a_persona_that_another_owner_never_sees(
         assert "delegate-work" not in derived_skills(ada)
         expect(ada.locator(".field-generation .readonly")).to_have_text("1")
 
-        # The verb subset grows by create_for: the skills and a new generation follow.
+        # The verb subset grows by create_for: that widens the grant, so it waits on its diff
+        # page (VX-REV-1) until Ada confirms; then the skills and a new generation follow.
         tick(ada, "verb_subset", ["create_for"])
         ada.click("input[name=_continue]")
-        expect(ada.locator(".messagelist .success")).to_contain_text("was changed successfully")
+        expect(ada.locator("#diff-tools-added")).to_have_text("create_for")
+        ada.click("#confirm-proposal")
+        expect(ada.locator(".messagelist .success")).to_contain_text("Confirmed")
         assert "create_for" in ticked(ada, "verb_subset")
         assert "delegate-work" in derived_skills(ada)
         expect(ada.locator(".field-generation .readonly")).to_have_text("2")

@@ -240,7 +240,7 @@ def test_a_failing_view_answers_500_in_json_with_the_headers(
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database caught fire")
 
-    monkeypatch.setattr(services, "persona_update", broken)
+    monkeypatch.setattr(services, "persona_submit", broken)
     client = token_client(owner)
     client.raise_request_exception = False
     response = client.patch(persona_url(persona), {"name": "Renamed"}, format="json")

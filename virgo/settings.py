@@ -154,6 +154,9 @@ VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics"
 VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 # The function counting the owed-work backlog (/readyz and /metrics), by kind.
 VIRGO_BACKLOG = "settling.reconciliation.owed_work"
+# The function saying what a persona change does to its grant (tools, access, queues, bindings),
+# from the stamp rules: personas.services holds a change that widens it for the owner's review.
+VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
