@@ -1,0 +1,65 @@
+"""Indexes for the directory's filters (personas.search).
+
+The provider index is an ordinary expression index, on every database. The others use what
+only PostgreSQL has, so they are made only there and stay out of the model state: a GIN
+(jsonb_path_ops) index on `Persona.skills` for `@>` on skill ids and tags, and pg_trgm GIN
+indexes on `name` and `description` for ILIKE. SQLite scans.
+"""
+
+import django.db.models.fields.json
+import django.db.models.functions.text
+from django.contrib.postgres.operations import TrigramExtension
+from django.db import migrations, models
+
+POSTGRESQL_INDEXES = (
+    (
+        "persona_skills_gin_idx",
+        "USING gin (skills jsonb_path_ops)",
+    ),
+    (
+        "persona_name_trgm_idx",
+        "USING gin (name gin_trgm_ops)",
+    ),
+    (
+        "persona_description_trgm_idx",
+        "USING gin (description gin_trgm_ops)",
+    ),
+)
+
+
+def create_postgresql_indexes(apps, schema_editor):
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    for name, method in POSTGRESQL_INDEXES:
+        schema_editor.execute(f"CREATE INDEX {name} ON personas_persona {method}")
+
+
+def drop_postgresql_indexes(apps, schema_editor):
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    for name, _ in POSTGRESQL_INDEXES:
+        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("personas", "0006_stamp_audit_and_not_standing_index"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="generation",
+            index=models.Index(
+                django.db.models.functions.text.Lower(
+                    django.db.models.fields.json.KeyTextTransform(
+                        "organization",
+                        django.db.models.fields.json.KeyTextTransform("provider", "composition"),
+                    )
+                ),
+                name="generation_provider_idx",
+            ),
+        ),
+        # Skipped on every database but PostgreSQL (CreateExtension checks the vendor).
+        TrigramExtension(),
+        migrations.RunPython(create_postgresql_indexes, drop_postgresql_indexes),
+    ]
