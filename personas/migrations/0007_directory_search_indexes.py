@@ -4,6 +4,10 @@ The provider index is an ordinary expression index, on every database. The other
 only PostgreSQL has, so they are made only there and stay out of the model state: a GIN
 (jsonb_path_ops) index on `Persona.skills` for `@>` on skill ids and tags, and pg_trgm GIN
 indexes on `name` and `description` for ILIKE. SQLite scans.
+
+The GIN indexes keep a small pending list (256 kB, not the default 4 MB): new entries are still
+written in batches, but a search never reads through megabytes of them before autovacuum has
+merged them (decision 142).
 """
 
 import django.db.models.fields.json
@@ -14,15 +18,15 @@ from django.db import migrations, models
 POSTGRESQL_INDEXES = (
     (
         "persona_skills_gin_idx",
-        "USING gin (skills jsonb_path_ops)",
+        "USING gin (skills jsonb_path_ops) WITH (gin_pending_list_limit = 256)",
     ),
     (
         "persona_name_trgm_idx",
-        "USING gin (name gin_trgm_ops)",
+        "USING gin (name gin_trgm_ops) WITH (gin_pending_list_limit = 256)",
     ),
     (
         "persona_description_trgm_idx",
-        "USING gin (description gin_trgm_ops)",
+        "USING gin (description gin_trgm_ops) WITH (gin_pending_list_limit = 256)",
     ),
 )
 
