@@ -28,6 +28,11 @@ BATCH = 2000
 PERSONA_CLASS = PersonaClass.CODER_DEPUTY
 ADDRESS = "work/core/reviewer"
 EXTRA_VERBS = ["list_todos", "claim", "complete"]
+# Granted to the agent but not on the template: with them a persona carries deploy-releases,
+# the skill the directory search figure filters by.
+SEARCH_VERBS = ["register_webhook", "trigger_webhook"]
+SEARCH_SKILL = "deploy-releases"
+SEARCH_WORD = "quokka"
 
 
 @dataclass
@@ -50,7 +55,10 @@ def make_fleet(username: str = "bench") -> Fleet:
     )
     verbs = [*required_tools(PERSONA_CLASS), *EXTRA_VERBS]
     agent = services.agent_create(
-        owner=owner, name="bench-runtime", granted_verbs=verbs, granted_queues=["reviews"]
+        owner=owner,
+        name="bench-runtime",
+        granted_verbs=[*verbs, *SEARCH_VERBS],
+        granted_queues=["reviews"],
     )
     RegisteredAddress.objects.get_or_create(path=ADDRESS)
     template = services.persona_create(
@@ -71,12 +79,41 @@ def make_fleet(username: str = "bench") -> Fleet:
     return Fleet(owner=owner, agent=agent, template=template)
 
 
-def add_personas(fleet: Fleet, count: int, *, start: int) -> list[int]:
-    """`count` more discoverable copies of the template persona, each with its generation 1.
+def make_searchable(fleet: Fleet) -> Persona:
+    """A persona the directory search figure finds: SEARCH_SKILL, and SEARCH_WORD in its words.
+
+    The template's copies carry neither, so the search's matches stay as many however many of
+    them the directory holds.
+    """
+    persona = services.persona_create(
+        agent=fleet.agent,
+        actor=fleet.owner,
+        name="Bench searchable 0",
+        description=f"Ships releases with a {SEARCH_WORD}, for the benchmark.",
+        system_prompt="You ship releases. Be precise and kind.",
+        verb_subset=[*fleet.template.verb_subset, *SEARCH_VERBS],
+        queues=["reviews"],
+        persona_class=PERSONA_CLASS,
+        address=ADDRESS,
+    )
+    persona = services.persona_set_discoverable(
+        persona=persona, actor=fleet.owner, discoverable=True, via="bench"
+    )
+    persona.refresh_from_db()
+    if not any(skill["id"] == SEARCH_SKILL for skill in persona.skills):
+        raise RuntimeError(f"the searchable bench persona does not carry {SEARCH_SKILL}")
+    return persona
+
+
+def add_personas(
+    fleet: Fleet, count: int, *, start: int, template: Persona | None = None
+) -> list[int]:
+    """`count` more discoverable copies of the template persona (the fleet's unless another is
+    given), each with its generation 1.
 
     Their stamps are owed (standing unknown), as right after a real create.
     """
-    template = fleet.template
+    template = template or fleet.template
     first_generation = template.generations.get(number=1)
     ids: list[int] = []
     for offset in range(0, count, BATCH):
@@ -87,7 +124,7 @@ def add_personas(fleet: Fleet, count: int, *, start: int) -> list[int]:
                 Persona(
                     uuid=uuid.uuid4(),
                     agent_id=template.agent_id,
-                    name=f"Bench persona {index}",
+                    name=f"{template.name.rsplit(' ', 1)[0]} {index}",
                     description=template.description,
                     system_prompt=template.system_prompt,
                     verb_subset=template.verb_subset,

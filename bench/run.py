@@ -40,6 +40,8 @@ SECTIONS = ("card", "signing", "memory", "data", "fanout")
 RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
 STAMP_BATCH = 500
+# Personas the directory search finds, at 1k as at 100k: more than a page of them.
+SEARCH_MATCHES = 60
 
 TARGETS = {
     "card_get_vs_a2a_sdk": ">= 1.5",
@@ -49,6 +51,8 @@ TARGETS = {
     "cards_signed_per_s": ">= 2000",
     "directory_100k_vs_1k": "<= 1.3",
     "directory_queries_per_page": "<= 4",
+    "directory_search_100k_vs_1k": "<= 1.3",
+    "directory_search_queries_per_page": "<= 4",
     "fanout_personas_per_s_1w": ">= 500",
     "fanout_scaling_2w_vs_1w": ">= 1.7",
     "stamps_per_s": ">= 2000",
@@ -502,6 +506,7 @@ class Bench:
         self._build_owed_stamps()
         admin_100 = self._admin_queries()
         self.figures["admin_queries_per_page_100"] = admin_100
+        population += self._add_searchable()
 
         population += len(add_personas(self.fleet, 1000 - population, start=population))
         progress("data: 1k personas, the stamp factory one stamp at a time")
@@ -512,6 +517,7 @@ class Bench:
         self.figures["stamps_cpu_per_s"] = rates["cpu"]
         self.figures["virgo_check_1k_s"] = self._virgo_check()
         directory = {"1k": self._directory()}
+        search = {"1k": self._directory(self._search_query())}
         ready = {"1k": self._ready_seconds("1k")}
 
         progress("data: 10k personas")
@@ -519,6 +525,7 @@ class Bench:
         self._build_owed_stamps()
         self.figures["virgo_check_10k_s"] = self._virgo_check()
         directory["10k"] = self._directory()
+        search["10k"] = self._directory(self._search_query())
         self.figures["admin_queries_per_page_10k"] = self._admin_queries()
         # The issue's name for the figure: the count at 10k, to be read beside the one at 100.
         self.figures["admin_queries_per_page"] = self.figures["admin_queries_per_page_10k"]
@@ -529,9 +536,14 @@ class Bench:
         progress("data: 100k personas")
         population += len(add_personas(self.fleet, 100_000 - population, start=population))
         directory["100k"] = self._directory()
+        search["100k"] = self._directory(self._search_query())
         self.figures["directory_100k_vs_1k"] = report.ratio(
             directory["100k"][0], directory["1k"][0]
         )
+        self.figures["directory_search_100k_vs_1k"] = report.ratio(
+            search["100k"][0], search["1k"][0]
+        )
+        self.figures["directory_search_queries_per_page"] = max(q for _, q in search.values())
         progress("data: start-up with 100k personas")
         ready["100k"] = self._ready_seconds("100k")
         for process in ("web", "worker"):
@@ -539,15 +551,29 @@ class Bench:
                 ready["100k"][process], ready["1k"][process]
             )
         self.figures["directory_queries_per_page"] = max(q for _, q in directory.values())
-        rows = [[size, f"{ms:.2f}", queries] for size, (ms, queries) in directory.items()]
+        rows = [
+            [size, f"{ms:.2f}", queries, f"{search[size][0]:.2f}", search[size][1]]
+            for size, (ms, queries) in directory.items()
+        ]
         lines.append(
-            report.table(["discoverable personas", "page ms (median)", "queries/page"], rows)
+            report.table(
+                [
+                    "discoverable personas",
+                    "page ms (median)",
+                    "queries/page",
+                    "search page ms (median)",
+                    "search queries/page",
+                ],
+                rows,
+            )
         )
         self.sections.append(
             (
                 "Directory",
                 "GET /api/directory/ with a token, in-process on PostgreSQL: the median time of "
-                "pages read by following `next` from the middle of the list.\n\n"
+                "pages read by following `next` from the middle of the list. The search is "
+                f"`{self._search_query()}`: {SEARCH_MATCHES} personas match it at every size, "
+                "found through the indexes of migration personas 0007 (VX-DIR-1).\n\n"
                 + "\n".join(lines),
             )
         )
@@ -729,23 +755,49 @@ class Bench:
         )
         return time.perf_counter() - started
 
-    def _directory(self) -> tuple[float, int]:
+    def _add_searchable(self) -> int:
+        """The personas the directory search finds (bench.data.make_searchable, and copies)."""
+        from bench.data import add_personas, make_searchable
+
+        searchable = make_searchable(self.fleet)
+        return 1 + len(add_personas(self.fleet, SEARCH_MATCHES - 1, start=1, template=searchable))
+
+    @staticmethod
+    def _search_query() -> str:
+        from bench.data import SEARCH_SKILL, SEARCH_WORD
+
+        return f"skill={SEARCH_SKILL}&q={SEARCH_WORD}"
+
+    def _directory(self, query: str = "") -> tuple[float, int]:
+        """Page time (ms, median) and most queries per page, from the middle of the results."""
         import base64
         from urllib.parse import urlencode
 
         from django.db import connection
+        from django.http import QueryDict
         from django.test import Client
         from django.test.utils import CaptureQueriesContext
         from rest_framework.authtoken.models import Token
 
+        from cards.filters import read_filters
         from personas.models import Persona
+        from personas.search import search_filter
 
         token, _ = Token.objects.get_or_create(user=self.fleet.owner)
         client = Client(headers={"Authorization": f"Token {token.key}"})
-        ids = list(Persona.objects.advertised().order_by("id").values_list("id", flat=True))
+        filters = read_filters(QueryDict(query))
+        matching = Persona.objects.advertised().filter(
+            search_filter(
+                skills=filters.skills,
+                tags=filters.tags,
+                provider=filters.provider,
+                words=filters.words,
+            )
+        )
+        ids = list(matching.order_by("id").values_list("id", flat=True))
         middle = ids[len(ids) // 2]
         cursor = base64.b64encode(urlencode({"p": str(middle)}).encode()).decode()
-        url = f"/api/directory/?cursor={cursor}"
+        url = f"/api/directory/?cursor={cursor}" + (f"&{query}" if query else "")
         timings, queries = [], []
         for _ in range(40):
             with CaptureQueriesContext(connection) as captured:

@@ -2,10 +2,13 @@
 
 Authenticated (session or token), advertised personas only, keyset pages of a capped size,
 and a per-principal rate limit: the directory is for finding personas, not for harvesting.
+Filters (cards.filters) narrow it by skill, tag, provider and words; personas.search says how
+each is answered from an index on PostgreSQL.
 """
 
 from django.conf import settings
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -14,8 +17,10 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from cards.filters import PARAMETERS, read_filters
 from cards.serializers import DirectoryEntrySerializer
 from personas.models import Persona
+from personas.search import search_filter
 from virgo import limits
 from virgo.api import StrictCursorPagination
 
@@ -62,6 +67,7 @@ class PrincipalRateThrottle(BaseThrottle):
         return self.retry_after
 
 
+@extend_schema_view(get=extend_schema(parameters=PARAMETERS))
 class DirectoryView(ListAPIView):
     """GET /api/directory/: the personas their owners listed, and that stand."""
 
@@ -71,8 +77,18 @@ class DirectoryView(ListAPIView):
     serializer_class = DirectoryEntrySerializer
 
     def get_queryset(self) -> QuerySet[Persona]:
-        return Persona.objects.advertised().only(
-            "id", "uuid", "name", "description", "system_prompt", "skills"
+        filters = read_filters(self.request.query_params)
+        return (
+            Persona.objects.advertised()
+            .filter(
+                search_filter(
+                    skills=filters.skills,
+                    tags=filters.tags,
+                    provider=filters.provider,
+                    words=filters.words,
+                )
+            )
+            .only("id", "uuid", "name", "description", "system_prompt", "skills")
         )
 
     def throttled(self, request: Request, wait: float | None) -> None:

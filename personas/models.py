@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KT
 from django.db.models.functions import Lower
 
 
@@ -320,6 +321,11 @@ IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
 SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest")
 
 
+# The organisation a generation's card names as provider, in lower case: the directory's
+# `provider` filter (personas.search) and the index that answers it are this one expression.
+PROVIDER_ORGANIZATION = Lower(KT("composition__provider__organization"))
+
+
 class GenerationQuerySet(models.QuerySet["Generation"]):
     def update(self, **kwargs: Any) -> int:
         """QuerySet.update, refusing to change what is frozen (migration stamps 0003 refuses it
@@ -387,6 +393,7 @@ class Generation(models.Model):
                 fields=["persona", "number"], name="generation_unique_number_per_persona"
             ),
         ]
+        indexes = [models.Index(PROVIDER_ORGANIZATION, name="generation_provider_idx")]
         ordering = ["persona", "-number"]
 
     def __str__(self) -> str:
