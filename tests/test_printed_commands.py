@@ -19,6 +19,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 import anyio
 import httpx
@@ -48,14 +49,20 @@ COMMENT = re.compile(r"\s{2,}#\s.*$")
 
 
 def readme_commands(readme: Path) -> list[str]:
-    commands, inside = [], False
+    """Each command of the README's sh blocks, a line ending in a backslash joined to the next."""
+    commands, inside, pending = [], False, ""
     for line in readme.read_text().splitlines():
         if line.strip() == "```sh":
             inside = True
         elif inside and line.strip() == "```":
             inside = False
         elif inside and line.strip():
-            commands.append(COMMENT.sub("", line).strip())
+            line = COMMENT.sub("", line).strip()
+            if line.endswith("\\"):
+                pending += line.removesuffix("\\").rstrip() + " "
+                continue
+            commands.append(pending + line)
+            pending = ""
     return commands
 
 
@@ -73,6 +80,24 @@ class MadeRun:
         with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
             [(agent,)] = database.execute("select id from personas_agent").fetchall()
         return str(agent)
+
+    def owner_username(self) -> str:
+        with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
+            [(username,)] = database.execute(
+                "select username from auth_user join personas_agent"
+                " on personas_agent.owner_id = auth_user.id"
+            ).fetchall()
+        return str(username)
+
+    def revocable(self) -> tuple[str, int]:
+        """A demo persona other than the reviewer the other commands use, and its generation:
+        what the README's revoke commands are run on."""
+        with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
+            uuid, generation = database.execute(
+                "select uuid, generation from personas_persona where uuid != ? order by id",
+                [self.reviewer().replace("-", "")],
+            ).fetchone()
+        return str(UUID(uuid)), int(generation)
 
     def stamp_tools(self, uuid: str) -> list[str]:
         generations = (self.checkout / "var" / "personas" / uuid / "generations").iterdir()
@@ -134,6 +159,10 @@ def _session_alive(session: int) -> bool:
 
 
 def filled(line: str, made_run: MadeRun) -> str:
+    line = line.replace("<username>", made_run.owner_username())
+    if "persona revoke" in line:
+        uuid, generation = made_run.revocable()
+        line = line.replace("<uuid>", uuid).replace("<n>", str(generation))
     return line.replace("<uuid>", made_run.reviewer()).replace("<id>", made_run.agent_id())
 
 
