@@ -247,3 +247,39 @@ def test_machine_local_memory_is_no_registry() -> None:
     assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
         "confirmation_required"
     )
+
+
+def admin_review(user, entry: PromptRegistryEntry, action: str = "accept") -> list[str]:
+    """What the admin tells `user` after the review action on `entry`."""
+    client = Client()
+    client.force_login(user)
+    url = reverse("admin:runtime_promptregistryentry_changelist")
+    response = client.post(url, {"action": action, "_selected_action": [entry.pk]}, follow=True)
+    assert response.status_code == 200
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_review_tells_who_may_review_and_what_was_reviewed_already() -> None:
+    """V1-PR-4, VX-SEC-1: an owner reviewing the shared class overlay is told only staff may;
+    staff reviewing another owner's experience layer is told only its owner may; an accepted
+    overlay choice (taught by staff, not imported) is answered, not failed, as reviewed."""
+    persona = standing_persona()
+    prepare(persona, "memory/scratch.md")
+    cid = correlation()
+    call(persona, "workspace_write", delete("memory/scratch.md"), cid)
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    record = confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    staff = make_owner()
+    staff.is_superuser = True
+    staff.save()
+    overlay = registry.learn_for_class(record=record, user=staff)
+    assert admin_review(persona.agent.owner, overlay) == [
+        "only staff may review the shared class overlay"
+    ]
+    assert admin_review(staff, overlay) == [f"Not reviewed ({overlay}): it was reviewed already"]
+    own = teach(persona)
+    assert admin_review(staff, own, "reject") == [
+        "only the persona's owner may review its learned choices"
+    ]
+    own.refresh_from_db()
+    assert own.review == PromptRegistryEntry.Review.ACCEPTED
