@@ -1,6 +1,7 @@
 """Confirmations: recorded before execution, routed, answered by the routed authority, run once."""
 
 import html
+import logging
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from django.urls import reverse
 
 from personas.models import PersonaClass
 from runtime import confirmations
-from runtime.models import AuthorityKind, DecisionRecord, Presence, Webhook
+from runtime.models import AuthorityKind, DecisionRecord, Presence, RefusalRecord, Webhook
 from runtime.params import fingerprint
 from runtime.policy import Outcome, Verdict, normalise
 from runtime.redaction import SECRET_VALUE
@@ -105,9 +106,11 @@ def test_a_correlation_id_cannot_be_reused_for_another_operation() -> None:
     cid, record = held_delete(persona)
     confirmations.decide(record=record, approve=True, user=persona.agent.owner)
     other = call(persona, "workspace_write", {"path": "QUEUE.md", "mode": "delete"}, cid)
-    assert other["code"] == "correlation_mismatch"
+    mismatch = f"correlation id {cid} belongs to a different operation"
+    assert (other["code"], other["reason"]) == ("correlation_mismatch", mismatch)
     stranger = standing_persona()
-    assert call(stranger, "workspace_write", DELETE, cid)["code"] == "correlation_mismatch"
+    taken = call(stranger, "workspace_write", DELETE, cid)
+    assert (taken["code"], taken["reason"]) == ("correlation_mismatch", mismatch)
     assert (root_of(persona) / "memory/old.md").exists()
 
 
@@ -117,6 +120,7 @@ def test_a_denied_operation_never_runs() -> None:
     confirmations.decide(record=record, approve=False, user=persona.agent.owner)
     result = call(persona, "workspace_write", DELETE, cid)
     assert (result["ok"], result["code"]) == (False, "denied")
+    assert result["reason"] == f"human:{persona.agent.owner} refused this operation"
     assert (root_of(persona) / "memory/old.md").exists()
     with pytest.raises(ValidationError):
         confirmations.decide(record=record, approve=True, user=persona.agent.owner)
@@ -128,7 +132,11 @@ def test_an_approval_does_not_outlive_a_changed_stamp() -> None:
     confirmations.decide(record=record, approve=True, user=persona.agent.owner)
     persona = update_persona(persona, queues=["reviews", "triage"])
     assert load_active_stamp(persona).stamp_hash != record.stamp_hash
-    assert call(persona, "workspace_write", DELETE, cid)["code"] == "stamp_changed"
+    changed = call(persona, "workspace_write", DELETE, cid)
+    assert (changed["code"], changed["reason"]) == (
+        "stamp_changed",
+        "the persona's stamp changed since this operation was confirmed; ask again",
+    )
     assert (root_of(persona) / "memory/old.md").exists()
 
 
@@ -286,7 +294,11 @@ def test_a_stamp_routing_to_someone_else_than_the_owner_asks_nobody() -> None:
     type(persona.agent).objects.filter(pk=persona.agent_id).update(owner=newcomer)
     persona.refresh_from_db()
     result = call(persona, "workspace_write", DELETE)
-    assert (result["ok"], result["code"]) == (False, "stamp_unavailable")
+    assert (result["ok"], result["code"], result["boundary"]) == (
+        False,
+        "stamp_unavailable",
+        "destructive-or-irreversible",
+    )
     assert result["reason"] == (
         f"persona {persona.uuid}: the stamp routes confirmations to "
         f"{owner_reference(stamped_owner.pk)!r}, who is not the persona's owner"
@@ -378,13 +390,15 @@ def test_a_secret_a_tool_resolves_is_shown_withheld_with_its_fingerprint() -> No
 # What the requester is told, and who may answer --------------------------------------------------
 
 
-def test_the_persona_is_told_which_call_is_held_why_and_by_whom() -> None:
+def test_the_persona_is_told_which_call_is_held_why_and_by_whom(caplog) -> None:
     """V1-CONF-2, V1-CONF-1: the held call answers with the tool, the boundary and the rule's
     reason as the decision record stores them, the authority it waits for and how to resume;
-    the owner's admin list shows the same tool and reason."""
+    the owner's admin list shows the same tool and reason; the WARNING line names the tool, the
+    persona, the correlation id and the authority."""
     persona = standing_persona()
     call(persona, "workspace_write", {"path": "memory/old.md", "content": "keep me"})
     cid = correlation()
+    caplog.set_level(logging.WARNING, logger="virgo.runtime")
     held = call(persona, "workspace_write", DELETE, cid)
     owner = persona.agent.owner
     assert held == {
@@ -398,6 +412,10 @@ def test_the_persona_is_told_which_call_is_held_why_and_by_whom() -> None:
         "correlation_id": cid,
         "retry": "call again with the same correlation_id once the authority has answered",
     }
+    assert [r.getMessage() for r in caplog.records if r.name == "virgo.runtime"] == [
+        f"held for confirmation tool=workspace_write persona={persona.uuid} correlation={cid} "
+        f"authority=human:{owner}"
+    ]
     record = DecisionRecord.objects.get(correlation_id=cid)
     assert (record.tool_name, record.reason) == (held["tool"], held["reason"])
     client = Client()
@@ -428,3 +446,20 @@ def test_a_deputy_scope_request_goes_to_the_lead_the_stamp_names() -> None:
     assert confirmations.decide(record=record, approve=True, persona=lead).decided_by_persona == (
         lead
     )
+
+
+def test_an_approved_operation_whose_implementation_is_gone_is_refused_not_run(monkeypatch) -> None:
+    """V1-FAC-7, V1-CONF-2: resuming an approved request runs only a bound implementation; one
+    gone since is refused, never faked, and that refusal is the request's recorded answer."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    monkeypatch.setitem(HANDLERS._handlers, "workspace.write", None)
+    result = call(persona, "workspace_write", DELETE, cid)
+    assert (result["code"], result["reason"]) == (
+        "not_implemented",
+        "workspace.write has no implementation",
+    )
+    assert RefusalRecord.objects.get(correlation_id=cid).code == "not_implemented"
+    assert call(persona, "workspace_write", DELETE, cid) == result
+    assert (root_of(persona) / "memory/old.md").exists()

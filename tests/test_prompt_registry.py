@@ -64,6 +64,7 @@ def test_an_exact_learned_choice_applies_without_asking() -> None:
         DecisionRecord.Via.PROMPT_REGISTRY,
         entry,
     )
+    assert record.decided_at is not None and record.decision == DecisionRecord.Decision.APPROVED
     assert record.executed_at is not None
 
 
@@ -87,6 +88,9 @@ def test_a_learned_refusal_refuses_without_asking() -> None:
     teach(persona, approve=False)
     result = call(persona, "workspace_write", delete("memory/old.md"))
     assert (result["ok"], result["code"]) == (False, "denied_by_learned_choice")
+    assert result["reason"] == (
+        "a learned choice refuses this exact operation (deleting 'memory/old.md' cannot be undone)"
+    )
     assert result["boundary"] == "destructive-or-irreversible"
 
 
