@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from personas.models import PersonaClass
-from runtime import confirmations
+from runtime import confirmations, registry
 from runtime.models import AuthorityKind, DecisionRecord, Presence, RefusalRecord, Webhook
 from runtime.params import fingerprint
 from runtime.policy import Outcome, Verdict, normalise
@@ -462,4 +462,27 @@ def test_an_approved_operation_whose_implementation_is_gone_is_refused_not_run(m
     )
     assert RefusalRecord.objects.get(correlation_id=cid).code == "not_implemented"
     assert call(persona, "workspace_write", DELETE, cid) == result
+    assert (root_of(persona) / "memory/old.md").exists()
+
+
+def test_two_calls_racing_on_one_correlation_id_make_one_request(monkeypatch) -> None:
+    """V1-CONF-2: a second call under the same correlation id that writes its request first (it
+    runs while the first is between its look-up and its write) leaves one record, and the first
+    call answers with that record as pending, not with an error."""
+    persona = standing_persona()
+    call(persona, "workspace_write", {"path": "memory/old.md", "content": "keep me"})
+    cid = correlation()
+    real = registry.lookup
+    raced: list[dict] = []
+
+    def lookup_then_race(**kwargs):
+        monkeypatch.setattr(registry, "lookup", real)
+        raced.append(call(persona, "workspace_write", DELETE, cid))
+        return real(**kwargs)
+
+    monkeypatch.setattr(registry, "lookup", lookup_then_race)
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert raced[0]["code"] == "confirmation_required"
+    assert first == raced[0]
+    assert DecisionRecord.objects.filter(correlation_id=cid).count() == 1
     assert (root_of(persona) / "memory/old.md").exists()

@@ -298,3 +298,31 @@ def test_an_os_error_says_its_kind_and_whether_to_retry(
         "retryable": retryable,
     }
     assert RefusalRecord.objects.get(persona=persona).code == code
+
+
+def test_an_os_error_while_the_call_is_read_is_a_recorded_result_too() -> None:
+    """VX-SEC-11: the disk can refuse before the tool runs (the workspace root, made when the
+    call's path is looked at, is a file): a structured, recorded result naming no server path,
+    never an exception out of handle()."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    root = stamp.workspace_for(stamp.tools["workspace_read"]).root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.write_text("not a directory")
+    result = handle(persona, "workspace_read", {"path": "QUEUE.md"}, "root-1")
+    assert result == {
+        "ok": False,
+        "code": "os_error",
+        "boundary": None,
+        "reason": "the file system refused workspace_read: File exists (EEXIST)",
+        "tool": "workspace_read",
+        "correlation_id": "root-1",
+        "errno": "EEXIST",
+        "retryable": False,
+    }
+    record = RefusalRecord.objects.get(persona=persona)
+    assert (record.code, record.handler_action, record.operation) == (
+        "os_error",
+        "workspace.read",
+        None,
+    )
