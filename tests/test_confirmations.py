@@ -486,3 +486,24 @@ def test_two_calls_racing_on_one_correlation_id_make_one_request(monkeypatch) ->
     assert first == raced[0]
     assert DecisionRecord.objects.filter(correlation_id=cid).count() == 1
     assert (root_of(persona) / "memory/old.md").exists()
+
+
+def test_an_approved_call_repeated_while_it_runs_runs_once(monkeypatch) -> None:
+    """V1-CONF-2: a repeat of an approved call that ran while the first was between reading its
+    record and locking it gets the recorded result; the operation runs once."""
+    persona = standing_persona()
+    cid, record = held_delete(persona)
+    confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    real = confirmations.operation_digest
+    repeated: list[dict] = []
+
+    def digest_then_repeat(op):
+        monkeypatch.setattr(confirmations, "operation_digest", real)
+        repeated.append(call(persona, "workspace_write", DELETE, cid))
+        return real(op)
+
+    monkeypatch.setattr(confirmations, "operation_digest", digest_then_repeat)
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert repeated[0]["ok"] is True and repeated[0]["result"]["deleted"] is True
+    assert first == repeated[0]
+    assert not (root_of(persona) / "memory/old.md").exists()

@@ -95,6 +95,9 @@ def test_a_granted_tool_without_an_implementation_is_refused_never_faked(monkeyp
     monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
     result = call(persona, "list_peers")
     assert (result["ok"], result["code"]) == (False, "not_implemented")
+    assert result["reason"] == (
+        "tool list_peers (identity.list_peers) has no bound implementation in this runtime"
+    )
     assert RefusalRecord.objects.get(persona=persona).handler_action == "identity.list_peers"
 
 
@@ -225,7 +228,13 @@ def test_refusals_before_and_without_a_verdict_say_what_was_wrong(caplog) -> Non
     cut = RefusalRecord.objects.get(
         code="invalid_correlation_id", reason=rule, correlation_id="x" * 200
     )
-    assert (cut.stamp_hash, cut.handler_action, cut.rule, cut.operation) == ("", "", "", None)
+    assert (cut.stamp_hash, cut.handler_action, cut.boundary, cut.rule, cut.operation) == (
+        "",
+        "",
+        "",
+        "",
+        None,
+    )
     assert (
         f"refused tool=workspace_list persona={persona.uuid} code=invalid_correlation_id "
         f"boundary=- correlation=: {rule}" in [r.getMessage() for r in caplog.records]

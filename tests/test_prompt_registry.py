@@ -287,3 +287,25 @@ def test_the_review_tells_who_may_review_and_what_was_reviewed_already() -> None
     ]
     own.refresh_from_db()
     assert own.review == PromptRegistryEntry.Review.ACCEPTED
+
+
+def test_an_operation_answered_already_is_not_learned_twice() -> None:
+    """V1-PR-1: two requests held for one exact operation, both answered with "remember": the
+    second is refused naming the entry, and the first choice stays the one that applies."""
+    persona = standing_persona()
+    prepare(persona)
+    held = []
+    for _ in range(2):
+        cid = correlation()
+        assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+            "confirmation_required"
+        )
+        record = DecisionRecord.objects.get(correlation_id=cid)
+        held.append(confirmations.decide(record=record, approve=True, user=persona.agent.owner))
+    first = registry.learn(record=held[0], user=persona.agent.owner)
+    with pytest.raises(ValidationError) as refused:
+        registry.learn(record=held[1], user=persona.agent.owner)
+    assert refused.value.message_dict == {
+        "entry": ["this exact operation already has a learned choice"]
+    }
+    assert list(persona.prompt_registry_entries.all()) == [first]
