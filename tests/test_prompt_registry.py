@@ -309,3 +309,41 @@ def test_an_operation_answered_already_is_not_learned_twice() -> None:
         "entry": ["this exact operation already has a learned choice"]
     }
     assert list(persona.prompt_registry_entries.all()) == [first]
+
+
+def test_a_choice_on_another_personas_layer_never_answers_for_this_one() -> None:
+    """V1-PR-1, V1-PR-4: a learned choice belongs to the experience layer it is in: a row on a
+    sibling's layer, even keyed exactly as this persona's operation (no writer makes one; a
+    damaged or hand-edited database could), does not answer this persona's call."""
+    persona = standing_persona()
+    sibling = standing_persona(persona.agent.owner, agent=persona.agent)
+    stamp = load_active_stamp(persona)
+    target = {"path": "memory/old.md"}
+    prepare(persona)
+    cid = correlation()
+    assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+        "confirmation_required"
+    )
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    forged = PromptRegistryEntry.objects.create(
+        location=PromptRegistryEntry.Location.EXPERIENCE,
+        persona=sibling,
+        stamp_hash=stamp.stamp_hash,
+        handler_action="workspace.write",
+        target_scope=target,
+        operation_shape=record.operation["shape"],
+        key_digest=registry.key_digest(
+            stamp_hash=stamp.stamp_hash,
+            handler_action="workspace.write",
+            target_scope=target,
+            shape=record.operation["shape"],
+        ),
+        choice=Choice.APPROVE,
+        review=PromptRegistryEntry.Review.ACCEPTED,
+    )
+    assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
+        "confirmation_required"
+    )
+    # The same row on the persona's own layer is its exact key: it answers.
+    PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona=persona)
+    assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
