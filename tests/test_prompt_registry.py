@@ -347,3 +347,41 @@ def test_a_choice_on_another_personas_layer_never_answers_for_this_one() -> None
     # The same row on the persona's own layer is its exact key: it answers.
     PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona=persona)
     assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
+
+
+def test_a_class_overlay_choice_answers_only_for_its_own_class() -> None:
+    """V1-PR-4, V1-PR-2: a shared overlay row belongs to the class it names: one of another
+    class, even keyed exactly as this persona's class profile would be (no writer makes one),
+    does not answer this persona's call."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    prepare(persona)
+    cid = correlation()
+    assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+        "confirmation_required"
+    )
+    shape = DecisionRecord.objects.get(correlation_id=cid).operation["shape"]
+    target = {"path": "memory/old.md"}
+    forged = PromptRegistryEntry.objects.create(
+        location=PromptRegistryEntry.Location.CLASS_OVERLAY,
+        persona_class="project-lead",
+        stamp_hash=stamp.profile_hash,
+        handler_action="workspace.write",
+        target_scope=target,
+        operation_shape=shape,
+        key_digest=registry.key_digest(
+            stamp_hash=stamp.profile_hash,
+            handler_action="workspace.write",
+            target_scope=target,
+            shape=shape,
+        ),
+        choice=Choice.APPROVE,
+        review=PromptRegistryEntry.Review.ACCEPTED,
+    )
+    assert stamp.persona_class != "project-lead"
+    assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
+        "confirmation_required"
+    )
+    # The same row under the persona's own class is its exact key: it answers.
+    PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona_class=stamp.persona_class)
+    assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
