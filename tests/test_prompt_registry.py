@@ -1,9 +1,11 @@
 """The prompt registry: exact matches only, never broadening, never outliving a stamp unreviewed."""
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+import rfc8785
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 from django.urls import reverse
@@ -385,3 +387,18 @@ def test_a_class_overlay_choice_answers_only_for_its_own_class() -> None:
     # The same row under the persona's own class is its exact key: it answers.
     PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona_class=stamp.persona_class)
     assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
+
+
+def test_the_key_of_a_stored_choice_is_the_digest_of_its_four_named_parts() -> None:
+    """V1-PR-1: the stored key is the sha256 of the canonical JSON (RFC 8785) of exactly the
+    stamp hash, handler action, target scope and operation shape under those names; a row
+    stored today is found by the same key after an upgrade, and a reader can recompute it."""
+    persona = standing_persona()
+    entry = teach(persona)
+    parts = {
+        "stamp_hash": load_active_stamp(persona).stamp_hash,
+        "handler_action": "workspace.write",
+        "target_scope": {"path": "memory/old.md"},
+        "operation_shape": entry.operation_shape,
+    }
+    assert entry.key_digest == hashlib.sha256(rfc8785.dumps(parts)).hexdigest()
