@@ -1,5 +1,7 @@
 """handle(): the one entry point; what the stamp grants runs, everything else is refused loudly."""
 
+import errno
+import hashlib
 import logging
 from pathlib import Path
 
@@ -93,6 +95,9 @@ def test_a_granted_tool_without_an_implementation_is_refused_never_faked(monkeyp
     monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
     result = call(persona, "list_peers")
     assert (result["ok"], result["code"]) == (False, "not_implemented")
+    assert result["reason"] == (
+        "tool list_peers (identity.list_peers) has no bound implementation in this runtime"
+    )
     assert RefusalRecord.objects.get(persona=persona).handler_action == "identity.list_peers"
 
 
@@ -160,3 +165,173 @@ def test_a_persona_that_does_not_stand_gets_nothing() -> None:
     result = call(persona, "workspace_list")
     assert result["code"] == "stamp_unavailable"
     assert "not standing" in result["reason"]
+
+
+# What a caller, the records and the log are told -----------------------------------------------
+
+
+def test_a_refusal_is_one_result_one_record_and_one_log_line_saying_the_same(caplog) -> None:
+    """V1-ACC-8, V1-CONS-2, VX-SEC-7: a denied call answers with code, boundary and reason; its
+    refusal record holds the tool, action, rule, the operation as recorded and the stamp it was
+    judged under; the WARNING line names tool, persona, code, boundary and correlation id."""
+    persona = standing_persona()
+    caplog.set_level(logging.WARNING, logger="virgo.runtime")
+    path = "../../etc/passwd"
+    result = handle(persona, "workspace_read", {"path": path}, "refusal-1")
+    reason = f"path {path!r} leads outside the persona's workspace"
+    assert result == {
+        "ok": False,
+        "code": "boundary_denied",
+        "boundary": "cross-scope-access",
+        "reason": reason,
+        "tool": "workspace_read",
+        "correlation_id": "refusal-1",
+    }
+    record = RefusalRecord.objects.get(persona=persona)
+    assert (record.tool_name, record.handler_action, record.code, record.boundary) == (
+        "workspace_read",
+        "workspace.read",
+        "boundary_denied",
+        "cross-scope-access",
+    )
+    assert (record.rule, record.reason, record.correlation_id) == (
+        "path-escape",
+        reason,
+        "refusal-1",
+    )
+    assert record.stamp_hash == load_active_stamp(persona).stamp_hash
+    assert record.operation["target"]["path"] == path
+    assert record.operation["tool"] == "workspace_read"
+    assert [r.getMessage() for r in caplog.records if r.name == "virgo.runtime"] == [
+        f"refused tool=workspace_read persona={persona.uuid} code=boundary_denied "
+        f"boundary=cross-scope-access correlation=refusal-1: {reason}"
+    ]
+
+
+def test_refusals_before_and_without_a_verdict_say_what_was_wrong(caplog) -> None:
+    """V1-CONS-2: a bad correlation id is refused before the stamp is read, naming the rule; a
+    tool the stamp lacks is recorded under the stamp that lacks it; names too long for a record
+    are cut to its columns, never refused unrecorded."""
+    persona = standing_persona()
+    caplog.set_level(logging.WARNING, logger="virgo.runtime")
+    rule = "correlation id must be 1-200 safe chars"
+    for bad in ("", "x" * 250, "two words"):
+        assert handle(persona, "workspace_list", {}, bad) == {
+            "ok": False,
+            "code": "invalid_correlation_id",
+            "boundary": None,
+            "reason": rule,
+            "tool": "workspace_list",
+            "correlation_id": bad,
+        }
+    assert handle(persona, "workspace_list", {}, 7)["correlation_id"] == "7"  # type: ignore[arg-type]
+    cut = RefusalRecord.objects.get(
+        code="invalid_correlation_id", reason=rule, correlation_id="x" * 200
+    )
+    assert (cut.stamp_hash, cut.handler_action, cut.boundary, cut.rule, cut.operation) == (
+        "",
+        "",
+        "",
+        "",
+        None,
+    )
+    assert (
+        f"refused tool=workspace_list persona={persona.uuid} code=invalid_correlation_id "
+        f"boundary=- correlation=: {rule}" in [r.getMessage() for r in caplog.records]
+    )
+    name = "t" * 150
+    refused = handle(persona, name, {}, "long-name")
+    assert (refused["code"], refused["tool"]) == ("not_granted", name)
+    record = RefusalRecord.objects.get(correlation_id="long-name")
+    assert record.tool_name == name[:100]
+    assert record.stamp_hash == load_active_stamp(persona).stamp_hash
+
+
+def test_what_runs_answers_with_its_tool_correlation_and_result_and_a_failure_likewise() -> None:
+    """V1-CONS-2, V1-WS-2: a call that ran is `ok` with tool, correlation id and the tool's result;
+    a failure of the work itself (a missing file) says so in the same shape and is no refusal."""
+    persona = standing_persona()
+    written = handle(persona, "workspace_write", {"path": "QUEUE.md", "content": "x"}, "ran-1")
+    assert set(written) == {"ok", "tool", "correlation_id", "result"}
+    assert (written["ok"], written["tool"], written["correlation_id"]) == (
+        True,
+        "workspace_write",
+        "ran-1",
+    )
+    assert written["result"]["sha256"] == hashlib.sha256(b"x").hexdigest()
+    assert handle(persona, "workspace_read", {"path": "memory/none.md"}, "ran-2") == {
+        "ok": False,
+        "code": "not_found",
+        "boundary": None,
+        "reason": "'memory/none.md' does not exist",
+        "tool": "workspace_read",
+        "correlation_id": "ran-2",
+    }
+    assert not RefusalRecord.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "name", "retryable", "says"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "no_space", "ENOSPC", True, None),
+        (OSError(errno.EIO, "Input/output error"), "io_error", "EIO", True, None),
+        (OSError(errno.EXDEV, "Invalid cross-device link"), "os_error", "EXDEV", False, None),
+        (OSError("no errno"), "os_error", "EUNKNOWN", False, "EUNKNOWN (EUNKNOWN)"),
+    ],
+    ids=["no-space", "io", "unlisted", "no-errno"],
+)
+def test_an_os_error_says_its_kind_and_whether_to_retry(
+    monkeypatch, error: OSError, code: str, name: str, retryable: bool, says: str | None
+) -> None:
+    """VX-SEC-11: whatever errno the disk raises, handle() answers with the kind (`os_error` for
+    one it does not name), the errno's name (`EUNKNOWN` without one), whether the same call may
+    succeed later (a full disk, an I/O error: yes), the persona's own path and never the
+    server's; and records it."""
+    persona = standing_persona()
+
+    def failing(tool_call):
+        error.filename = "/srv/virgo/home/personas/secret/QUEUE.md"
+        raise error
+
+    monkeypatch.setitem(HANDLERS._handlers, "workspace.read", failing)
+    result = handle(persona, "workspace_read", {"path": "QUEUE.md"}, "os-1")
+    detail = says or f"{error.strerror} ({name})"
+    assert result == {
+        "ok": False,
+        "code": code,
+        "boundary": None,
+        "reason": f"the file system refused workspace_read on 'QUEUE.md': {detail}",
+        "tool": "workspace_read",
+        "correlation_id": "os-1",
+        "errno": name,
+        "retryable": retryable,
+    }
+    assert RefusalRecord.objects.get(persona=persona).code == code
+
+
+def test_an_os_error_while_the_call_is_read_is_a_recorded_result_too() -> None:
+    """VX-SEC-11: the disk can refuse before the tool runs (the workspace root, made when the
+    call's path is looked at, is a file): a structured, recorded result naming no server path,
+    never an exception out of handle()."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    root = stamp.workspace_for(stamp.tools["workspace_read"]).root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.write_text("not a directory")
+    result = handle(persona, "workspace_read", {"path": "QUEUE.md"}, "root-1")
+    assert result == {
+        "ok": False,
+        "code": "os_error",
+        "boundary": None,
+        "reason": "the file system refused workspace_read: File exists (EEXIST)",
+        "tool": "workspace_read",
+        "correlation_id": "root-1",
+        "errno": "EEXIST",
+        "retryable": False,
+    }
+    record = RefusalRecord.objects.get(persona=persona)
+    assert (record.code, record.handler_action, record.operation) == (
+        "os_error",
+        "workspace.read",
+        None,
+    )

@@ -1,9 +1,11 @@
 """The prompt registry: exact matches only, never broadening, never outliving a stamp unreviewed."""
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+import rfc8785
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 from django.urls import reverse
@@ -64,6 +66,7 @@ def test_an_exact_learned_choice_applies_without_asking() -> None:
         DecisionRecord.Via.PROMPT_REGISTRY,
         entry,
     )
+    assert record.decided_at is not None and record.decision == DecisionRecord.Decision.APPROVED
     assert record.executed_at is not None
 
 
@@ -87,6 +90,9 @@ def test_a_learned_refusal_refuses_without_asking() -> None:
     teach(persona, approve=False)
     result = call(persona, "workspace_write", delete("memory/old.md"))
     assert (result["ok"], result["code"]) == (False, "denied_by_learned_choice")
+    assert result["reason"] == (
+        "a learned choice refuses this exact operation (deleting 'memory/old.md' cannot be undone)"
+    )
     assert result["boundary"] == "destructive-or-irreversible"
 
 
@@ -247,3 +253,152 @@ def test_machine_local_memory_is_no_registry() -> None:
     assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
         "confirmation_required"
     )
+
+
+def admin_review(user, entry: PromptRegistryEntry, action: str = "accept") -> list[str]:
+    """What the admin tells `user` after the review action on `entry`."""
+    client = Client()
+    client.force_login(user)
+    url = reverse("admin:runtime_promptregistryentry_changelist")
+    response = client.post(url, {"action": action, "_selected_action": [entry.pk]}, follow=True)
+    assert response.status_code == 200
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_review_tells_who_may_review_and_what_was_reviewed_already() -> None:
+    """V1-PR-4, VX-SEC-1: an owner reviewing the shared class overlay is told only staff may;
+    staff reviewing another owner's experience layer is told only its owner may; an accepted
+    overlay choice (taught by staff, not imported) is answered, not failed, as reviewed."""
+    persona = standing_persona()
+    prepare(persona, "memory/scratch.md")
+    cid = correlation()
+    call(persona, "workspace_write", delete("memory/scratch.md"), cid)
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    record = confirmations.decide(record=record, approve=True, user=persona.agent.owner)
+    staff = make_owner()
+    staff.is_superuser = True
+    staff.save()
+    overlay = registry.learn_for_class(record=record, user=staff)
+    assert admin_review(persona.agent.owner, overlay) == [
+        "only staff may review the shared class overlay"
+    ]
+    assert admin_review(staff, overlay) == [f"Not reviewed ({overlay}): it was reviewed already"]
+    own = teach(persona)
+    assert admin_review(staff, own, "reject") == [
+        "only the persona's owner may review its learned choices"
+    ]
+    own.refresh_from_db()
+    assert own.review == PromptRegistryEntry.Review.ACCEPTED
+
+
+def test_an_operation_answered_already_is_not_learned_twice() -> None:
+    """V1-PR-1: two requests held for one exact operation, both answered with "remember": the
+    second is refused naming the entry, and the first choice stays the one that applies."""
+    persona = standing_persona()
+    prepare(persona)
+    held = []
+    for _ in range(2):
+        cid = correlation()
+        assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+            "confirmation_required"
+        )
+        record = DecisionRecord.objects.get(correlation_id=cid)
+        held.append(confirmations.decide(record=record, approve=True, user=persona.agent.owner))
+    first = registry.learn(record=held[0], user=persona.agent.owner)
+    with pytest.raises(ValidationError) as refused:
+        registry.learn(record=held[1], user=persona.agent.owner)
+    assert refused.value.message_dict == {
+        "entry": ["this exact operation already has a learned choice"]
+    }
+    assert list(persona.prompt_registry_entries.all()) == [first]
+
+
+def test_a_choice_on_another_personas_layer_never_answers_for_this_one() -> None:
+    """V1-PR-1, V1-PR-4: a learned choice belongs to the experience layer it is in: a row on a
+    sibling's layer, even keyed exactly as this persona's operation (no writer makes one; a
+    damaged or hand-edited database could), does not answer this persona's call."""
+    persona = standing_persona()
+    sibling = standing_persona(persona.agent.owner, agent=persona.agent)
+    stamp = load_active_stamp(persona)
+    target = {"path": "memory/old.md"}
+    prepare(persona)
+    cid = correlation()
+    assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+        "confirmation_required"
+    )
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    forged = PromptRegistryEntry.objects.create(
+        location=PromptRegistryEntry.Location.EXPERIENCE,
+        persona=sibling,
+        stamp_hash=stamp.stamp_hash,
+        handler_action="workspace.write",
+        target_scope=target,
+        operation_shape=record.operation["shape"],
+        key_digest=registry.key_digest(
+            stamp_hash=stamp.stamp_hash,
+            handler_action="workspace.write",
+            target_scope=target,
+            shape=record.operation["shape"],
+        ),
+        choice=Choice.APPROVE,
+        review=PromptRegistryEntry.Review.ACCEPTED,
+    )
+    assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
+        "confirmation_required"
+    )
+    # The same row on the persona's own layer is its exact key: it answers.
+    PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona=persona)
+    assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
+
+
+def test_a_class_overlay_choice_answers_only_for_its_own_class() -> None:
+    """V1-PR-4, V1-PR-2: a shared overlay row belongs to the class it names: one of another
+    class, even keyed exactly as this persona's class profile would be (no writer makes one),
+    does not answer this persona's call."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    prepare(persona)
+    cid = correlation()
+    assert call(persona, "workspace_write", delete("memory/old.md"), cid)["code"] == (
+        "confirmation_required"
+    )
+    shape = DecisionRecord.objects.get(correlation_id=cid).operation["shape"]
+    target = {"path": "memory/old.md"}
+    forged = PromptRegistryEntry.objects.create(
+        location=PromptRegistryEntry.Location.CLASS_OVERLAY,
+        persona_class="project-lead",
+        stamp_hash=stamp.profile_hash,
+        handler_action="workspace.write",
+        target_scope=target,
+        operation_shape=shape,
+        key_digest=registry.key_digest(
+            stamp_hash=stamp.profile_hash,
+            handler_action="workspace.write",
+            target_scope=target,
+            shape=shape,
+        ),
+        choice=Choice.APPROVE,
+        review=PromptRegistryEntry.Review.ACCEPTED,
+    )
+    assert stamp.persona_class != "project-lead"
+    assert call(persona, "workspace_write", delete("memory/old.md"))["code"] == (
+        "confirmation_required"
+    )
+    # The same row under the persona's own class is its exact key: it answers.
+    PromptRegistryEntry.objects.filter(pk=forged.pk).update(persona_class=stamp.persona_class)
+    assert call(persona, "workspace_write", delete("memory/old.md"))["ok"] is True
+
+
+def test_the_key_of_a_stored_choice_is_the_digest_of_its_four_named_parts() -> None:
+    """V1-PR-1: the stored key is the sha256 of the canonical JSON (RFC 8785) of exactly the
+    stamp hash, handler action, target scope and operation shape under those names; a row
+    stored today is found by the same key after an upgrade, and a reader can recompute it."""
+    persona = standing_persona()
+    entry = teach(persona)
+    parts = {
+        "stamp_hash": load_active_stamp(persona).stamp_hash,
+        "handler_action": "workspace.write",
+        "target_scope": {"path": "memory/old.md"},
+        "operation_shape": entry.operation_shape,
+    }
+    assert entry.key_digest == hashlib.sha256(rfc8785.dumps(parts)).hexdigest()
