@@ -159,3 +159,18 @@ def test_mutant_runs_take_the_tests_without_a_database_first() -> None:
         "uses db",
         "transactional",
     ]
+
+
+@pytest.mark.django_db
+def test_a_second_session_in_the_same_process_reads_content_types_afresh() -> None:
+    """mutmut's clean run follows its stats pass in one process, on a new test database."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from personas.models import Persona
+
+    cached = ContentType.objects.get_for_model(Persona)
+    # As if this were the next session's database: the row the cache holds is not Persona's.
+    ContentType.objects.filter(pk=cached.pk).update(model="renamed")
+    assert ContentType.objects.get_for_model(Persona).pk == cached.pk
+    order.pytest_sessionstart(None)  # type: ignore[arg-type]
+    assert ContentType.objects.get_for_model(Persona).pk != cached.pk
