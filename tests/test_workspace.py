@@ -283,3 +283,21 @@ def test_the_root_and_the_directories_above_it_are_owner_only(space: Workspace, 
         if directory == home:
             break
         assert oct(os.stat(directory).st_mode & 0o777) == "0o700", directory
+
+
+def test_reading_a_directory_is_refused_and_keeps_no_descriptor_open(space: Workspace) -> None:
+    """V1-STD-1, VX-SEC-11: read and hash of a directory (or of a hard-linked file) are clear
+    refusals, and each closes what it opened: a persona repeating them cannot use up the
+    server's file descriptors."""
+    space.write("memory/a.md", "a")
+    os.link(space.root / "memory/a.md", space.root / "memory/b.md")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        for call in (
+            lambda: space.read("memory"),
+            lambda: space.hash("memory"),
+            lambda: space.read("memory/a.md"),
+        ):
+            with pytest.raises(ws.WorkspaceError):
+                call()
+    assert len(os.listdir("/proc/self/fd")) == before
