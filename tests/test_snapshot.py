@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import tarfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -313,8 +314,12 @@ def test_another_owners_persona_as_lead_is_refused_naming_owning_lead(tmp_path: 
     crafted = craft(archive, tmp_path / "crafted.tar.gz", reroute)
     delete_persona(deputy)
     before = written()
-    with pytest.raises(SnapshotError, match=f"persona.json: owning_lead: .*{foreign_lead.uuid}"):
+    with pytest.raises(SnapshotError) as refused:
         import_persona(crafted, agent=agent, actor=owner)
+    assert refused.value.messages == [
+        f"persona.json: owning_lead: names persona {foreign_lead.uuid}, which is not one of "
+        "yours; import it with one of your project leads or none"
+    ]
     with pytest.raises(CommandError, match="owning_lead"):
         call_command("persona", "import", str(crafted), "--agent", str(agent.pk))
     assert written() == before
@@ -548,7 +553,8 @@ BAD_ROWS = [
     (
         "target naming the binding",
         lambda m: _first_entry(m)["target_scope"].update(workspace="elsewhere"),
-        f"{EXPERIENCE} row 1: target_scope: holds 'workspace'",
+        f"{EXPERIENCE} row 1: target_scope: holds 'workspace'; a learned choice is keyed "
+        "within the persona's own binding",
     ),
     (
         "shape not an object",
@@ -610,6 +616,28 @@ BAD_ROWS = [
         lambda m: m.update({"generations.json": {"1": "standing"}}),
         "generations.json: must be a JSON list",
     ),
+    (
+        "registry not a list",
+        lambda m: m.update({EXPERIENCE: {"1": _first_entry(m)}}),
+        f"{EXPERIENCE}: must be a JSON list",
+    ),
+    (
+        "not I-JSON number",
+        lambda m: m["persona.json"].update(name=float("nan")),
+        "persona.json is not valid JSON: NaN is not JSON",
+    ),
+    (
+        "two fields",
+        lambda m: m["persona.json"].update(name="  ", persona_class="wizard"),
+        "persona.json: name: must not be blank; persona.json: persona_class: unknown class "
+        "'wizard'",
+    ),
+    (
+        "two problems of one field",
+        lambda m: m["persona.json"].update(human_surface_bindings=["a b", "c d"]),
+        "persona.json: human_surface_bindings: 'a b' is not a hub binding: 1-200 printable "
+        "ASCII characters, no spaces 'c d' is not a hub binding",
+    ),
 ]
 
 
@@ -629,6 +657,137 @@ def test_every_row_is_validated_with_an_error_naming_the_row_and_field(
     with pytest.raises(SnapshotError) as refused:
         import_persona(crafted, agent=agent, actor=owner)
     assert message in str(refused.value)
+    assert written() == before
+
+
+def _exported(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A persona with one learned choice, exported and then deleted: (archive, its agent)."""
+    persona = standing_persona()
+    taught(persona)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    return archive, persona.agent
+
+
+def test_a_repeated_choice_is_kept_once_and_the_skip_is_reported(tmp_path: Path) -> None:
+    """VX-SEC-1: two rows showing the same operation become one waiting choice (the later
+    one), and the outcome names the row left out; the choices are the importer's."""
+    archive, agent = _exported(tmp_path)
+
+    def repeat(members: dict[str, Any]) -> None:
+        members[EXPERIENCE].append({**_first_entry(members), "choice": "deny"})
+
+    outcome = import_as(craft(archive, tmp_path / "crafted.tar.gz", repeat), agent)
+    assert outcome.skipped == [
+        f"{EXPERIENCE} row 1: the same operation as {EXPERIENCE} row 2, which is kept"
+    ]
+    [entry] = outcome.persona.prompt_registry_entries.all()
+    assert (entry.choice, entry.review, entry.created_by) == ("deny", Review.PENDING, agent.owner)
+
+
+def test_the_row_and_size_limits_of_a_registry_admit_their_own_value(tmp_path: Path) -> None:
+    """VX-SEC-1: a registry file may hold 10,000 rows and a target scope 4,096 bytes (as RFC
+    8785 JSON); one row or one byte more is refused naming the file."""
+    archive, agent = _exported(tmp_path)
+    path = "memory/" + "m" * (4096 - len('{"path":"memory/"}'))
+
+    def at_the_limits(members: dict[str, Any]) -> None:
+        first = _first_entry(members)
+        members[EXPERIENCE] = [first] * 9_999 + [{**first, "target_scope": {"path": path}}]
+
+    outcome = import_as(craft(archive, tmp_path / "limits.tar.gz", at_the_limits), agent)
+    entries = outcome.persona.prompt_registry_entries.order_by("id")
+    assert [e.target_scope for e in entries] == [{"path": "memory/old.md"}, {"path": path}]
+    assert len(outcome.skipped) == 9_998
+
+    def one_more(members: dict[str, Any]) -> None:
+        members[EXPERIENCE] = [_first_entry(members)] * 10_001
+
+    def one_byte_more(members: dict[str, Any]) -> None:
+        _first_entry(members)["target_scope"] = {"path": path + "m"}
+
+    for change, message in (
+        (one_more, f"{EXPERIENCE}: more than 10000 learned choices"),
+        (one_byte_more, f"{EXPERIENCE} row 1: target_scope: larger than 4096 bytes"),
+    ):
+        before = written()
+        with pytest.raises(SnapshotError) as refused:
+            import_persona(
+                craft(archive, tmp_path / "over.tar.gz", change), agent=agent, actor=agent.owner
+            )
+        assert refused.value.messages == [message]
+        assert written() == before
+
+
+def test_a_lead_the_importer_names_is_checked_as_the_importers_own_word(tmp_path: Path) -> None:
+    """VX-SEC-1: a lead given to the import (not read from persona.json) that is no project
+    lead is refused naming owning_lead, without blaming the archive."""
+    owner = make_owner()
+    agent = make_agent(owner)
+    persona = standing_persona(owner, agent=agent)
+    not_a_lead = standing_persona(owner, agent=agent)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=owner, owning_lead=not_a_lead)
+    assert refused.value.messages == ["owning_lead: the owning lead must be a project-lead persona"]
+    assert written() == before
+
+
+def test_a_foreign_persona_is_found_as_a_key_too(tmp_path: Path) -> None:
+    """VX-SEC-1: a learned choice naming another owner's persona by an object key (not a
+    value) is refused like any other reference; the importer's own persona may be named."""
+    own = standing_persona()
+    taught(own)
+    other = standing_persona().uuid
+    archive = export_persona(own, tmp_path / "p.tar.gz")
+
+    def keyed(uuid_named):  # type: ignore[no-untyped-def]
+        def change(members: dict[str, Any]) -> None:
+            _first_entry(members)["operation_shape"][str(uuid_named)] = "peer"
+
+        return change
+
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(
+            craft(archive, tmp_path / "foreign.tar.gz", keyed(other)),
+            agent=own.agent,
+            actor=own.agent.owner,
+        )
+    assert refused.value.messages == [
+        f"{EXPERIENCE} row 1: operation_shape: names persona {other}, which is not one of yours"
+    ]
+    assert written() == before
+    restored = import_as(craft(archive, tmp_path / "own.tar.gz", keyed(own.uuid)), own.agent)
+    [entry] = restored.persona.prompt_registry_entries.all()
+    assert entry.operation_shape[str(own.uuid)] == "peer"
+
+
+@pytest.mark.parametrize("smaller", [500, 1000], ids=["at-500", "last-of-1001"])
+def test_a_foreign_persona_among_a_thousand_names_is_still_found(
+    tmp_path: Path, smaller: int
+) -> None:
+    """VX-SEC-1: the names an archive holds are looked up in slices of 500; a foreign persona
+    hidden at the start of the second slice, or past the thousandth name, is refused too."""
+    archive, agent = _exported(tmp_path)
+    other = str(standing_persona().uuid)
+    low = [str(uuid.UUID(int=number)) for number in range(1, smaller + 1)]
+    high = [str(uuid.UUID(int=2**128 - number)) for number in range(1, 1001 - smaller)]
+    assert sorted([*low, other, *high]).index(other) == smaller
+
+    def hide(members: dict[str, Any]) -> None:
+        members["persona.json"]["human_surface_bindings"] = [
+            f"virgo:persona/{name}" for name in [*high, other, *low]
+        ]
+
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(craft(archive, tmp_path / "c.tar.gz", hide), agent=agent, actor=agent.owner)
+    assert refused.value.messages == [
+        f"persona.json: human_surface_bindings: names persona {other}, which is not one of yours"
+    ]
     assert written() == before
 
 
