@@ -875,6 +875,85 @@ def test_a_gzip_bomb_stops_early(tmp_path: Path) -> None:
         import_persona(archive, agent=agent, actor=agent.owner)
 
 
+def _padded(archive: Path, target: Path, sizes: dict[str, int]) -> Path:
+    """`archive` with JSON members padded by trailing spaces to exact sizes, manifest re-signed."""
+    members = members_of(archive)
+    manifest = json.loads(members.pop("manifest.json"))
+    for name, size in sizes.items():
+        members[name] = members[name].ljust(size)
+    manifest["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in members.items()}
+    return pack(target, {"manifest.json": json.dumps(manifest).encode(), **members})
+
+
+def test_members_at_the_size_limits_are_read_and_one_byte_more_is_refused(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: members of exactly 16 MiB making exactly 64 MiB in all are imported; a member
+    one byte larger, or one byte more in all, is refused naming the limit."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    members = members_of(archive)
+    rest = MAX_TOTAL_BYTES - 3 * MAX_MEMBER_BYTES - len(members["stamps/1/CAPABILITY-STAMP.json"])
+    rest -= len(json.dumps(json.loads(members["manifest.json"])))  # as _padded writes it
+    full = {
+        "persona.json": MAX_MEMBER_BYTES,
+        "generations.json": MAX_MEMBER_BYTES,
+        EXPERIENCE: MAX_MEMBER_BYTES,
+        OVERLAY: rest,
+    }
+    outcome = import_as(_padded(archive, tmp_path / "full.tar.gz", full), persona.agent)
+    assert outcome.persona.name == persona.name
+    before = written()
+    for sizes, message in (
+        (
+            {"persona.json": MAX_MEMBER_BYTES + 1},
+            "archive member 'persona.json' is larger than 16 MiB",
+        ),
+        ({**full, OVERLAY: rest + 1}, "the archive is larger than 64 MiB uncompressed"),
+    ):
+        with pytest.raises(SnapshotError) as refused:
+            import_persona(
+                _padded(archive, tmp_path / "over.tar.gz", sizes),
+                agent=persona.agent,
+                actor=persona.agent.owner,
+            )
+        assert refused.value.messages == [message]
+    assert written() == before
+
+
+def test_the_member_that_crosses_the_total_is_refused_before_its_data_is_read(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: members count towards the total as they come: after 64 MiB of members, the
+    header of one more (whose data never arrives) is refused as too large, not read."""
+    each = MAX_MEMBER_BYTES // MIB
+    stream = b""
+    for number in range(1, MAX_TOTAL_BYTES // MAX_MEMBER_BYTES + 1):
+        info = tarfile.TarInfo(f"stamps/{number}/CAPABILITY-STAMP.json")
+        info.size = each * MIB
+        stream += gzip.compress(info.tobuf(format=tarfile.USTAR_FORMAT)) + _zeros(each)
+    crossing = tarfile.TarInfo("persona.json")
+    crossing.size = 1
+    archive = tmp_path / "cut.tar.gz"
+    archive.write_bytes(stream + gzip.compress(crossing.tobuf(format=tarfile.USTAR_FORMAT)))
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=agent.owner)
+    assert refused.value.messages == ["the archive is larger than 64 MiB uncompressed"]
+
+
+def test_an_archive_of_exactly_the_member_cap_is_read_to_its_end(tmp_path: Path) -> None:
+    """VX-SEC-1: 2,000 members are within the cap: the archive is read whole and then refused
+    for what it lacks (here its manifest), not for its count."""
+    many = [(f"stamps/{n}/CAPABILITY-STAMP.json", b"{}") for n in range(1, MAX_MEMBERS + 1)]
+    archive = pack(tmp_path / "many.tar.gz", many)
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=agent.owner)
+    assert refused.value.messages == ["the archive has no manifest.json"]
+
+
 def _rewrite(archive: Path, target: Path, change) -> Path:
     members = members_of(archive)
     change(members)
