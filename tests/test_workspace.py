@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -836,3 +837,17 @@ def test_reading_a_directory_is_refused_and_keeps_no_descriptor_open(space: Work
             with pytest.raises(ws.WorkspaceError):
                 call()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_the_directories_a_write_creates_are_owner_only(space: Workspace) -> None:
+    """V1-WS-1, VX-SEC-9: each directory a write makes on the way to its file is 0700, like
+    the root, whatever the umask; the root itself is a directory, never read as a file."""
+    old = os.umask(0o002)
+    try:
+        space.write("memory/notes/2026/today.md", "x")
+    finally:
+        os.umask(old)
+    for directory in ("memory", "memory/notes", "memory/notes/2026"):
+        assert stat.S_IMODE(os.stat(space.root / directory).st_mode) == 0o700, directory
+    refused = refusal(lambda: space.hash(""))
+    assert (refused.code, refused.reason) == ("wrong_kind", "'' is not a regular file")
