@@ -166,7 +166,8 @@ def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_c
     """V1-PR-4, VX-SEC-9: the archive and each member are owner-only; every member is JSON in
     one readable form (sorted keys, two-space indent, UTF-8 text) so two snapshots diff line by
     line; generations.json records each generation's composition, hashes and standing, and a
-    reviewed learned choice travels with what it shows, its key and when it was reviewed."""
+    reviewed learned choice travels with what it shows, its key and when it was reviewed; a
+    peer's learned choices (same class, another owner) stay out."""
     persona = two_generations(standing_persona(description="Zoë's reviewer"))
     taught(persona)
     archive = export_persona(persona, tmp_path / "p.tar.gz")
@@ -177,6 +178,8 @@ def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_c
         entries=list(restored.prompt_registry_entries.all()), reviewer=agent.owner, accept=True
     )
     restored = two_generations(restored)
+    peer = standing_persona(persona_class=restored.persona_class)
+    taught(peer, "memory/peer.md")
     again = export_persona(restored, tmp_path / "again.tar.gz")
 
     assert stat.S_IMODE(again.stat().st_mode) == 0o600
@@ -217,6 +220,7 @@ def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_c
             "created_at": entry.created_at.isoformat(),
         }
     ]
+    assert json.loads(members[OVERLAY]) == []
 
 
 def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path) -> None:
