@@ -535,7 +535,9 @@ def test_class_overlay_rows_come_only_with_a_superuser_and_wait_for_a_superusers
     PromptRegistryEntry.objects.all().delete()
 
     target = make_agent(make_owner())
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(
+        PermissionDenied, match=r"^only the agent's owner may import a persona onto it$"
+    ):
         import_persona(archive, agent=target, actor=make_owner())
     outcome = import_as(archive, target)
     assert outcome.overlay_entries == 0
@@ -547,6 +549,7 @@ def test_class_overlay_rows_come_only_with_a_superuser_and_wait_for_a_superusers
 
     staff = make_superuser()
     outcome = import_as(archive, make_agent(staff))
+    assert (outcome.overlay_entries, outcome.skipped) == (1, [])
     peer = standing_persona()
     scratch = {"path": "memory/scratch.md", "mode": "delete"}
     call(peer, "workspace_write", {"path": "memory/scratch.md", "content": "x"})
@@ -822,10 +825,18 @@ def test_a_repeated_choice_is_kept_once_and_the_skip_is_reported(tmp_path: Path)
     def repeat(members: dict[str, Any]) -> None:
         members[EXPERIENCE].append({**_first_entry(members), "choice": "deny"})
 
-    outcome = import_as(craft(archive, tmp_path / "crafted.tar.gz", repeat), agent)
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", repeat)
+    outcome = import_as(crafted, agent)
     assert outcome.skipped == [
         f"{EXPERIENCE} row 1: the same operation as {EXPERIENCE} row 2, which is kept"
     ]
+    assert (outcome.archived_stamps, outcome.experience_entries, outcome.overlay_entries) == (
+        1,
+        1,
+        0,
+    )
+    manifest = members_of(crafted)["manifest.json"]
+    assert outcome.snapshot_import.manifest_sha256 == hashlib.sha256(manifest).hexdigest()
     [entry] = outcome.persona.prompt_registry_entries.all()
     assert (entry.choice, entry.review, entry.created_by) == ("deny", Review.PENDING, agent.owner)
 
