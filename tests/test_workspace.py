@@ -626,6 +626,7 @@ def test_listing_hides_temporaries_secrets_escapes_and_hard_links_and_nothing_el
         "dangling.md": lambda p: p.symlink_to(root / "missing.md"),
         "key-link.md": lambda p: p.symlink_to(root / "deploy.pem"),
         "lease-link.md": lambda p: p.symlink_to(root / "worker.lease"),
+        "alias.key": lambda p: p.symlink_to(root / "a.md"),
         "second-name.md": lambda p: os.link(root / "FINDINGS.md", p),
         "third-name.md": lambda p: os.link(root / "DECISIONS.md", p),
     }
