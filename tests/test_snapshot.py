@@ -1171,6 +1171,10 @@ def test_the_export_and_import_commands(tmp_path: Path) -> None:
     ("change", "message"),
     [
         (lambda m: m.update({"persona.json": b"{not json"}), "persona.json is not valid JSON"),
+        (
+            lambda m: m.update({"generations.json": b"[1,"}),
+            "generations.json is not valid JSON",
+        ),
         (lambda m: m.pop("persona.json"), "the archive has no persona.json"),
         (lambda m: m.update({"persona.json": b"[" * 100_000}), "persona.json nests too deeply"),
     ],
