@@ -375,6 +375,18 @@ REFUSALS = [
         "'memory/worker.fence' is lease, fence or authority material",
     ),
     (
+        "file in an authority directory",
+        lambda s: s.read("leases/notes.md"),
+        "authority_path",
+        "'leases/notes.md' is lease, fence or authority material",
+    ),
+    (
+        "write in an authority directory",
+        lambda s: s.write("memory/fences/today.md", "1"),
+        "authority_path",
+        "'memory/fences/today.md' is lease, fence or authority material",
+    ),
+    (
         "not mutable",
         lambda s: s.write("README.md", "x"),
         "not_mutable",
@@ -556,6 +568,7 @@ def test_every_limit_admits_its_own_value(space: Workspace) -> None:
     [
         ("memory/a.md", ("memory/**",), True),
         ("memory/deep/a.md", ("memory/**",), True),
+        ("memory/x", ("memory/**",), True),
         ("memory", ("memory/**",), False),
         ("memory/", ("memory/**",), False),
         ("memoryx/a.md", ("memory/**",), False),
