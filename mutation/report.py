@@ -1,8 +1,10 @@
-"""docs/mutation.md from one mutmut run: counts per module, and every mutant the tests let through.
+"""docs/mutation.md from mutmut runs: counts per module, and every mutant the tests let through.
 
 Pure functions of what mutmut reported, so they are tested on small inputs (tests/test_mutation.py)
 without running mutmut. A reason written into the survivors table is kept on the next run for as
-long as the same mutant (same id, same change) still survives.
+long as the same mutant (same id, same change) still survives. A run over some modules replaces
+their rows and survivors and keeps the other modules' from the run that last mutated them (a
+whole run takes hours), each row naming the run it comes from.
 """
 
 import re
@@ -144,6 +146,39 @@ def reasons_of(document: str) -> dict[tuple[str, str], str]:
     return reasons
 
 
+@dataclass(frozen=True, slots=True)
+class KeptModule:
+    """A module's lines in an earlier report, as written there (its reasons included)."""
+
+    row: str
+    survivors: tuple[str, ...]
+
+
+_HEADER_FIELD = re.compile(r"^- (date|commit): (.+)$", re.M)
+
+
+def kept_modules(document: str) -> dict[str, KeptModule]:
+    """Each module's score row and survivor rows in an earlier report, by module.
+
+    A row written before rows named their run gets the run of that report's header.
+    """
+    header = dict(_HEADER_FIELD.findall(document))
+    rows: dict[str, str] = {}
+    survivors: dict[str, list[str]] = {}
+    for line in document.splitlines():
+        cells = _cells(line) if line.startswith("| `") else []
+        if len(cells) in (9, 10) and cells[0].endswith(".py`"):
+            if len(cells) == 9:
+                line += f" {header.get('date', '?')}, {header.get('commit', '?')} |"
+            rows[_uncode(cells[0])] = line
+        elif len(cells) == 4:
+            module = Mutant(_uncode(cells[0]), cells[1]).module
+            survivors.setdefault(module, []).append(line)
+    return {
+        module: KeptModule(row, tuple(survivors.get(module, ()))) for module, row in rows.items()
+    }
+
+
 def _percent(value: float) -> str:
     return f"{value * 100:.1f}%"
 
@@ -153,14 +188,26 @@ def render(
     rows: Sequence[ModuleScore],
     listed: Sequence[Mutant],
     reasons: Mapping[tuple[str, str], str],
+    kept: Mapping[str, KeptModule] | None = None,
+    order: Sequence[str] = (),
 ) -> str:
-    """The whole of docs/mutation.md."""
+    """The whole of docs/mutation.md: this run's modules, and of the others in `order` the rows
+    and survivors `kept` from earlier runs."""
+    ran = {row.module for row in rows}
+    kept_here = {
+        module: lines
+        for module, lines in (kept or {}).items()
+        if module not in ran and module in order
+    }
+    place = {module: index for index, module in enumerate(order)}
     minutes = info.wall_seconds / 60
     lines = [
         "# Mutation testing",
         "",
         "Written by `make mutation` (mutation/run.py); the reason column of the last table is",
-        "written by hand and kept by the next run for as long as that mutant survives.",
+        "written by hand and kept by the next run for as long as that mutant survives. A run over",
+        "some modules keeps the others' rows and survivors from the run that last mutated them;",
+        "the `run` column says which. The header is the last run's.",
         "",
         f"- date: {info.date}",
         f"- tool: {info.tool}",
@@ -173,18 +220,37 @@ def render(
         "",
         f"Score: killed / mutants (a timeout is not counted as killed). Goal: {_percent(GOAL)}.",
         "",
-        "| module | mutated | mutants | killed | survived | timed out | other | score | ran |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| module | mutated | mutants | killed | survived | timed out | other | score | ran "
+        "| run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    table: list[tuple[str, str]] = []
     for row in rows:
         mark = "" if row.score >= GOAL else " (below goal)"
-        lines.append(
-            f"| `{row.module}` | {row.scope} | {row.total} | {row.killed} | {row.survived} | "
-            f"{row.timed_out} | {row.other} | {_percent(row.score)}{mark} | "
-            f"{row.seconds / 60:.0f} min |"
+        table.append(
+            (
+                row.module,
+                f"| `{row.module}` | {row.scope} | {row.total} | {row.killed} | {row.survived} | "
+                f"{row.timed_out} | {row.other} | {_percent(row.score)}{mark} | "
+                f"{row.seconds / 60:.0f} min | {info.date}, {info.commit} |",
+            )
         )
+    table += [(module, lines_of.row) for module, lines_of in kept_here.items()]
+    lines += [line for _, line in sorted(table, key=lambda entry: place.get(entry[0], -1))]
+    survivor_lines: list[tuple[str, str]] = []
+    for mutant in listed:
+        reason = reasons.get((mutant.name, mutant.change), "")
+        survivor_lines.append(
+            (
+                mutant.module,
+                f"| {_code(mutant.name)} | {mutant.status} | {_code(mutant.change)} | {reason} |",
+            )
+        )
+    survivor_lines += [
+        (module, line) for module, lines_of in kept_here.items() for line in lines_of.survivors
+    ]
     lines += ["", "## Mutants the tests let through", ""]
-    if not listed:
+    if not survivor_lines:
         lines.append("None.")
     else:
         lines += [
@@ -193,9 +259,7 @@ def render(
             "| mutant | status | change | reason |",
             "|---|---|---|---|",
         ]
-        for mutant in listed:
-            reason = reasons.get((mutant.name, mutant.change), "")
-            lines.append(
-                f"| {_code(mutant.name)} | {mutant.status} | {_code(mutant.change)} | {reason} |"
-            )
+        lines += [
+            line for _, line in sorted(survivor_lines, key=lambda entry: place.get(entry[0], -1))
+        ]
     return "\n".join(lines) + "\n"

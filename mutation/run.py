@@ -160,7 +160,16 @@ def main(argv: list[str] | None = None) -> None:
         + (" MUTATION_KEEP=1" if args.keep else ""),
     )
     previous = args.report.read_text() if args.report.exists() else ""
-    args.report.write_text(report.render(info, rows, listed, report.reasons_of(previous)))
+    args.report.write_text(
+        report.render(
+            info,
+            rows,
+            listed,
+            report.reasons_of(previous),
+            kept=report.kept_modules(previous),
+            order=configured_modules(),
+        )
+    )
     for row in rows:
         print(
             f"{row.module}: {row.killed}/{row.total} killed ({row.score:.1%}), "

@@ -428,11 +428,18 @@ class Workspace:
             if exc.errno in (errno.ELOOP, errno.EMLINK):
                 raise PathEscape(f"{path!r} changed into a symlink while it was opened") from None
             raise
-        with os.fdopen(fd, "rb") as handle:
+        try:
+            # Checked on the descriptor: fdopen refuses a directory itself, and leaves the
+            # descriptor open when it does (one leaked per call would exhaust the process).
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise WrongKind(f"{path!r} is not a regular file")
             _single_link(info, path)
+            handle = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with handle:
             yield handle
 
     def write(

@@ -4,6 +4,8 @@ Nothing here runs mutmut: these prove that a run's outcomes are counted and writ
 correctly, and that a reason written by hand survives the next run.
 """
 
+import dataclasses
+
 import pytest
 
 from mutation import order, report, run
@@ -159,3 +161,64 @@ def test_mutant_runs_take_the_tests_without_a_database_first() -> None:
         "uses db",
         "transactional",
     ]
+
+
+@pytest.mark.django_db
+def test_a_second_session_in_the_same_process_reads_content_types_afresh() -> None:
+    """mutmut's clean run follows its stats pass in one process, on a new test database."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from personas.models import Persona
+
+    cached = ContentType.objects.get_for_model(Persona)
+    # As if this were the next session's database: the row the cache holds is not Persona's.
+    ContentType.objects.filter(pk=cached.pk).update(model="renamed")
+    assert ContentType.objects.get_for_model(Persona).pk == cached.pk
+    order.pytest_sessionstart(None)  # type: ignore[arg-type]
+    assert ContentType.objects.get_for_model(Persona).pk != cached.pk
+
+
+def test_a_run_over_some_modules_keeps_the_others_from_their_last_run() -> None:
+    """A run of one module replaces its row and survivors; another module's row, survivors and
+    written reasons stay as the earlier run wrote them, named by that run, in configured order
+    (a whole run takes hours, so the report is kept module by module)."""
+    order = ["stamps/validation.py", "stamps/projections.py"]
+    earlier_rows = [
+        ModuleScore("stamps/validation.py", "whole module", 8, 2, 0, 0, 60.0),
+        ModuleScore("stamps/projections.py", "whole module", 9, 1, 0, 0, 60.0),
+    ]
+    kept_survivor = Mutant("stamps.projections.x_b__mutmut_1", "survived", "x → y")
+    old_survivor = Mutant("stamps.validation.x_a__mutmut_2", "survived", "a → b")
+    earlier = report.render(INFO, earlier_rows, [old_survivor, kept_survivor], {}, order=order)
+    earlier = earlier.replace("| `x → y` |  |", "| `x → y` | equivalent: same value |")
+
+    later_info = dataclasses.replace(INFO, date="2026-11-03 10:00 UTC", commit="def5678")
+    rows = [ModuleScore("stamps/validation.py", "whole module", 10, 0, 0, 0, 60.0)]
+    later = report.render(
+        later_info,
+        rows,
+        [],
+        report.reasons_of(earlier),
+        kept=report.kept_modules(earlier),
+        order=order,
+    )
+    table = [line for line in later.splitlines() if line.startswith("| `stamps/")]
+    assert table == [
+        "| `stamps/validation.py` | whole module | 10 | 10 | 0 | 0 | 0 | 100.0% | 1 min "
+        "| 2026-11-03 10:00 UTC, def5678 |",
+        "| `stamps/projections.py` | whole module | 10 | 9 | 1 | 0 | 0 | 90.0% | 1 min "
+        "| 2026-11-02 09:00 UTC, abc1234 |",
+    ]
+    assert (
+        "| `stamps.projections.x_b__mutmut_1` | survived | `x → y` | equivalent: same value |"
+        in (later)
+    )
+    assert old_survivor.name not in later
+    # A report written before rows named their run: its rows take the run of its header.
+    legacy = "\n".join(
+        line.rsplit(" | 2026-11-02", 1)[0] + " |" if line.startswith("| `stamps/") else line
+        for line in earlier.splitlines()
+    )
+    assert report.kept_modules(legacy)["stamps/projections.py"].row.endswith(
+        "| 2026-11-02 09:00 UTC, abc1234 |"
+    )

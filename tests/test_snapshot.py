@@ -5,7 +5,9 @@ import gzip
 import hashlib
 import io
 import json
+import stat
 import tarfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,6 +158,69 @@ def test_the_archive_is_versioned_and_holds_stamps_byte_for_byte(tmp_path: Path)
     assert entry["target_scope"] == {"path": "memory/old.md"}
     with pytest.raises(FileExistsError):
         export_persona(persona, archive)
+
+
+def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_choice(
+    tmp_path: Path,
+) -> None:
+    """V1-PR-4, VX-SEC-9: the archive and each member are owner-only; every member is JSON in
+    one readable form (sorted keys, two-space indent, UTF-8 text) so two snapshots diff line by
+    line; generations.json records each generation's composition, hashes and standing, and a
+    reviewed learned choice travels with what it shows, its key and when it was reviewed; a
+    peer's learned choices (same class, another owner) stay out."""
+    persona = two_generations(standing_persona(description="Zoë's reviewer"))
+    taught(persona)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    agent = persona.agent
+    delete_persona(persona)
+    restored = import_as(archive, agent).persona
+    registry.review(
+        entries=list(restored.prompt_registry_entries.all()), reviewer=agent.owner, accept=True
+    )
+    restored = two_generations(restored)
+    peer = standing_persona(persona_class=restored.persona_class)
+    taught(peer, "memory/peer.md")
+    again = export_persona(restored, tmp_path / "again.tar.gz")
+
+    assert stat.S_IMODE(again.stat().st_mode) == 0o600
+    with tarfile.open(again) as tar:
+        assert {info.name: info.mode for info in tar} == dict.fromkeys(tar.getnames(), 0o600)
+    members = members_of(again)
+    for name, data in members.items():
+        if not name.startswith("stamps/"):
+            text = data.decode()
+            assert text == json.dumps(
+                json.loads(text), indent=2, sort_keys=True, ensure_ascii=False
+            )
+    assert "Zoë's reviewer" in members["persona.json"].decode()
+    assert json.loads(members["generations.json"]) == [
+        {
+            "number": generation.number,
+            "composition": generation.composition,
+            "base_composition_hash": generation.base_composition_hash,
+            "standing": generation.standing,
+            "not_standing_reasons": generation.not_standing_reasons,
+            "stamp_hash": generation.stamp_hash,
+            "composition_hash": generation.composition_hash,
+            "created_at": generation.created_at.isoformat(),
+        }
+        for generation in restored.generations.order_by("number")
+    ]
+    [entry] = restored.prompt_registry_entries.all()
+    assert entry.reviewed_at is not None
+    assert json.loads(members[EXPERIENCE]) == [
+        {
+            "stamp_hash": entry.stamp_hash,
+            "handler_action": entry.handler_action,
+            "target_scope": entry.target_scope,
+            "operation_shape": entry.operation_shape,
+            "key_digest": entry.key_digest,
+            "choice": entry.choice,
+            "reviewed_at": entry.reviewed_at.isoformat(),
+            "created_at": entry.created_at.isoformat(),
+        }
+    ]
+    assert json.loads(members[OVERLAY]) == []
 
 
 def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path) -> None:
@@ -313,8 +378,12 @@ def test_another_owners_persona_as_lead_is_refused_naming_owning_lead(tmp_path: 
     crafted = craft(archive, tmp_path / "crafted.tar.gz", reroute)
     delete_persona(deputy)
     before = written()
-    with pytest.raises(SnapshotError, match=f"persona.json: owning_lead: .*{foreign_lead.uuid}"):
+    with pytest.raises(SnapshotError) as refused:
         import_persona(crafted, agent=agent, actor=owner)
+    assert refused.value.messages == [
+        f"persona.json: owning_lead: names persona {foreign_lead.uuid}, which is not one of "
+        "yours; import it with one of your project leads or none"
+    ]
     with pytest.raises(CommandError, match="owning_lead"):
         call_command("persona", "import", str(crafted), "--agent", str(agent.pk))
     assert written() == before
@@ -466,15 +535,21 @@ def test_class_overlay_rows_come_only_with_a_superuser_and_wait_for_a_superusers
     PromptRegistryEntry.objects.all().delete()
 
     target = make_agent(make_owner())
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(
+        PermissionDenied, match=r"^only the agent's owner may import a persona onto it$"
+    ):
         import_persona(archive, agent=target, actor=make_owner())
     outcome = import_as(archive, target)
-    assert outcome.overlay_entries == 0 and "staff only" in outcome.skipped[0]
+    assert outcome.overlay_entries == 0
+    assert outcome.skipped == [
+        "1 class-overlay entries (the shared overlay is imported by staff only)"
+    ]
     assert not PromptRegistryEntry.objects.filter(location="class-overlay").exists()
     delete_persona(outcome.persona)
 
     staff = make_superuser()
     outcome = import_as(archive, make_agent(staff))
+    assert (outcome.overlay_entries, outcome.skipped) == (1, [])
     peer = standing_persona()
     scratch = {"path": "memory/scratch.md", "mode": "delete"}
     call(peer, "workspace_write", {"path": "memory/scratch.md", "content": "x"})
@@ -548,7 +623,8 @@ BAD_ROWS = [
     (
         "target naming the binding",
         lambda m: _first_entry(m)["target_scope"].update(workspace="elsewhere"),
-        f"{EXPERIENCE} row 1: target_scope: holds 'workspace'",
+        f"{EXPERIENCE} row 1: target_scope: holds 'workspace'; a learned choice is keyed "
+        "within the persona's own binding",
     ),
     (
         "shape not an object",
@@ -558,7 +634,7 @@ BAD_ROWS = [
     (
         "shape out of I-JSON",
         lambda m: _first_entry(m)["operation_shape"].update(mode=2**60),
-        f"{EXPERIENCE} row 1: operation_shape: is not I-JSON",
+        f"{EXPERIENCE} row 1: operation_shape: is not I-JSON: …",
     ),
     (
         "choice",
@@ -603,12 +679,82 @@ BAD_ROWS = [
     (
         "persona verbs outside the grant",
         lambda m: m["persona.json"]["verb_subset"].append("create_for"),
-        "persona.json: verb_subset: not in agent",
+        "persona.json: verb_subset: not in agent …",
     ),
     (
         "generations",
         lambda m: m.update({"generations.json": {"1": "standing"}}),
         "generations.json: must be a JSON list",
+    ),
+    (
+        "persona not an object",
+        lambda m: m.update({"persona.json": ["name"]}),
+        "persona.json: must be a JSON object",
+    ),
+    (
+        "persona uuid missing",
+        lambda m: m["persona.json"].pop("uuid"),
+        "persona.json: uuid: this field is required",
+    ),
+    (
+        "persona uuid",
+        lambda m: m["persona.json"].update(uuid="not-a-uuid"),
+        "persona.json: uuid: must be a UUID",
+    ),
+    (
+        "persona description",
+        lambda m: m["persona.json"].update(description=5),
+        "persona.json: description: must be a string",
+    ),
+    (
+        "persona address",
+        lambda m: m["persona.json"].update(address="a" * 201),
+        "persona.json: address: longer than 200 characters",
+    ),
+    (
+        "persona lead",
+        lambda m: m["persona.json"].update(owning_lead="not-a-uuid"),
+        "persona.json: owning_lead: must be a persona uuid or null",
+    ),
+    (
+        "generation row",
+        lambda m: m["generations.json"].append("2"),
+        "generations.json row 2: number: must be an integer",
+    ),
+    (
+        "stamp without a generation",
+        lambda m: m.update({"stamps/9/CAPABILITY-STAMP.json": b"{}"}),
+        "stamps/9/CAPABILITY-STAMP.json: generations.json has no generation 9",
+    ),
+    (
+        "stamp altered, manifest re-signed",
+        lambda m: m.update(
+            {"stamps/1/CAPABILITY-STAMP.json": m["stamps/1/CAPABILITY-STAMP.json"] + b" "}
+        ),
+        "the stamp of generation 1 does not match its hash",
+    ),
+    (
+        "registry not a list",
+        lambda m: m.update({EXPERIENCE: {"1": _first_entry(m)}}),
+        f"{EXPERIENCE}: must be a JSON list",
+    ),
+    (
+        "not I-JSON number",
+        lambda m: m["persona.json"].update(name=float("nan")),
+        "persona.json is not valid JSON: NaN is not JSON",
+    ),
+    (
+        "two fields",
+        lambda m: m["persona.json"].update(name="  ", persona_class="wizard"),
+        "persona.json: name: must not be blank; persona.json: persona_class: unknown class "
+        "'wizard'; one of …",
+    ),
+    (
+        "two problems of one field",
+        lambda m: m["persona.json"].update(human_surface_bindings=["a b", "c d"]),
+        "persona.json: human_surface_bindings: 'a b' is not a hub binding: 1-200 printable "
+        "ASCII characters, no spaces 'c d' is not a hub binding: 1-200 printable ASCII "
+        "characters, no spaces",
     ),
 ]
 
@@ -628,7 +774,176 @@ def test_every_row_is_validated_with_an_error_naming_the_row_and_field(
     before = written()
     with pytest.raises(SnapshotError) as refused:
         import_persona(crafted, agent=agent, actor=owner)
-    assert message in str(refused.value)
+    [text] = refused.value.messages
+    # A message ending in "…" is the start of one that goes on (a library's words, a list).
+    assert text.startswith(message[:-1]) if message.endswith("…") else text == message
+    assert written() == before
+
+
+def _exported(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A persona with one learned choice, exported and then deleted: (archive, its agent)."""
+    persona = standing_persona()
+    taught(persona)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    return archive, persona.agent
+
+
+def test_optional_fields_may_be_left_out_and_a_field_may_be_as_long_as_its_column(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: persona.json may leave out what a persona need not have (a description, a
+    namespace, queues, bindings, ask-first verbs, a lead): the import gives each its empty
+    value; a name exactly as long as the column allows is taken as it is."""
+    archive, agent = _exported(tmp_path)
+    name = "n" * Persona._meta.get_field("name").max_length
+
+    def minimal(members: dict[str, Any]) -> None:
+        record = members["persona.json"]
+        for optional in ("description", "graph_namespace", "queues", "ask_first_verbs"):
+            record.pop(optional)
+        record.pop("human_surface_bindings")
+        record.pop("owning_lead")
+        record["name"] = name
+
+    outcome = import_as(craft(archive, tmp_path / "minimal.tar.gz", minimal), agent)
+    restored = outcome.persona
+    assert (restored.name, restored.description, restored.graph_namespace) == (name, "", "")
+    assert (restored.queues, restored.human_surface_bindings, restored.ask_first_verbs) == (
+        [],
+        [],
+        [],
+    )
+    assert restored.owning_lead is None and outcome.skipped == []
+
+
+def test_a_repeated_choice_is_kept_once_and_the_skip_is_reported(tmp_path: Path) -> None:
+    """VX-SEC-1: two rows showing the same operation become one waiting choice (the later
+    one), and the outcome names the row left out; the choices are the importer's."""
+    archive, agent = _exported(tmp_path)
+
+    def repeat(members: dict[str, Any]) -> None:
+        members[EXPERIENCE].append({**_first_entry(members), "choice": "deny"})
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", repeat)
+    outcome = import_as(crafted, agent)
+    assert outcome.skipped == [
+        f"{EXPERIENCE} row 1: the same operation as {EXPERIENCE} row 2, which is kept"
+    ]
+    assert (outcome.archived_stamps, outcome.experience_entries, outcome.overlay_entries) == (
+        1,
+        1,
+        0,
+    )
+    manifest = members_of(crafted)["manifest.json"]
+    assert outcome.snapshot_import.manifest_sha256 == hashlib.sha256(manifest).hexdigest()
+    [entry] = outcome.persona.prompt_registry_entries.all()
+    assert (entry.choice, entry.review, entry.created_by) == ("deny", Review.PENDING, agent.owner)
+
+
+def test_the_row_and_size_limits_of_a_registry_admit_their_own_value(tmp_path: Path) -> None:
+    """VX-SEC-1: a registry file may hold 10,000 rows and a target scope 4,096 bytes (as RFC
+    8785 JSON); one row or one byte more is refused naming the file."""
+    archive, agent = _exported(tmp_path)
+    path = "memory/" + "m" * (4096 - len('{"path":"memory/"}'))
+
+    def at_the_limits(members: dict[str, Any]) -> None:
+        first = _first_entry(members)
+        members[EXPERIENCE] = [first] * 9_999 + [{**first, "target_scope": {"path": path}}]
+
+    outcome = import_as(craft(archive, tmp_path / "limits.tar.gz", at_the_limits), agent)
+    entries = outcome.persona.prompt_registry_entries.order_by("id")
+    assert [e.target_scope for e in entries] == [{"path": "memory/old.md"}, {"path": path}]
+    assert len(outcome.skipped) == 9_998
+
+    def one_more(members: dict[str, Any]) -> None:
+        members[EXPERIENCE] = [_first_entry(members)] * 10_001
+
+    def one_byte_more(members: dict[str, Any]) -> None:
+        _first_entry(members)["target_scope"] = {"path": path + "m"}
+
+    for change, message in (
+        (one_more, f"{EXPERIENCE}: more than 10000 learned choices"),
+        (one_byte_more, f"{EXPERIENCE} row 1: target_scope: larger than 4096 bytes"),
+    ):
+        before = written()
+        with pytest.raises(SnapshotError) as refused:
+            import_persona(
+                craft(archive, tmp_path / "over.tar.gz", change), agent=agent, actor=agent.owner
+            )
+        assert refused.value.messages == [message]
+        assert written() == before
+
+
+def test_a_lead_the_importer_names_is_checked_as_the_importers_own_word(tmp_path: Path) -> None:
+    """VX-SEC-1: a lead given to the import (not read from persona.json) that is no project
+    lead is refused naming owning_lead, without blaming the archive."""
+    owner = make_owner()
+    agent = make_agent(owner)
+    persona = standing_persona(owner, agent=agent)
+    not_a_lead = standing_persona(owner, agent=agent)
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=owner, owning_lead=not_a_lead)
+    assert refused.value.messages == ["owning_lead: the owning lead must be a project-lead persona"]
+    assert written() == before
+
+
+def test_a_foreign_persona_is_found_as_a_key_too(tmp_path: Path) -> None:
+    """VX-SEC-1: a learned choice naming another owner's persona by an object key (not a
+    value) is refused like any other reference; the importer's own persona may be named."""
+    own = standing_persona()
+    taught(own)
+    other = standing_persona().uuid
+    archive = export_persona(own, tmp_path / "p.tar.gz")
+
+    def keyed(uuid_named):  # type: ignore[no-untyped-def]
+        def change(members: dict[str, Any]) -> None:
+            _first_entry(members)["operation_shape"][str(uuid_named)] = "peer"
+
+        return change
+
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(
+            craft(archive, tmp_path / "foreign.tar.gz", keyed(other)),
+            agent=own.agent,
+            actor=own.agent.owner,
+        )
+    assert refused.value.messages == [
+        f"{EXPERIENCE} row 1: operation_shape: names persona {other}, which is not one of yours"
+    ]
+    assert written() == before
+    restored = import_as(craft(archive, tmp_path / "own.tar.gz", keyed(own.uuid)), own.agent)
+    [entry] = restored.persona.prompt_registry_entries.all()
+    assert entry.operation_shape[str(own.uuid)] == "peer"
+
+
+@pytest.mark.parametrize("smaller", [500, 1000], ids=["at-500", "last-of-1001"])
+def test_a_foreign_persona_among_a_thousand_names_is_still_found(
+    tmp_path: Path, smaller: int
+) -> None:
+    """VX-SEC-1: the names an archive holds are looked up in slices of 500; a foreign persona
+    hidden at the start of the second slice, or past the thousandth name, is refused too."""
+    archive, agent = _exported(tmp_path)
+    other = str(standing_persona().uuid)
+    low = [str(uuid.UUID(int=number)) for number in range(1, smaller + 1)]
+    high = [str(uuid.UUID(int=2**128 - number)) for number in range(1, 1001 - smaller)]
+    assert sorted([*low, other, *high]).index(other) == smaller
+
+    def hide(members: dict[str, Any]) -> None:
+        members["persona.json"]["human_surface_bindings"] = [
+            f"virgo:persona/{name}" for name in [*high, other, *low]
+        ]
+
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(craft(archive, tmp_path / "c.tar.gz", hide), agent=agent, actor=agent.owner)
+    assert refused.value.messages == [
+        f"persona.json: human_surface_bindings: names persona {other}, which is not one of yours"
+    ]
     assert written() == before
 
 
@@ -716,6 +1031,85 @@ def test_a_gzip_bomb_stops_early(tmp_path: Path) -> None:
         import_persona(archive, agent=agent, actor=agent.owner)
 
 
+def _padded(archive: Path, target: Path, sizes: dict[str, int]) -> Path:
+    """`archive` with JSON members padded by trailing spaces to exact sizes, manifest re-signed."""
+    members = members_of(archive)
+    manifest = json.loads(members.pop("manifest.json"))
+    for name, size in sizes.items():
+        members[name] = members[name].ljust(size)
+    manifest["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in members.items()}
+    return pack(target, {"manifest.json": json.dumps(manifest).encode(), **members})
+
+
+def test_members_at_the_size_limits_are_read_and_one_byte_more_is_refused(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: members of exactly 16 MiB making exactly 64 MiB in all are imported; a member
+    one byte larger, or one byte more in all, is refused naming the limit."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    delete_persona(persona)
+    members = members_of(archive)
+    rest = MAX_TOTAL_BYTES - 3 * MAX_MEMBER_BYTES - len(members["stamps/1/CAPABILITY-STAMP.json"])
+    rest -= len(json.dumps(json.loads(members["manifest.json"])))  # as _padded writes it
+    full = {
+        "persona.json": MAX_MEMBER_BYTES,
+        "generations.json": MAX_MEMBER_BYTES,
+        EXPERIENCE: MAX_MEMBER_BYTES,
+        OVERLAY: rest,
+    }
+    outcome = import_as(_padded(archive, tmp_path / "full.tar.gz", full), persona.agent)
+    assert outcome.persona.name == persona.name
+    before = written()
+    for sizes, message in (
+        (
+            {"persona.json": MAX_MEMBER_BYTES + 1},
+            "archive member 'persona.json' is larger than 16 MiB",
+        ),
+        ({**full, OVERLAY: rest + 1}, "the archive is larger than 64 MiB uncompressed"),
+    ):
+        with pytest.raises(SnapshotError) as refused:
+            import_persona(
+                _padded(archive, tmp_path / "over.tar.gz", sizes),
+                agent=persona.agent,
+                actor=persona.agent.owner,
+            )
+        assert refused.value.messages == [message]
+    assert written() == before
+
+
+def test_the_member_that_crosses_the_total_is_refused_before_its_data_is_read(
+    tmp_path: Path,
+) -> None:
+    """VX-SEC-1: members count towards the total as they come: after 64 MiB of members, the
+    header of one more (whose data never arrives) is refused as too large, not read."""
+    each = MAX_MEMBER_BYTES // MIB
+    stream = b""
+    for number in range(1, MAX_TOTAL_BYTES // MAX_MEMBER_BYTES + 1):
+        info = tarfile.TarInfo(f"stamps/{number}/CAPABILITY-STAMP.json")
+        info.size = each * MIB
+        stream += gzip.compress(info.tobuf(format=tarfile.USTAR_FORMAT)) + _zeros(each)
+    crossing = tarfile.TarInfo("persona.json")
+    crossing.size = 1
+    archive = tmp_path / "cut.tar.gz"
+    archive.write_bytes(stream + gzip.compress(crossing.tobuf(format=tarfile.USTAR_FORMAT)))
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=agent.owner)
+    assert refused.value.messages == ["the archive is larger than 64 MiB uncompressed"]
+
+
+def test_an_archive_of_exactly_the_member_cap_is_read_to_its_end(tmp_path: Path) -> None:
+    """VX-SEC-1: 2,000 members are within the cap: the archive is read whole and then refused
+    for what it lacks (here its manifest), not for its count."""
+    many = [(f"stamps/{n}/CAPABILITY-STAMP.json", b"{}") for n in range(1, MAX_MEMBERS + 1)]
+    archive = pack(tmp_path / "many.tar.gz", many)
+    agent = make_agent(make_owner())
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=agent.owner)
+    assert refused.value.messages == ["the archive has no manifest.json"]
+
+
 def _rewrite(archive: Path, target: Path, change) -> Path:
     members = members_of(archive)
     change(members)
@@ -777,6 +1171,10 @@ def test_the_export_and_import_commands(tmp_path: Path) -> None:
     ("change", "message"),
     [
         (lambda m: m.update({"persona.json": b"{not json"}), "persona.json is not valid JSON"),
+        (
+            lambda m: m.update({"generations.json": b"[1,"}),
+            "generations.json is not valid JSON",
+        ),
         (lambda m: m.pop("persona.json"), "the archive has no persona.json"),
         (lambda m: m.update({"persona.json": b"[" * 100_000}), "persona.json nests too deeply"),
     ],
