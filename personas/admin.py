@@ -639,6 +639,7 @@ class GrantProposalAdmin(ServiceAdmin):
             "status": GrantProposal.Status(proposal.effective_status),
             "diff": proposal.diff,
             "persona_url": reverse("admin:personas_persona_change", args=[proposal.persona_id]),
+            "draft": not proposal.persona.system_prompt.strip(),
         }
         return TemplateResponse(request, "admin/personas/grantproposal/review.html", context)
 
@@ -649,7 +650,13 @@ class GrantProposalAdmin(ServiceAdmin):
         here = reverse("admin:personas_grantproposal_change", args=[proposal.pk])
         try:
             if decision == "approve":
-                persona = services.proposal_approve(proposal=proposal, actor=request.user)
+                # A draft's prompt is written here, as its owner confirms (personas.services).
+                prompt = request.POST.get("system_prompt")
+                persona = services.proposal_approve(
+                    proposal=proposal,
+                    actor=request.user,
+                    system_prompt=prompt if not proposal.persona.system_prompt.strip() else None,
+                )
                 done = f"Confirmed: {persona.name} is at generation {persona.generation}."
             else:
                 services.proposal_reject(proposal=proposal, actor=request.user)

@@ -187,7 +187,9 @@ def validate_scope(agent: Agent, verb_subset: object, queues: object) -> None:
         raise ValidationError(errors)
 
 
-def _validate_persona(persona: Persona) -> None:
+def _validate_persona(persona: Persona, *, draft: bool = False) -> None:
+    """`draft`: the owner has yet to write the system prompt (a persona made from an A2A card),
+    so a blank one is not refused here; persona_draft and proposal_approve keep it from standing."""
     errors: dict[str, list[str]] = {}
     try:
         validate_scope(persona.agent, persona.verb_subset, persona.queues)
@@ -195,7 +197,7 @@ def _validate_persona(persona: Persona) -> None:
         errors.update(exc.message_dict)
     if not persona.name.strip():
         errors["name"] = ["must not be blank"]
-    if not persona.system_prompt.strip():
+    if not persona.system_prompt.strip() and not draft:
         errors["system_prompt"] = ["must be authored by the owner; it is never generated"]
     if persona.persona_class not in PersonaClass.values:
         errors["persona_class"] = [
@@ -462,7 +464,7 @@ def _locked_persona(persona: Persona) -> Persona:
 
 
 def _prepare_change(
-    persona: Persona, actor: User, changes: dict[str, Any]
+    persona: Persona, actor: User, changes: dict[str, Any], *, draft: bool = False
 ) -> tuple[Persona, Generation | None, Generation | None]:
     """Lock the persona, apply and validate `changes` in memory; the current generation and the
     unsaved next one (None when what the persona is does not change). Nothing is written."""
@@ -472,7 +474,7 @@ def _prepare_change(
         raise ValidationError({"persona": [_revoked_message(persona)]})
     current = persona.generations.filter(number=persona.generation).first()
     _apply_persona_changes(persona, changes)
-    _validate_persona(persona)
+    _validate_persona(persona, draft=draft)
     # Every change here is the owner's (_require_owner): the one kind that may follow a revoked
     # generation with a new one.
     next_generation = _next_generation(persona, current_skill_map(), current, by_owner=True)
@@ -497,24 +499,37 @@ def _supersede_proposals(persona: Persona) -> None:
 
 @transaction.atomic
 def persona_update(
-    *, persona: Persona, actor: User, expect_composition_hash: str | None = None, **changes: Any
+    *,
+    persona: Persona,
+    actor: User,
+    expect_composition_hash: str | None = None,
+    as_drafted: bool = False,
+    **changes: Any,
 ) -> Persona:
     """Change what a persona is, at once: the owner's own confirmed change, and what approving
     a proposal does. Invalid input raises before anything is written.
 
     Channels that are not the owner's confirmed edit call persona_submit, which holds a change
     that widens the grant as a proposal. `expect_composition_hash` (an approval) refuses, as
-    StaleProposal, a change whose next composition is not the one the owner reviewed.
+    StaleProposal, a change whose next composition is not the one the owner reviewed;
+    `as_drafted` compares it as it was proposed, with the draft's blank system prompt in place of
+    the one the owner writes as they approve.
     """
     persona, _, proposed = _prepare_change(persona, actor, changes)
     if expect_composition_hash is not None and (
-        proposed is None or proposed.base_composition_hash != expect_composition_hash
+        proposed is None or _as_proposed(proposed, as_drafted) != expect_composition_hash
     ):
         raise StaleProposal(
             {"proposal": ["stale: what it would make is no longer what it showed; propose again"]}
         )
     _commit_change(persona, proposed)
     return persona
+
+
+def _as_proposed(proposed: Generation, as_drafted: bool) -> str:
+    if not as_drafted:
+        return proposed.base_composition_hash
+    return composition_hash({**proposed.composition, "system_prompt_sha256": sha256_hex(b"")})
 
 
 def _revoked_message(persona: Persona) -> str:
@@ -552,18 +567,64 @@ def persona_submit(
     if proposed is not None and current is not None:
         diff = grant_diff(current=current, proposed=proposed)
         if diff["widens"]:
-            proposal = GrantProposal.objects.create(
-                persona_id=persona.pk,
-                via=via,
-                changes=_stored_changes(changes),
-                base_generation=current.number,
-                next_composition_hash=proposed.base_composition_hash,
-                diff=diff,
-                proposed_by=actor if actor.is_authenticated else None,
-            )
-            return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
+            return _propose(persona, actor, via, changes, current, proposed, diff)
     _commit_change(persona, proposed)
     return PersonaChange(persona)
+
+
+def _propose(
+    persona: Persona,
+    actor: User,
+    via: GrantProposal.Via,
+    changes: dict[str, Any],
+    current: Generation,
+    proposed: Generation,
+    diff: dict[str, Any],
+) -> PersonaChange:
+    proposal = GrantProposal.objects.create(
+        persona_id=persona.pk,
+        via=via,
+        changes=_stored_changes(changes),
+        base_generation=current.number,
+        next_composition_hash=proposed.base_composition_hash,
+        diff=diff,
+        proposed_by=actor if actor.is_authenticated else None,
+    )
+    return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
+
+
+@transaction.atomic
+def persona_draft(
+    *, agent: Agent, actor: User, via: GrantProposal.Via, verb_subset: list[str], **fields: Any
+) -> PersonaChange:
+    """A persona whose system prompt its owner has yet to write (one made from an A2A card).
+
+    It is made granting nothing, so its first generation does not stand: nothing of it runs or
+    is advertised. `verb_subset` is held as a pending GrantProposal, and the owner writes the
+    prompt as they approve it (proposal_approve's `system_prompt`). A subset that would not
+    make the persona stand widens nothing and is refused, and then nothing is written.
+    """
+    _require_owner(actor, agent)
+    authored = sorted({"system_prompt", "verb_subset"} & set(fields))
+    if authored:
+        raise ValidationError({field: ["a draft starts without it"] for field in authored})
+    missing = [f for f in ("name", "persona_class", "address") if f not in fields]
+    if missing:
+        raise ValidationError({field: ["this field is required"] for field in missing})
+    persona = Persona(agent=agent)
+    _apply_persona_changes(persona, {**fields, "system_prompt": "", "verb_subset": []})
+    _validate_persona(persona, draft=True)
+    persona.save()
+    _settle_generation(persona, current_skill_map())
+    persona.save()
+    _queue_settle(persona)
+    changes: dict[str, Any] = {"verb_subset": verb_subset}
+    persona, current, proposed = _prepare_change(persona, actor, changes, draft=True)
+    diff = grant_diff(current=current, proposed=proposed) if proposed and current else None
+    if diff is None or not diff["widens"]:
+        problems = "; ".join(diff["next_problems"]) if diff else "it changes nothing"
+        raise ValidationError({"verb_subset": [f"would not make the persona stand: {problems}"]})
+    return _propose(persona, actor, via, changes, current, proposed, diff)
 
 
 def _stored_changes(changes: dict[str, Any]) -> dict[str, Any]:
@@ -610,10 +671,15 @@ def _pending(proposal: GrantProposal, actor: User) -> GrantProposal:
     return proposal
 
 
-def proposal_approve(*, proposal: GrantProposal, actor: User) -> Persona:
+def proposal_approve(
+    *, proposal: GrantProposal, actor: User, system_prompt: str | None = None
+) -> Persona:
     """The owner approves: the change is made by persona_update, exactly as an immediate change
     would be. A proposal the persona has moved on from (a later generation, or a next
-    composition other than the one it showed) is marked stale and refused."""
+    composition other than the one it showed) is marked stale and refused.
+
+    A draft's proposal (persona_draft) is approved with the system prompt its owner writes now,
+    never generated: without one it is refused and stays pending."""
     try:
         with transaction.atomic():
             proposal = _pending(proposal, actor)
@@ -627,11 +693,29 @@ def proposal_approve(*, proposal: GrantProposal, actor: User) -> Persona:
                         ]
                     }
                 )
+            changes = _loaded_changes(proposal)
+            drafted = not persona.system_prompt.strip()
+            if drafted:
+                if not (system_prompt or "").strip():
+                    raise ValidationError(
+                        {
+                            "system_prompt": [
+                                "this persona is a draft: write its system prompt to approve; "
+                                "it is never generated"
+                            ]
+                        }
+                    )
+                changes["system_prompt"] = system_prompt
+            elif system_prompt is not None:
+                raise ValidationError(
+                    {"system_prompt": ["only a draft's prompt is written on approval"]}
+                )
             persona = persona_update(
                 persona=persona,
                 actor=actor,
                 expect_composition_hash=proposal.next_composition_hash,
-                **_loaded_changes(proposal),
+                as_drafted=drafted,
+                **changes,
             )
             _decide(proposal, actor, GrantProposal.Status.APPROVED, persona.generation)
             return persona

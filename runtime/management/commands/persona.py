@@ -1,4 +1,4 @@
-"""`virgo persona add|export|import|revoke`: personas from the command line.
+"""`virgo persona add|export|import|import-card|revoke`: personas from the command line.
 
 `add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
@@ -18,6 +18,7 @@ from django.db import transaction
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
 from personas.models import Agent, Persona, PersonaClass, RegisteredAddress, RevocationReason
+from runtime import card_import
 from runtime.launcher import persona_by_uuid
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
@@ -109,6 +110,23 @@ class Command(BaseCommand):
             ),
         )
 
+        card = actions.add_parser(
+            "import-card",
+            help=(
+                "make a draft persona from an A2A agent card (an http(s) URL or a file) on an "
+                "agent, for that agent's owner: not discoverable, no system prompt until the "
+                "owner writes it, its grant a proposal waiting for the owner's approval"
+            ),
+        )
+        card.add_argument("source", help="the card's URL (http or https) or a file holding it")
+        card.add_argument("--agent", required=True, type=int, help="the target agent's id")
+        card.add_argument(
+            "--address", required=True, help="the registered address the persona takes"
+        )
+        card.add_argument(
+            "--class", dest="persona_class", required=True, choices=PersonaClass.values
+        )
+
         revoke = actions.add_parser(
             "revoke",
             help=(
@@ -136,6 +154,7 @@ class Command(BaseCommand):
             "add": self._add,
             "export": self._export,
             "import": self._import,
+            "import-card": self._import_card,
             "revoke": self._revoke,
         }[options["action"]](options)
 
@@ -209,6 +228,37 @@ class Command(BaseCommand):
             self.stdout.write(f"Skipped: {skipped}")
         persona.refresh_from_db()
         self._report(persona)
+
+    def _import_card(self, options: dict[str, Any]) -> None:
+        agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
+        if agent is None:
+            raise CommandError(f"--agent: no agent with id {options['agent']}")
+        try:
+            card = card_import.load_card(options["source"])
+            outcome = card_import.import_card(
+                card,
+                agent=agent,
+                actor=agent.owner,
+                persona_class=options["persona_class"],
+                address=options["address"],
+            )
+        except card_import.CardImportError as exc:
+            raise CommandError(str(exc)) from None
+        except ValidationError as exc:
+            raise CommandError(self._explain(exc)) from None
+        except PermissionDenied as exc:
+            raise CommandError(str(exc)) from None
+        persona, proposal = outcome.persona, outcome.proposal
+        self.stdout.write(
+            f"Drafted persona {persona.name!r} ({persona.uuid}) at {persona.address.path} from "
+            f"the card; it is not discoverable and does not stand. Its grant of "
+            f"{len(proposal.changes['verb_subset'])} verbs is proposal {proposal.pk}: write the "
+            "system prompt and approve it in the admin."
+        )
+        for card_skill, slug in outcome.mapping.mapped:
+            self.stdout.write(f"Mapped: {card_skill} -> {slug}")
+        for skipped in outcome.mapping.unmapped:
+            self.stdout.write(f"Not mapped: {skipped.id or skipped.name}: {skipped.reason}")
 
     @staticmethod
     def _uuid(value: str) -> str:
