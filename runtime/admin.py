@@ -120,21 +120,29 @@ class DecisionRecordAdmin(ReadOnlyAdmin):
         approve: bool,
         remember: bool,
     ) -> None:
-        decided, refused = 0, []
+        decided, refused, unremembered = 0, [], []
         for record in queryset:
             try:
                 record = confirmations.decide(record=record, approve=approve, user=request.user)
-                if remember:
-                    registry.learn(record=record, user=request.user)
             except (PermissionDenied, ValidationError) as exc:
                 refused.append(f"{record.correlation_id}: {exc}")
                 continue
             decided += 1
+            # The decision is committed by now: a choice that cannot be learned leaves it made.
+            if remember:
+                try:
+                    registry.learn(record=record, user=request.user)
+                except (PermissionDenied, ValidationError) as exc:
+                    unremembered.append(f"{record.correlation_id}: {exc}")
         verb = "approved" if approve else "denied"
         if decided:
             self.message_user(request, f"{decided} request(s) {verb}.", messages.SUCCESS)
         for reason in refused:
             self.message_user(request, f"Not {verb}: {reason}", messages.ERROR)
+        for reason in unremembered:
+            self.message_user(
+                request, f"{verb.capitalize()}, but not remembered: {reason}", messages.WARNING
+            )
 
     @admin.action(description="Approve: run the operation once, under its correlation id")
     def approve(self, request: HttpRequest, queryset: QuerySet[DecisionRecord]) -> None:

@@ -286,6 +286,32 @@ def test_the_owner_approves_in_the_admin_and_others_cannot() -> None:
     assert call(persona, "workspace_write", DELETE, cid)["ok"] is True
 
 
+def test_approve_and_remember_says_what_was_approved_when_it_cannot_remember() -> None:
+    """V1-CONF-1, V1-PR-1: two requests held for one exact operation, both approved with
+    "remember" in the admin: the second is approved (and says so) though its choice cannot be
+    learned twice; the owner is never told "not approved" of a request that was."""
+    persona = standing_persona()
+    owner = Client()
+    owner.force_login(persona.agent.owner)
+    held = [held_delete(persona) for _ in range(2)]
+    for _cid, record in held:
+        response = owner.post(
+            reverse("admin:runtime_decisionrecord_changelist"),
+            {"action": "approve_and_remember", "_selected_action": [record.pk]},
+            follow=True,
+        )
+        record.refresh_from_db()
+        assert record.decision == DecisionRecord.Decision.APPROVED
+    shown = [str(message) for message in response.context["messages"]]
+    second = held[1][0]
+    assert shown == [
+        "1 request(s) approved.",
+        f"Approved, but not remembered: {second}: "
+        "{'entry': ['this exact operation already has a learned choice']}",
+    ]
+    assert persona.prompt_registry_entries.count() == 1
+
+
 def test_a_stamp_routing_to_someone_else_than_the_owner_asks_nobody() -> None:
     """V1-CONF-1: the stamp's bound human authority must be the persona's owner; else refused,
     saying whom the stamp routes to and why that one may not answer."""
