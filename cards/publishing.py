@@ -22,7 +22,13 @@ from cards import keys
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import build_card, pinned_grant, validate_card
-from cards.signing import current_marker, resigned_card_body, signed_card_body, signers_marker
+from cards.signing import (
+    card_payload,
+    current_marker,
+    resigned_card_body,
+    signed_card_body,
+    signers_marker,
+)
 from personas.models import Generation, Persona
 from virgo.bulk import update_each
 
@@ -33,6 +39,14 @@ _HTTP_DATE_STEP = timedelta(seconds=1)
 
 def render_card(persona: Persona, generation: Generation | None = None) -> dict[str, Any]:
     """The card of `persona.generation`, from that generation's composition, unsigned."""
+    return _rendered(persona, generation)[0]
+
+
+def _rendered(
+    persona: Persona, generation: Generation | None = None
+) -> tuple[dict[str, Any], bytes]:
+    """render_card, and the payload its signatures cover, from the one SDK model that
+    validating it built (building it is most of a card's rendering time)."""
     if generation is None:
         generation = persona.generations.get(number=persona.generation)
     card = build_card(
@@ -41,8 +55,7 @@ def render_card(persona: Persona, generation: Generation | None = None) -> dict[
         system_prompt=persona.system_prompt,
         pin=_pin(generation),
     )
-    validate_card(card)
-    return card
+    return card, card_payload(card, validate_card(card))
 
 
 def unsigned_card(body: bytes) -> dict[str, Any]:
@@ -91,7 +104,8 @@ def _publish(persona: Persona) -> PublishedCard:
         return stored
     generation = persona.generations.get(number=persona.generation)
     signers = keys.signers()
-    body, payload = signed_card_body(render_card(persona, generation), signers)
+    card, payload = _rendered(persona, generation)
+    body, payload = signed_card_body(card, signers, payload)
     fields = {
         "generation": persona.generation,
         "body": body,
@@ -162,7 +176,8 @@ def _publish_many(personas: Sequence[Persona]) -> None:
         marker = signers_marker(signers)
         for persona in owed:
             generation = generations[(persona.pk, persona.generation)]
-            body, payload = signed_card_body(render_card(persona, generation), signers)
+            card_document, payload = _rendered(persona, generation)
+            body, payload = signed_card_body(card_document, signers, payload)
             card = stored.get(persona.pk)
             if card is None:
                 card = PublishedCard(persona_id=persona.pk, last_modified=now)
@@ -198,7 +213,8 @@ def resign_cards(persona_ids: Sequence[int]) -> int:
 
     Idempotent and resumable: what is owed is read under a lock, so a batch redone after a
     worker died signs only what the dead run did not commit. A new ETag and a Last-Modified a
-    second on, as for any new card bytes; one statement writes the batch.
+    second on, as for any new card bytes; one statement writes the batch (a second the cards
+    published before cards were signed).
     """
     signers = keys.signers()
     marker = signers_marker(signers)
@@ -210,15 +226,21 @@ def resign_cards(persona_ids: Sequence[int]) -> int:
             .only("persona_id", "body", "payload", "last_modified")
         )
         now = timezone.now().replace(microsecond=0)
+        resigned, first_signed = [], []
         for card in owed:
             if card.payload:
                 card.body = resigned_card_body(bytes(card.body), signers, bytes(card.payload))
+                resigned.append(card)
             else:
                 # Published before cards were signed: no payload kept yet.
                 card.body, card.payload = signed_card_body(unsigned_card(bytes(card.body)), signers)
+                first_signed.append(card)
             card.etag, card.signed_by = card_etag(card.body), marker
             card.last_modified = max(now, card.last_modified + _HTTP_DATE_STEP)
-        update_each(owed, ["body", "payload", "etag", "signed_by", "last_modified"])
+        # The payload a card was signed over stays as it is: not written again (a third of
+        # the bytes a rotation would write).
+        update_each(resigned, ["body", "etag", "signed_by", "last_modified"])
+        update_each(first_signed, ["body", "payload", "etag", "signed_by", "last_modified"])
     if owed:
         card_changed(
             Persona.objects.filter(pk__in=[card.persona_id for card in owed]).values_list(

@@ -4,6 +4,7 @@ import re
 from typing import Any
 
 from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentCard
 from a2a.utils.proto_utils import validate_proto_required_fields
 from django.conf import settings
 
@@ -115,6 +116,9 @@ def build_card(
     }
 
 
-def validate_card(card: dict[str, Any]) -> None:
-    """Raise if the A2A SDK would not accept the card as a complete v1.0 AgentCard."""
-    validate_proto_required_fields(parse_agent_card(dict(card)))
+def validate_card(card: dict[str, Any]) -> AgentCard:
+    """Raise if the A2A SDK would not accept the card as a complete v1.0 AgentCard; else the
+    SDK's model of it (what its signature verifier rebuilds, cards.signing.card_payload)."""
+    parsed = parse_agent_card(dict(card))
+    validate_proto_required_fields(parsed)
+    return parsed

@@ -25,6 +25,7 @@ from typing import Any
 
 import jwt
 from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentCard
 from django.conf import settings
 from google.protobuf.json_format import MessageToDict
 from jwt.exceptions import PyJWTError
@@ -32,7 +33,7 @@ from jwt.utils import base64url_decode, base64url_encode
 
 from cards import keys
 from cards.keys import Signer
-from virgo.canonical import canonical_bytes
+from virgo.canonical import I_JSON_MAX_INT, canonical_bytes
 
 JWKS_PATH = "/.well-known/jwks.json"
 _SIGNATURES_MEMBER = b',"signatures":'
@@ -70,11 +71,25 @@ def _without_empty(value: Any) -> Any:
     return value
 
 
-def card_payload(card: dict[str, Any]) -> bytes:
-    """The bytes a card's signatures cover (see the module docstring)."""
-    as_model = MessageToDict(parse_agent_card(dict(card)))
+def _integral(value: Any) -> Any:
+    """Integral floats as integers: RFC 8785 writes 3.0 as 3, so the bytes are the same, and
+    without floats canonical_bytes takes the C encoder (an extension's params are a protobuf
+    Struct, whose numbers come back as floats)."""
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) <= I_JSON_MAX_INT:
+        return int(value)
+    return value
+
+
+def card_payload(card: dict[str, Any], parsed: AgentCard | None = None) -> bytes:
+    """The bytes a card's signatures cover (see the module docstring); `parsed` is the SDK's
+    model of `card` when the caller has it already (cards.rendering.validate_card)."""
+    as_model = MessageToDict(parsed if parsed is not None else parse_agent_card(dict(card)))
     as_model.pop("signatures", None)
-    return canonical_bytes(_without_empty(as_model) or {})
+    return canonical_bytes(_integral(_without_empty(as_model) or {}))
 
 
 @functools.lru_cache(maxsize=64)
