@@ -17,7 +17,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.db import transaction
-from django.urls import reverse as django_reverse
 from django_ratelimit import UNSAFE
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
@@ -297,9 +296,7 @@ class ProposalOutput(serializers.Serializer):
         return reverse("api-proposal-detail", [proposal.pk], request=self.context.get("request"))
 
     def get_review_url(self, proposal: GrantProposal) -> str:
-        return settings.VIRGO_PUBLIC_BASE_URL + django_reverse(
-            "admin:personas_grantproposal_change", args=[proposal.pk]
-        )
+        return proposal.review_url
 
 
 # Views ----------------------------------------------------------------------------------------
@@ -362,7 +359,10 @@ def _owner_schema(
     return extend_schema_view(
         list=extend_schema(responses=output, tags=[tag]),
         create=extend_schema(
-            request=create_inputs, responses={201: output}, parameters=[location], tags=[tag]
+            request=create_inputs,
+            responses={201: output, **(accepted or {})},
+            parameters=[location],
+            tags=[tag],
         ),
         retrieve=extend_schema(responses=output, **detail),
         update=extend_schema(request=inputs, responses=update_responses, **detail),
@@ -422,8 +422,10 @@ class AgentViewSet(OwnerViewSet):
     accepted={
         202: OpenApiResponse(
             ProposalOutput,
-            description="The change widens the persona's grant, so it is held as a proposal "
-            "for the owner's approval (Location: the proposal); nothing of it is made yet.",
+            description="The write widens the persona's grant (a new persona's grant does, "
+            "unless it would not stand), so the grant is held as a proposal for the owner's "
+            "approval (Location: the proposal); nothing of it runs or is advertised yet. A new "
+            "persona is created granting nothing, its uuid in `persona`.",
         )
     },
 )
@@ -448,12 +450,16 @@ class PersonaViewSet(OwnerViewSet):
         agent = fields.pop("agent")
         discoverable = fields.pop("discoverable", None)
         with transaction.atomic():
-            persona = services.persona_create(agent=agent, actor=request.user, **fields)
+            change = services.persona_draft(
+                agent=agent, actor=request.user, via=GrantProposal.Via.API, **fields
+            )
             if discoverable:
-                persona = services.persona_set_discoverable(
-                    persona=persona, actor=request.user, discoverable=True, via="api"
+                services.persona_set_discoverable(
+                    persona=change.persona, actor=request.user, discoverable=True, via="api"
                 )
-        persona = self._persona(str(persona.uuid))
+        if change.proposal is not None:
+            return self._accepted(request, change.proposal)
+        persona = self._persona(str(change.persona.uuid))
         return Response(
             PersonaOutput(persona).data,
             status=status.HTTP_201_CREATED,
@@ -481,12 +487,16 @@ class PersonaViewSet(OwnerViewSet):
                     persona=persona, actor=request.user, discoverable=discoverable, via="api"
                 )
         if proposal is not None:
-            # A change that widens the grant waits for the owner: nothing of it is made yet.
-            output = ProposalOutput(proposal, context={"request": request}).data
-            return Response(
-                output, status=status.HTTP_202_ACCEPTED, headers={"Location": output["url"]}
-            )
+            return self._accepted(request, proposal)
         return Response(PersonaOutput(self._persona(uuid)).data)
+
+    @staticmethod
+    def _accepted(request: Request, proposal: GrantProposal) -> Response:
+        """A write that widens the grant waits for the owner: nothing of it runs yet."""
+        output = ProposalOutput(proposal, context={"request": request}).data
+        return Response(
+            output, status=status.HTTP_202_ACCEPTED, headers={"Location": output["url"]}
+        )
 
     def partial_update(self, request: Request, uuid: str) -> Response:
         return self.update(request, uuid, partial=True)

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models.fields.json import KT
 from django.db.models.functions import Lower
+from django.urls import reverse
 
 
 class PersonaClass(models.TextChoices):
@@ -535,3 +536,10 @@ class GrantProposal(models.Model):
     @property
     def decidable(self) -> bool:
         return self.effective_status == self.Status.PENDING
+
+    @property
+    def review_url(self) -> str:
+        """The admin page where the owner reviews the diff and decides."""
+        return settings.VIRGO_PUBLIC_BASE_URL + reverse(
+            "admin:personas_grantproposal_change", args=[self.pk]
+        )

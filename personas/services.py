@@ -428,7 +428,9 @@ def _apply_persona_changes(persona: Persona, changes: dict[str, Any]) -> None:
 
 @transaction.atomic
 def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
-    """Create a persona; it is not discoverable until its owner lists it."""
+    """Create a persona standing at once (once stamped): the owner's own setup, such as `make
+    run`'s demo data. Every channel (the API, the CLI, an import) calls persona_draft, which holds
+    the grant for the owner's approval. It is not discoverable until its owner lists it."""
     _require_owner(actor, agent)
     missing = [f for f in ("name", "system_prompt", "persona_class", "address") if f not in fields]
     if missing:
@@ -593,38 +595,60 @@ def _propose(
     return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
 
 
+# What a persona may do, beside what it is: a creation through a channel holds these for the owner.
+GRANT_FIELDS = ("verb_subset", "queues", "human_surface_bindings", "ask_first_verbs")
+
+
 @transaction.atomic
 def persona_draft(
-    *, agent: Agent, actor: User, via: GrantProposal.Via, verb_subset: list[str], **fields: Any
+    *,
+    agent: Agent,
+    actor: User,
+    via: GrantProposal.Via,
+    without_prompt: bool = False,
+    **fields: Any,
 ) -> PersonaChange:
-    """A persona whose system prompt its owner has yet to write (one made from an A2A card).
+    """Create a persona through a channel that is not the owner's own setup: an API write (token
+    or session), `virgo persona add`, a snapshot import, an A2A card import.
 
-    It is made granting nothing, so its first generation does not stand: nothing of it runs or
-    is advertised. `verb_subset` is held as a pending GrantProposal, and the owner writes the
-    prompt as they approve it (proposal_approve's `system_prompt`). A subset that would not
-    make the persona stand widens nothing and is refused, and then nothing is written.
+    The persona is made granting nothing (its grant fields empty), so its first generation does
+    not stand: nothing of it runs or is advertised. Its grant (GRANT_FIELDS) is held as a pending
+    GrantProposal the owner approves (proposal_approve). A persona that would not stand even with
+    its grant widens nothing: it is made at once, as persona_create makes it.
+
+    `without_prompt`: a draft (one made from an A2A card, which has no prompt): the owner writes
+    the prompt as they approve, and a grant that would not make it stand is refused, with
+    nothing written.
     """
     _require_owner(actor, agent)
-    authored = sorted({"system_prompt", "verb_subset"} & set(fields))
-    if authored:
-        raise ValidationError({field: ["a draft starts without it"] for field in authored})
-    missing = [f for f in ("name", "persona_class", "address") if f not in fields]
+    if without_prompt and "system_prompt" in fields:
+        raise ValidationError({"system_prompt": ["a draft starts without it"]})
+    required = ("name", "persona_class", "address", *(() if without_prompt else ("system_prompt",)))
+    missing = [f for f in required if f not in fields]
     if missing:
         raise ValidationError({field: ["this field is required"] for field in missing})
+    whole = Persona(agent=agent)
+    _apply_persona_changes(whole, {"system_prompt": "", **fields})
+    _validate_persona(whole, draft=without_prompt)
+    probe = _next_generation(whole, current_skill_map(), None)
+    assert probe is not None
+    if not without_prompt and not grant_diff(current=None, proposed=probe)["widens"]:
+        return PersonaChange(persona_create(agent=agent, actor=actor, **fields))
+    grant = {field: fields.pop(field) for field in GRANT_FIELDS if field in fields}
     persona = Persona(agent=agent)
-    _apply_persona_changes(persona, {**fields, "system_prompt": "", "verb_subset": []})
-    _validate_persona(persona, draft=True)
+    empty: dict[str, Any] = {field: [] for field in GRANT_FIELDS}
+    _apply_persona_changes(persona, {**fields, "system_prompt": whole.system_prompt, **empty})
+    _validate_persona(persona, draft=without_prompt)
     persona.save()
     _settle_generation(persona, current_skill_map())
     persona.save()
     _queue_settle(persona)
-    changes: dict[str, Any] = {"verb_subset": verb_subset}
-    persona, current, proposed = _prepare_change(persona, actor, changes, draft=True)
+    persona, current, proposed = _prepare_change(persona, actor, grant, draft=without_prompt)
     diff = grant_diff(current=current, proposed=proposed) if proposed and current else None
     if diff is None or not diff["widens"]:
         problems = "; ".join(diff["next_problems"]) if diff else "it changes nothing"
         raise ValidationError({"verb_subset": [f"would not make the persona stand: {problems}"]})
-    return _propose(persona, actor, via, changes, current, proposed, diff)
+    return _propose(persona, actor, via, grant, current, proposed, diff)
 
 
 def _stored_changes(changes: dict[str, Any]) -> dict[str, Any]:

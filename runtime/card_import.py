@@ -319,6 +319,7 @@ def import_card(
             agent=agent,
             actor=actor,
             via=GrantProposal.Via.IMPORT,
+            without_prompt=True,
             name=card.name.strip(),
             description=card.description.strip(),
             persona_class=persona_class,

@@ -11,8 +11,9 @@ Format (`virgo-persona-snapshot`, version 1): a gzipped tar holding exactly
 
 An archive is a file anyone can write, so importing one adopts nothing it claims. The persona is
 created anew (a fresh uuid) through personas.services under an agent of the importer, validated
-against that agent's grant like any other; its generation is stamped by the factory on the normal
-settle path. The archive's stamps are kept as read-only history (ArchivedStamp), never as a
+against that agent's grant like any other, and granting nothing until the owner approves the grant
+it brings (a GrantProposal through `import`); its generations are stamped by the factory on the
+normal settle path. The archive's stamps are kept as read-only history (ArchivedStamp), never as a
 generation's stamp or file. Every learned choice is re-read from the fields it shows (never its
 key digest or stamp hash) and waits, unkeyed and inactive, for review (runtime.registry.review);
 class-overlay entries come in only with a superuser's import and wait for a superuser's review. A
@@ -36,7 +37,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from personas import services
-from personas.models import Agent, Persona
+from personas.models import Agent, GrantProposal, Persona
 from runtime.models import ArchivedStamp, PromptRegistryEntry, SnapshotImport
 from runtime.snapshot_format import (
     ENTRY_FIELDS,
@@ -149,6 +150,8 @@ ARCHIVED_LEAD = _ArchivedLead()
 class ImportOutcome:
     persona: Persona
     snapshot_import: SnapshotImport
+    # The imported grant, held for the owner's approval: nothing of it runs until then.
+    proposal: GrantProposal | None = None
     archived_stamps: int = 0
     experience_entries: int = 0
     overlay_entries: int = 0
@@ -169,10 +172,15 @@ def _lead(plan: Plan, actor: Any, owning_lead: Persona | _ArchivedLead | None) -
     return lead
 
 
-def _create_persona(plan: Plan, agent: Agent, actor: Any, lead: Persona | None) -> Persona:
-    """The persona, created like any other; a refusal of a field from persona.json names it so."""
+def _create_persona(
+    plan: Plan, agent: Agent, actor: Any, lead: Persona | None
+) -> services.PersonaChange:
+    """The persona, created as any channel creates one (its grant a proposal for the owner); a
+    refusal of a field from persona.json names it so."""
     try:
-        return services.persona_create(agent=agent, actor=actor, owning_lead=lead, **plan.fields)
+        return services.persona_draft(
+            agent=agent, actor=actor, via=GrantProposal.Via.IMPORT, owning_lead=lead, **plan.fields
+        )
     except ValidationError as exc:
         problems = exc.message_dict if hasattr(exc, "error_dict") else {"persona": exc.messages}
         raise SnapshotError(
@@ -201,7 +209,8 @@ def import_persona(
     plan = plan_import(read, actor)
     lead = _lead(plan, actor, owning_lead)
     with transaction.atomic():
-        persona = _create_persona(plan, agent, actor, lead)
+        change = _create_persona(plan, agent, actor, lead)
+        persona = change.persona
         record = SnapshotImport.objects.create(
             persona=persona,
             source_persona=plan.source,
@@ -226,6 +235,7 @@ def import_persona(
     return ImportOutcome(
         persona=persona,
         snapshot_import=record,
+        proposal=change.proposal,
         archived_stamps=len(plan.stamps),
         experience_entries=len(plan.experience),
         overlay_entries=len(plan.overlay),

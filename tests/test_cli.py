@@ -39,8 +39,21 @@ class Installation:
         return result
 
     def stamp_file(self) -> Path:
-        [path] = (self.home / "personas").glob("*/generations/1/CAPABILITY-STAMP.json")
+        [path] = (self.home / "personas").glob("*/generations/*/CAPABILITY-STAMP.json")
         return path
+
+    def approve_proposals(self) -> None:
+        """Approve every pending grant proposal as its persona's owner, through the service the
+        admin's diff page confirms with: the command line only proposes (VX-REV-1)."""
+        self.run("shell", "-c", APPROVE)
+
+
+APPROVE = """
+from personas import services
+from personas.models import GrantProposal
+for proposal in GrantProposal.objects.filter(status="pending").select_related("persona__agent"):
+    services.proposal_approve(proposal=proposal, actor=proposal.persona.agent.owner)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +84,10 @@ def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
 def test_virgo_persona_add_suggests_and_stamps_the_first_persona(
     installation: Installation,
 ) -> None:
-    """V1-FAC-3, V1-STAMP-1: `virgo persona add` on an empty installation suggests the root
-    secretary, and its stamp is built and verifiable; `virgo check` passes."""
+    """V1-FAC-3, V1-STAMP-1, VX-REV-1: `virgo persona add` on an empty installation suggests
+    the root secretary; its grant is a proposal the command prints with its review URL, and
+    nothing stands until the owner approves it; then its stamp is built and verifiable and
+    `virgo check` passes."""
     result = installation.run(
         "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
         "--queues", "inbox", "--prompt", "You answer for me. You never decide for me.",
@@ -80,7 +95,13 @@ def test_virgo_persona_add_suggests_and_stamps_the_first_persona(
     assert "suggesting the first persona 'Secretary' as a secretary at root/secretary" in (
         result.stdout
     )
-    assert "It stands: stamp " in result.stdout
+    assert "It grants nothing and does not stand until you approve its grant: proposal " in (
+        result.stdout
+    )
+    assert "/admin/personas/grantproposal/" in result.stdout
+    assert "It stands" not in result.stdout
+    assert not list((installation.home / "personas").glob("*/generations/*/CAPABILITY-STAMP.*"))
+    installation.approve_proposals()
     path = installation.stamp_file()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
@@ -107,6 +128,7 @@ def test_check_fails_on_a_stamp_missing_a_tool_and_restore_brings_it_back(
             "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
             "--queues", "inbox", "--prompt", "You answer for me.",
         )  # fmt: skip
+        installation.approve_proposals()
     path = installation.stamp_file()
     original = path.read_bytes()
     document = json.loads(original)
@@ -164,6 +186,7 @@ def test_virgo_persona_import_of_a_bad_archive_is_one_line_and_status_1(
             "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
             "--queues", "inbox", "--prompt", "You answer for me.",
         )  # fmt: skip
+        virgo("shell", "-c", APPROVE)
     [persona] = [path.name for path in (installation.home / "personas").iterdir()]
     archive = tmp_path / "secretary.tar.gz"
     exported = virgo("persona", "export", persona, str(archive))

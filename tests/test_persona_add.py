@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from personas import services
-from personas.models import Persona, RegisteredAddress
+from personas.models import GrantProposal, Persona, RegisteredAddress
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona
@@ -27,10 +27,11 @@ def add(*args: str) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_first_persona_is_suggested_as_root_secretary() -> None:
-    """V1-FAC-3: with no persona yet and no address given, `persona add` suggests the
-    secretary at root/secretary with a suggested name, registers that address, and the
-    persona stands with every required secretary tool."""
-    make_owner("alice")
+    """V1-FAC-3, VX-REV-1: with no persona yet and no address given, `persona add` suggests the
+    secretary at root/secretary with a suggested name and registers that address; its grant of
+    every required secretary tool is a proposal the command prints with its review URL, and the
+    persona stands only once the owner approves it."""
+    owner = make_owner("alice")
     output = add(
         "--owner", "alice", "--agent", "main", "--create-agent", "--prompt", PROMPT,
         "--queues", "inbox",
@@ -46,11 +47,22 @@ def test_the_first_persona_is_suggested_as_root_secretary() -> None:
         "root/secretary",
     )
     assert RegisteredAddress.objects.get().registered_by.username == "alice"
-    assert sorted(persona.verb_subset) == sorted(required_tools("secretary"))
-    assert persona.standing is True
-    assert f"It stands: stamp {persona.generations.get().stamp_hash}" in output
-    assert stamp_path(persona.uuid, 1).exists()
     assert persona.system_prompt == PROMPT
+    assert (persona.verb_subset, persona.queues, persona.standing) == ([], [], False)
+    assert not stamp_path(persona.uuid, 1).exists()
+    [proposal] = GrantProposal.objects.filter(persona=persona)
+    assert (proposal.status, proposal.via, proposal.proposed_by) == ("pending", "cli", owner)
+    assert sorted(proposal.changes["verb_subset"]) == sorted(required_tools("secretary"))
+    assert proposal.changes["queues"] == ["inbox"]
+    assert f"proposal {proposal.pk}" in output
+    assert proposal.review_url in output
+    assert "It stands" not in output
+
+    services.proposal_approve(proposal=proposal, actor=owner)
+    persona.refresh_from_db()
+    assert persona.standing is True
+    assert sorted(persona.verb_subset) == sorted(required_tools("secretary"))
+    assert stamp_path(persona.uuid, persona.generation).exists()
 
 
 def test_no_suggestion_once_a_persona_exists() -> None:
@@ -75,11 +87,8 @@ def test_an_explicit_address_is_used_as_given() -> None:
     output = add(*args, *lead, "--register-address", "--queues", "deploys")
     assert "suggesting" not in output
     persona = Persona.objects.get()
-    assert (persona.address.path, persona.queues, persona.standing) == (
-        "work/core/lead",
-        ["deploys"],
-        True,
-    )
+    assert (persona.address.path, persona.queues, persona.standing) == ("work/core/lead", [], False)
+    assert persona.proposals.get().changes["queues"] == ["deploys"]
     assert not RegisteredAddress.objects.filter(path="root/secretary").exists()
 
 
@@ -140,5 +149,6 @@ def test_the_command_binds_only_the_owners_surfaces_and_sets_ask_first_verbs() -
         add(*common, "--name", "Bound", "--surfaces", "teams:chat/nobody")
     add(*common, "--name", "Careful", "--ask-first", "workspace_write")
     persona = Persona.objects.get(name="Careful")
-    assert persona.ask_first_verbs == ["workspace_write"]
+    assert persona.ask_first_verbs == []
+    assert persona.proposals.get().changes["ask_first_verbs"] == ["workspace_write"]
     assert not Persona.objects.filter(name="Bound").exists()

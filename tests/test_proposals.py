@@ -5,11 +5,13 @@ the stamp build; the runtime is read through the stamp it loads and the MCP serv
 `mcp` SDK's own client.
 """
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import call_command
 from mcp import ClientSession
 from mcp.shared.memory import create_connected_server_and_client_session
 from rest_framework.test import APIClient
@@ -17,9 +19,12 @@ from rest_framework.test import APIClient
 from personas import services
 from personas.models import GrantProposal, Persona, PersonaClass
 from runtime.mcp_server import build_server
-from runtime.stamp import load_active_stamp
+from runtime.snapshot import export_persona
+from runtime.stamp import StampUnavailable, load_active_stamp
 from stamps.storage import stamp_path
 from tests.factories import (
+    CLASS_ADDRESSES,
+    address,
     make_agent,
     make_owner,
     register_surfaces,
@@ -321,3 +326,186 @@ def test_a_class_change_that_brings_tools_is_a_proposal() -> None:
     assert {"resolve_decision", "assign_task"} <= set(diff["tools_added"])
     assert {"tool": "create_run", "condition": "assigned-task"} in diff["conditions_lifted"]
     assert Persona.objects.get(pk=persona.pk).persona_class == PersonaClass.CODER_DEPUTY
+
+
+# Creating a persona through a channel (VX-REV-1) -------------------------------------------------
+
+
+def new_persona(agent: Any, **overrides: Any) -> dict[str, Any]:
+    """A creation that would stand at once: the class tools and a verb the runtime can show."""
+    body = {
+        "agent": agent.pk,
+        "name": "Created",
+        "system_prompt": "You review pull requests. Be precise and kind.",
+        "verb_subset": standing_verbs(PersonaClass.CODER_DEPUTY, ADDED),
+        "queues": ["reviews"],
+        "persona_class": PersonaClass.CODER_DEPUTY,
+        "address": address(CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]).path,
+    }
+    return {**body, **overrides}
+
+
+def nothing_stands(persona: Persona) -> None:
+    """Nothing of the persona runs or is advertised: no standing, no stamp file, no card, and
+    the runtime refuses it."""
+    persona = Persona.objects.get(pk=persona.pk)
+    assert (persona.standing, persona.verb_subset, persona.queues) == (False, [], [])
+    assert not list(stamp_path(persona.uuid, 1).parents[1].glob("*/CAPABILITY-STAMP.json"))
+    assert APIClient().get(persona.card_path).status_code == 404
+    with pytest.raises(StampUnavailable):
+        load_active_stamp(persona)
+
+
+@pytest.mark.parametrize("by", ["token", "session"])
+def test_a_persona_created_through_the_api_grants_nothing_until_the_owner_approves(
+    by: str,
+) -> None:
+    """VX-REV-1: POST /api/personas/ with a token (a leaked one, say), or even the owner's own
+    session, answers 202 with the proposal (id, url, Location): the persona exists granting
+    nothing, with no stamp file and no card (404), and the runtime refuses it. Once the owner
+    approves with their session and CSRF it stands and its tools work through the MCP server."""
+    owner = make_owner()
+    agent = make_agent(owner)
+    client = token_client(owner)
+    headers = {}
+    if by == "session":
+        client = session_client(owner)
+        headers = {"HTTP_X_CSRFTOKEN": csrf_token(client)}
+    with run_on_commit():
+        response = client.post("/api/personas/", new_persona(agent), format="json", **headers)
+    assert response.status_code == 202, response.content
+    body = response.json()
+    proposal = GrantProposal.objects.get(pk=body["id"])
+    assert response["Location"] == body["url"]
+    assert body["url"].endswith(f"/api/proposals/{proposal.pk}/")
+    assert (body["status"], body["via"], body["base_generation"]) == ("pending", "api", 1)
+    assert ADDED in body["diff"]["tools_added"]
+    assert body["review_url"].endswith(f"/admin/personas/grantproposal/{proposal.pk}/change/")
+    persona = Persona.objects.get(uuid=body["persona"])
+    assert persona.system_prompt == new_persona(agent)["system_prompt"]
+    nothing_stands(persona)
+
+    approved = decide(persona, body, "approve")
+    assert approved.status_code == 200, approved.content
+    persona.refresh_from_db()
+    assert persona.standing is True and persona.generation == 2
+    assert stamp_path(persona.uuid, 2).exists()
+    assert APIClient().get(persona.card_path).status_code == 404  # not listed: owner-only
+    assert ADDED in load_active_stamp(persona).tools and ADDED in mcp_tools(persona)
+    listed = mcp_call(persona, ADDED, {"queue": "reviews"})
+    assert listed.isError is False, listed.content
+    assert persona.generations.get(number=2).stamp_hash == body["diff"]["next_stamp_hash"]
+
+
+def test_a_created_persona_listed_at_once_shows_no_card_until_approved() -> None:
+    """VX-REV-1: `discoverable: true` on a token's create lists nothing that stands: the card
+    is 404 to everyone, and the directory shows nothing, until the owner approves."""
+    owner = make_owner()
+    body = new_persona(make_agent(owner), discoverable=True)
+    with run_on_commit():
+        response = token_client(owner).post("/api/personas/", body, format="json")
+    assert response.status_code == 202, response.content
+    persona = Persona.objects.get(uuid=response.json()["persona"])
+    assert persona.discoverable is True
+    nothing_stands(persona)
+    peer = token_client(make_owner())
+    assert peer.get("/api/directory/").json()["results"] == []
+    assert decide(persona, response.json(), "approve").status_code == 200
+    assert APIClient().get(Persona.objects.get(pk=persona.pk).card_path).status_code == 200
+    [listed] = peer.get("/api/directory/").json()["results"]
+    assert str(persona.uuid) in str(listed)
+
+
+def test_another_owner_cannot_approve_a_created_personas_grant() -> None:
+    """VX-REV-1, VX-REV-3: another owner (a moderator too) gets 404 deciding a creation's
+    proposal, and it stays pending with nothing standing."""
+    owner = make_owner()
+    with run_on_commit():
+        response = token_client(owner).post(
+            "/api/personas/", new_persona(make_agent(owner)), format="json"
+        )
+    body = response.json()
+    persona = Persona.objects.get(uuid=body["persona"])
+    for intruder in (make_owner(), make_owner(is_superuser=True)):
+        api = session_client(intruder)
+        token = csrf_token(api)
+        with run_on_commit():
+            refused = api.post(f"{body['url']}approve/", HTTP_X_CSRFTOKEN=token)
+        assert refused.status_code == 404
+        page = f"/admin/personas/grantproposal/{body['id']}/change/"
+        assert api.post(page, {"decision": "approve"}, HTTP_X_CSRFTOKEN=token).status_code == 404
+    assert GrantProposal.objects.get(pk=body["id"]).status == GrantProposal.Status.PENDING
+    nothing_stands(persona)
+
+
+def test_virgo_persona_add_leaves_a_pending_proposal_and_nothing_standing() -> None:
+    """VX-REV-1: `virgo persona add` (a CLI write) creates the persona granting nothing and
+    prints its proposal and review URL; the owner's approval in the admin makes it stand."""
+    owner = make_owner("cli-owner")
+    agent = make_agent(owner, name="main")
+    out = io.StringIO()
+    with run_on_commit():
+        call_command(
+            "persona", "add", "--owner", "cli-owner", "--agent", "main", "--name", "Added",
+            "--class", PersonaClass.CODER_DEPUTY, "--prompt", "You review pull requests.",
+            "--address", address(CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]).path,
+            "--queues", "reviews", stdout=out, stderr=out,
+        )  # fmt: skip
+    persona = Persona.objects.get(agent=agent, name="Added")
+    [proposal] = persona.proposals.all()
+    assert (proposal.status, proposal.via, proposal.proposed_by) == ("pending", "cli", owner)
+    assert f"proposal {proposal.pk}" in out.getvalue()
+    assert proposal.review_url in out.getvalue()
+    nothing_stands(persona)
+
+    client = session_client(owner)
+    page = f"/admin/personas/grantproposal/{proposal.pk}/change/"
+    with run_on_commit():
+        client.post(page, {"decision": "approve"}, HTTP_X_CSRFTOKEN=csrf_token(client))
+    persona.refresh_from_db()
+    assert GrantProposal.objects.get(pk=proposal.pk).status == GrantProposal.Status.APPROVED
+    assert persona.standing is True and "list_todos" not in load_active_stamp(persona).tools
+
+
+def test_a_snapshot_import_leaves_a_pending_proposal_and_nothing_standing(tmp_path: Path) -> None:
+    """VX-REV-1: `virgo persona import` of a persona that stood creates a new one granting
+    nothing, reports its proposal, and leaves nothing standing until the owner approves."""
+    source = standing_persona(extra=(ADDED,))
+    archive = export_persona(source, tmp_path / "p.tar.gz")
+    target = make_agent(source.agent.owner)
+    out = io.StringIO()
+    with run_on_commit():
+        call_command("persona", "import", str(archive), "--agent", str(target.pk), stdout=out)
+    persona = Persona.objects.get(agent=target)
+    [proposal] = persona.proposals.all()
+    assert (proposal.status, proposal.via) == ("pending", "import")
+    assert proposal.changes["verb_subset"] == source.verb_subset
+    assert f"proposal {proposal.pk}" in out.getvalue() and proposal.review_url in out.getvalue()
+    nothing_stands(persona)
+    with run_on_commit():
+        services.proposal_approve(proposal=proposal, actor=source.agent.owner)
+    assert ADDED in load_active_stamp(Persona.objects.get(pk=persona.pk)).tools
+
+
+def test_a_created_persona_that_would_not_stand_is_made_at_once_and_standing_later_waits() -> None:
+    """VX-REV-1: a creation that would not stand even with its grant (here one class tool
+    short) grants nothing, so it is made at once (201) with its grant; the token's later write
+    that would make it stand widens, and waits for the owner like any other."""
+    owner = make_owner()
+    verbs = standing_verbs(PersonaClass.CODER_DEPUTY, ADDED)
+    short = [verb for verb in verbs if verb != "workspace_list"]
+    client = token_client(owner)
+    with run_on_commit():
+        created = client.post(
+            "/api/personas/", new_persona(make_agent(owner), verb_subset=short), format="json"
+        )
+    assert created.status_code == 201, created.content
+    persona = Persona.objects.get(uuid=created.json()["uuid"])
+    assert (persona.verb_subset, persona.standing, persona.generation) == (short, False, 1)
+    assert not persona.proposals.exists()
+    body = propose(persona, verb_subset=verbs)
+    assert body["diff"]["widens"] is True
+    persona.refresh_from_db()
+    assert (persona.verb_subset, persona.standing) == (short, False)
+    with pytest.raises(StampUnavailable):
+        load_active_stamp(persona)

@@ -70,9 +70,14 @@ def delete_persona(persona) -> None:
         services.persona_delete(persona=persona, actor=persona.agent.owner)
 
 
-def import_as(archive: Path, agent, actor=None, **options: Any):
+def import_as(archive: Path, agent, actor=None, *, approve: bool = True, **options: Any):
+    """Import, and (unless `approve` is False) approve the grant it proposes as the owner does
+    in the admin: an imported persona stands only then (VX-REV-1)."""
     with run_on_commit():
         outcome = import_persona(archive, agent=agent, actor=actor or agent.owner, **options)
+    if approve and outcome.proposal is not None:
+        with run_on_commit():
+            services.proposal_approve(proposal=outcome.proposal, actor=agent.owner)
     outcome.persona.refresh_from_db()
     return outcome
 
@@ -224,9 +229,11 @@ def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_c
 
 
 def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path) -> None:
-    """VX-SEC-1, V1-PR-4: export -> import gives the same authored persona under a fresh uuid,
-    its generation built by the factory on the settle path (skills, stamp, card); the archived
-    stamps are history only; the learned choice waits for the owner's review, then applies."""
+    """VX-SEC-1, V1-PR-4, VX-REV-1: export -> import gives the same authored persona under a
+    fresh uuid, granting nothing until the owner approves the grant it brings (a proposal through
+    `import`); then its generation is built by the factory on the settle path (skills, stamp,
+    card); the archived stamps are history only; the learned choice waits for the owner's
+    review, then applies."""
     persona = two_generations(standing_persona())
     taught(persona)
     archived = {
@@ -239,18 +246,25 @@ def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path)
     agent, old_uuid = persona.agent, persona.uuid
     delete_persona(persona)
 
-    outcome = import_as(archive, agent)
+    outcome = import_as(archive, agent, approve=False)
     restored = outcome.persona
     assert restored.uuid != old_uuid
+    assert (restored.generation, restored.standing, restored.verb_subset) == (1, False, [])
+    assert Client().get(restored.card_path).status_code == 404
+    assert not stamp_path(restored.uuid, 1).exists()
+    assert (outcome.proposal.status, outcome.proposal.via) == ("pending", "import")
+    with run_on_commit():
+        services.proposal_approve(proposal=outcome.proposal, actor=agent.owner)
+    restored.refresh_from_db()
     assert {name: getattr(restored, name) for name in authored} == before
-    assert (restored.generation, restored.standing, restored.discoverable) == (1, True, False)
+    assert (restored.generation, restored.standing, restored.discoverable) == (2, True, False)
     assert restored.skills == persona.skills
-    generation = restored.generations.get()
+    generation = restored.generations.get(number=2)
     assert CapabilityStamp.objects.get(generation=generation).data == stamp_bytes(
         build_stamp(**stamp_inputs(generation))
     )
     assert load_active_stamp(restored).human_owner == f"user:{agent.owner_id}"
-    assert PublishedCard.objects.get(persona=restored).generation == 1
+    assert PublishedCard.objects.get(persona=restored).generation == 2
 
     history = outcome.snapshot_import
     assert (history.source_persona, history.imported_by) == (old_uuid, agent.owner)
@@ -259,8 +273,8 @@ def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path)
         stamp_hash__in=[hashlib.sha256(data).hexdigest() for data in archived.values()],
         persona_uuid=restored.uuid,
     ).exists()
-    own_files = stamp_path(restored.uuid, 1).parents[2].rglob("*")
-    assert [path for path in own_files if path.is_file()] == [stamp_path(restored.uuid, 1)]
+    own_files = stamp_path(restored.uuid, 2).parents[2].rglob("*")
+    assert [path for path in own_files if path.is_file()] == [stamp_path(restored.uuid, 2)]
 
     [entry] = restored.prompt_registry_entries.all()
     assert (entry.review, entry.key_digest, entry.stamp_hash) == (Review.PENDING, "", "")

@@ -17,7 +17,14 @@ from django.db import transaction
 
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
-from personas.models import Agent, Persona, PersonaClass, RegisteredAddress, RevocationReason
+from personas.models import (
+    Agent,
+    GrantProposal,
+    Persona,
+    PersonaClass,
+    RegisteredAddress,
+    RevocationReason,
+)
 from runtime import card_import
 from runtime.launcher import persona_by_uuid
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
@@ -227,7 +234,7 @@ class Command(BaseCommand):
         for skipped in outcome.skipped:
             self.stdout.write(f"Skipped: {skipped}")
         persona.refresh_from_db()
-        self._report(persona)
+        self._report(persona, outcome.proposal)
 
     def _import_card(self, options: dict[str, Any]) -> None:
         agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
@@ -275,19 +282,22 @@ class Command(BaseCommand):
             with transaction.atomic():
                 address = self._address(fields.pop("address"), owner, register)
                 agent = self._agent(owner, options, fields)
-                persona = services.persona_create(
-                    agent=agent, actor=owner, address=address, **fields
+                change = services.persona_draft(
+                    agent=agent, actor=owner, via=GrantProposal.Via.CLI, address=address, **fields
                 )
                 if options["discoverable"]:
                     services.persona_set_discoverable(
-                        persona=persona, actor=owner, discoverable=True, via="virgo persona add"
+                        persona=change.persona,
+                        actor=owner,
+                        discoverable=True,
+                        via="virgo persona add",
                     )
         except ValidationError as exc:
             raise CommandError(self._explain(exc)) from None
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
-        persona.refresh_from_db()
-        self._report(persona)
+        change.persona.refresh_from_db()
+        self._report(change.persona, change.proposal)
 
     def _owner(self, username: str) -> Any:
         try:
@@ -383,11 +393,19 @@ class Command(BaseCommand):
             )
         return " ".join(error.messages)
 
-    def _report(self, persona: Persona) -> None:
+    def _report(self, persona: Persona, proposal: GrantProposal | None = None) -> None:
         self.stdout.write(
             f"Created persona {persona.name!r} ({persona.uuid}) at {persona.address.path}, "
             f"generation {persona.generation}."
         )
+        if proposal is not None:
+            # A channel's new persona grants nothing until its owner approves (VX-REV-1).
+            self.stdout.write(
+                f"It grants nothing and does not stand until you approve its grant: proposal "
+                f"{proposal.pk} ({len(proposal.changes.get('verb_subset', []))} verbs). Review "
+                f"and approve it in the admin: {proposal.review_url}"
+            )
+            return
         generation = persona.generations.get(number=persona.generation)
         if generation.standing:
             path = stamp_path(persona.uuid, generation.number)
