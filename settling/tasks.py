@@ -5,7 +5,7 @@ them by name), so they keep the names they were registered under when they lived
 personas.tasks.
 """
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 
 from cards.keys import retire_due_keys
@@ -15,6 +15,14 @@ from personas.services import settle_persona_batch, skill_map_revision
 from settling.publication import publish_generation, publish_generations
 from settling.reconciliation import owed_personas, reconcile
 from virgo import metrics
+
+
+def _queue_ranges(task: Task, ids: list[int], size: int) -> int:
+    """One `task(first_id, last_id)` per `size` of the sorted `ids`; how many were queued."""
+    batches = [ids[i : i + size] for i in range(0, len(ids), size)]
+    for batch in batches:
+        task.delay(batch[0], batch[-1])
+    return len(batches)
 
 
 @shared_task(
@@ -37,13 +45,9 @@ def fan_out_skill_map() -> int:
     Only personas still behind are listed, so a fan-out that stopped halfway resumes where it
     stopped; a batch that fails is retried on its own while the rest go on.
     """
-    size = settings.VIRGO_RECOMPUTE_BATCH_SIZE
     behind = Persona.objects.filter(skill_map_revision__lt=skill_map_revision())
     ids = list(behind.order_by("pk").values_list("pk", flat=True))
-    batches = [ids[i : i + size] for i in range(0, len(ids), size)]
-    for batch in batches:
-        settle_persona_range.delay(batch[0], batch[-1])
-    return len(batches)
+    return _queue_ranges(settle_persona_range, ids, settings.VIRGO_RECOMPUTE_BATCH_SIZE)
 
 
 @shared_task(
@@ -80,12 +84,8 @@ def fan_out_resign() -> int:
     """After the signing set changed (cards.keys): split the cards not signed by exactly the
     current set into persona-id ranges, a task per range. Only cards still owed are listed, so a
     fan-out queued twice, or again after a worker died, does only what is left."""
-    size = settings.VIRGO_RESIGN_BATCH_SIZE
     ids = list(cards_owed_signatures().values_list("persona_id", flat=True))
-    batches = [ids[i : i + size] for i in range(0, len(ids), size)]
-    for batch in batches:
-        resign_card_range.delay(batch[0], batch[-1])
-    return len(batches)
+    return _queue_ranges(resign_card_range, ids, settings.VIRGO_RESIGN_BATCH_SIZE)
 
 
 @shared_task(
