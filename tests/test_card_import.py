@@ -22,7 +22,6 @@ from django.test import Client
 from personas import services
 from personas.models import Agent, GrantProposal, Persona, PersonaClass
 from runtime import card_import
-from runtime.management.commands.persona import Command
 from stamps.profiles import required_tools
 from tests.factories import REVIEWER_VERBS, address, make_agent, make_owner, run_on_commit
 from tests.tools_support import allow_loopback
@@ -344,14 +343,15 @@ def test_the_command_drafts_and_lists_what_it_left_out(agent: Agent, capsys: Any
 def test_the_command_fails_with_a_clear_error_and_writes_nothing(
     source: str, message: str, agent: Agent, capsys: Any
 ) -> None:
-    """VX-IMP-1: bad input exits non-zero naming the field and reason; nothing is written."""
-    with pytest.raises(SystemExit) as exited:
-        Command().run_from_argv(
-            ["virgo", "persona", "import-card", source, "--agent", str(agent.pk),
-             "--address", ADDRESS, "--class", CLASS]
-        )  # fmt: skip
-    assert exited.value.code != 0
-    assert message in capsys.readouterr().err
+    """VX-IMP-1: bad input exits non-zero naming the field and reason; nothing is written.
+
+    Through call_command: run_from_argv, which turns the CommandError into the exit status,
+    also closes every database connection, the test's own included."""
+    with pytest.raises(CommandError) as refused:
+        call_command("persona", "import-card", source, "--agent", str(agent.pk),
+                     "--address", ADDRESS, "--class", CLASS)  # fmt: skip
+    assert refused.value.returncode != 0
+    assert message in str(refused.value)
     assert not Persona.objects.exists()
     with pytest.raises(CommandError, match="--agent: no agent"):
         call_command("persona", "import-card", str(V1), "--agent", "999999",
