@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from django.contrib.contenttypes.models import ContentType
 from playwright.sync_api import (
     Browser,
     BrowserContext,
@@ -184,6 +185,10 @@ def browsers_fixture(live_server: Any) -> Iterator[Browsers]:
     """Chromium against the live server; every context and the browser closed afterwards."""
     if not os.access(CHROMIUM, os.X_OK):
         unavailable(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
+    # The admin logs each change under its model's content type, read from a per-process cache;
+    # a test before this one in the process may have made the content types anew (a migration
+    # run back and forth), leaving cached ids that name no row now: the log's insert then fails.
+    ContentType.objects.clear_cache()
     # The web-first assertions wait as long as every other browser action may.
     expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
