@@ -185,9 +185,9 @@ def browsers_fixture(live_server: Any) -> Iterator[Browsers]:
     """Chromium against the live server; every context and the browser closed afterwards."""
     if not os.access(CHROMIUM, os.X_OK):
         unavailable(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
-    # The admin logs each change under its model's content type, read from a per-process cache;
-    # a test before this one in the process may have made the content types anew (a migration
-    # run back and forth), leaving cached ids that name no row now: the log's insert then fails.
+    # The admin logs each change under its model's content type, read from a per-process cache
+    # that a test before this one in the process may have filled with a row its rollback
+    # removed: read them afresh, as the live server's requests must.
     ContentType.objects.clear_cache()
     # The web-first assertions wait as long as every other browser action may.
     expect.set_options(timeout=TIMEOUT_MS)
