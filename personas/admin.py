@@ -281,7 +281,8 @@ def describe_audit(event: AuditEvent) -> str:
 @admin.register(Persona)
 class PersonaAdmin(OwnedAdmin):
     """Personas of one's own agents. The add form has two steps: choose the agent, then
-    author the persona with checkboxes of exactly that agent's granted verbs and queues.
+    author the persona with checkboxes of exactly that agent's granted verbs and queues. The
+    grant it authors waits on its proposal's diff page for the owner's confirmation (VX-REV-1).
 
     The apps built on the records add to the page through `contributed_inlines` and
     `contributed_urls` (stamps.admin: the generations inline and the stamp pages), so the
@@ -352,12 +353,15 @@ class PersonaAdmin(OwnedAdmin):
         proposal = getattr(obj, "_virgo_proposal", None)
         if proposal is None:
             return super().response_change(request, obj)
-        self.message_user(
+        return self._to_review(
             request,
+            proposal,
             "Nothing is changed yet: this widens what the persona may do. Review the diff, "
             "then confirm it or reject it.",
-            messages.WARNING,
         )
+
+    def _to_review(self, request: HttpRequest, proposal: GrantProposal, says: str) -> HttpResponse:
+        self.message_user(request, says, messages.WARNING)
         return HttpResponseRedirect(
             reverse("admin:personas_grantproposal_change", args=[proposal.pk])
         )
@@ -399,6 +403,15 @@ class PersonaAdmin(OwnedAdmin):
     def response_add(
         self, request: HttpRequest, obj: Persona, post_url_continue: str | None = None
     ) -> HttpResponse:
+        proposal = getattr(obj, "_virgo_proposal", None)
+        if proposal is not None:
+            return self._to_review(
+                request,
+                proposal,
+                f"The persona {obj.name!r} was added granting nothing yet: nothing of it runs or "
+                "is advertised until you confirm what it may do. Review the grant, then confirm "
+                "it or reject it.",
+            )
         response = super().response_add(request, obj, post_url_continue)
         if "_addanother" in request.POST:
             # Another persona of the same agent: stay on the second step.

@@ -186,8 +186,9 @@ class PersonaForm(ServiceForm):
                 agent__owner_id=agent.owner_id, persona_class=PersonaClass.PROJECT_LEAD
             ).exclude(pk=self.instance.pk)
 
-    # The proposal the last call_service made: a change that widens the grant is never saved
-    # from the form; the admin shows its diff page, where the owner confirms it.
+    # The proposal the last call_service made: a grant that widens (a new persona's whole grant
+    # included) is never saved from the form; the admin shows its diff page, where the owner
+    # confirms it.
     proposal: GrantProposal | None = None
 
     def call_service(self) -> Persona:
@@ -196,7 +197,10 @@ class PersonaForm(ServiceForm):
         self.proposal = None
         if self.instance.pk is None:
             fields = {n: self.cleaned_data[n] for n in PERSONA_FIELDS if n in self.cleaned_data}
-            persona = services.persona_create(agent=agent, actor=self.actor, **fields)
+            change = services.persona_draft(
+                agent=agent, actor=self.actor, via=GrantProposal.Via.ADMIN, **fields
+            )
+            persona, self.proposal = change.persona, change.proposal
             toggle = listed
         else:
             # The services re-read the persona by id: the instance may already hold the

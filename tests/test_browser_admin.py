@@ -86,9 +86,10 @@ def test_an_owner_builds_and_lists_a_persona_that_another_owner_never_sees(
 ) -> None:
     """S9-AUTH-2, S9-SKL-1, S9-SCN-4, S9-DISC-1, S9-HDR-1: in Chromium, an owner signs in,
     creates an agent (its grant ticked from the verb catalogue) and a persona of it (the
-    two-step add), adds create_for and sees delegate-work derived and generation 2 on the
-    persona's page, then lists it with the changelist's toggle: it is in the directory and its
-    card is served. Another owner, signed in beside them, sees neither agent nor persona and
+    two-step add, whose grant waits on its diff page until she confirms it: VX-REV-1), adds
+    create_for and sees delegate-work derived and generation 3 on the persona's page, then
+    lists it with the changelist's toggle: it is in the directory and its card is served.
+    Another owner, signed in beside them, sees neither agent nor persona and
     is turned away from their pages. No page violates its CSP, logs an error or loads anything
     from outside the site."""
     ada = browsers.page_for("ada")
@@ -123,16 +124,23 @@ def test_an_owner_builds_and_lists_a_persona_that_another_owner_never_sees(
         tick(ada, "queues", ["reviews"])
         ada.select_option("#id_address", label=ADDRESS)
         ada.click("input[name=_continue]")
-        expect(ada.locator(".messagelist .success")).to_contain_text("was added successfully")
+        # Even the owner's own form grants nothing yet (VX-REV-1): the persona is made, and
+        # what it may do waits on its diff page until Ada confirms it.
+        expect(ada.locator(".messagelist .warning")).to_contain_text("granting nothing yet")
+        for tool in REVIEWER_VERBS:
+            expect(ada.locator("#diff-tools-added")).to_contain_text(tool)
+        ada.click("#confirm-proposal")
+        expect(ada.locator(".messagelist .success")).to_contain_text("Confirmed")
         persona_id = object_id(ada)
         agent_path = ada.locator(".field-agent a").get_attribute("href")
         assert agent_path and agent_path.startswith("/admin/personas/agent/")
+        assert sorted(ticked(ada, "verb_subset")) == sorted(PERSONA_VERBS)
         assert "Work through todos" in derived_skills(ada)
         assert "delegate-work" not in derived_skills(ada)
-        expect(ada.locator(".field-generation .readonly")).to_have_text("1")
+        expect(ada.locator(".field-generation .readonly")).to_have_text("2")
 
         # The verb subset grows by create_for: that widens the grant, so it waits on its diff
-        # page (VX-REV-1) until Ada confirms; then the skills and a new generation follow.
+        # page until Ada confirms; then the skills and a new generation follow.
         tick(ada, "verb_subset", ["create_for"])
         ada.click("input[name=_continue]")
         expect(ada.locator("#diff-tools-added")).to_have_text("create_for")
@@ -140,9 +148,9 @@ def test_an_owner_builds_and_lists_a_persona_that_another_owner_never_sees(
         expect(ada.locator(".messagelist .success")).to_contain_text("Confirmed")
         assert "create_for" in ticked(ada, "verb_subset")
         assert "delegate-work" in derived_skills(ada)
-        expect(ada.locator(".field-generation .readonly")).to_have_text("2")
+        expect(ada.locator(".field-generation .readonly")).to_have_text("3")
         generations = ada.locator("#generations-group tr.has_original")
-        expect(generations.locator("td.field-number")).to_have_text(["2", "1"])
+        expect(generations.locator("td.field-number")).to_have_text(["3", "2", "1"])
         expect(generations.first.locator("td.field-standing_state")).to_have_text("standing")
         expect(ada.locator(".field-standing .readonly img")).to_have_attribute("alt", "True")
         card_path = ada.locator(".field-card_link a").get_attribute("href")

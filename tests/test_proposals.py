@@ -31,7 +31,7 @@ from tests.factories import (
     run_on_commit,
     standing_verbs,
 )
-from tests.owner_clients import csrf_token, session_client, token_client
+from tests.owner_clients import csrf_token, form_data, session_client, token_client
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -465,6 +465,47 @@ def test_virgo_persona_add_leaves_a_pending_proposal_and_nothing_standing() -> N
     persona.refresh_from_db()
     assert GrantProposal.objects.get(pk=proposal.pk).status == GrantProposal.Status.APPROVED
     assert persona.standing is True and "list_todos" not in load_active_stamp(persona).tools
+
+
+def test_the_admins_add_form_leaves_a_pending_proposal_and_nothing_standing() -> None:
+    """VX-REV-1: even the owner's own add form in the admin creates the persona granting
+    nothing and sends the owner to its proposal's diff page (the grant it would add); listing
+    it at once lists nothing that stands. Confirmed there, it stands with that grant and its
+    card is served."""
+    owner = make_owner()
+    agent = make_agent(owner)
+    wanted = new_persona(agent)
+    client = session_client(owner, enforce_csrf_checks=False)
+    add = f"/admin/personas/persona/add/?agent={agent.pk}"
+    data = {**form_data(client.get(add), "persona_form"), "_save": "Save"}
+    data.update(
+        name=wanted["name"],
+        system_prompt=wanted["system_prompt"],
+        persona_class=wanted["persona_class"],
+        address=str(address(wanted["address"]).pk),
+        verb_subset=wanted["verb_subset"],
+        queues=wanted["queues"],
+        discoverable="on",
+    )
+    with run_on_commit():
+        response = client.post(add, data, follow=True)
+    persona = Persona.objects.get(agent=agent, name="Created")
+    [proposal] = persona.proposals.all()
+    review = f"/admin/personas/grantproposal/{proposal.pk}/change/"
+    assert response.redirect_chain[-1][0] == review
+    assert "granting nothing yet" in response.content.decode()
+    assert (proposal.status, proposal.via, proposal.proposed_by) == ("pending", "admin", owner)
+    assert set(proposal.diff["tools_added"]) >= set(wanted["verb_subset"])
+    assert persona.discoverable is True
+    nothing_stands(persona)
+
+    with run_on_commit():
+        client.post(review, {"decision": "approve"})
+    persona.refresh_from_db()
+    assert GrantProposal.objects.get(pk=proposal.pk).status == GrantProposal.Status.APPROVED
+    assert (persona.standing, persona.verb_subset) == (True, wanted["verb_subset"])
+    assert ADDED in load_active_stamp(persona).tools
+    assert APIClient().get(persona.card_path).status_code == 200
 
 
 def test_a_snapshot_import_leaves_a_pending_proposal_and_nothing_standing(tmp_path: Path) -> None:
