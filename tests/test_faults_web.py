@@ -177,10 +177,15 @@ def test_a_frozen_redis_holds_no_thread_and_answers_no_500(
         )
         # Each process meets the frozen Redis now, as the limiter's cache and as the broker of
         # the writes' tasks: writes until both have served one (the server hands a burst to
-        # whichever process accepts it, so one burst may all go to one of them).
+        # whichever process accepts it, so one burst may all go to one of them). Each write
+        # changes the persona: one that changes nothing owes no task and never meets the broker.
         spread: list[Answer] = []
-        for _ in range(SPREAD_ROUNDS):
-            spread += together(load, [("write", *write(token, persona, "spread"))] * 2 * THREADS)
+        for round_ in range(SPREAD_ROUNDS):
+            burst = [
+                ("write", *write(token, persona, f"spread {round_}.{n}"))
+                for n in range(2 * THREADS)
+            ]
+            spread += together(load, burst)
             if len(redis_web.workers_that_served(write_path)) == 2:
                 break
         assert len(redis_web.workers_that_served(write_path)) == 2
