@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 TAG = "virgo"
 # How many generations `virgo check` holds in memory at once.
 _BATCH = 2000
+# Start-up counts owed stamps and quarantined personas only this far: a count of every owed row
+# grows with the backlog (0.1 s with 100k owed), and start-up must not (VX-OPS-5).
+START_COUNT_CAP = 1000
 
 _every_stamp: ContextVar[bool] = ContextVar("verifying_every_stamp", default=False)
 
@@ -106,20 +109,21 @@ def fleet_messages(*, registry: HandlerRegistry = HANDLERS) -> list[CheckMessage
 def backlog_messages() -> list[CheckMessage]:
     """One line however many stamps are owed, one however many personas are quarantined.
 
-    Both count only personas that do not stand, which an index of their own holds.
+    Both count only personas that do not stand, which an index of their own holds, and no
+    further than START_COUNT_CAP ("over 1,000"): `virgo check` and /metrics count them all.
     """
     try:
-        owed = Persona.objects.filter(standing__isnull=True).count()
-        quarantined = quarantined_personas().count()
+        owed = _capped_count(Persona.objects.filter(standing__isnull=True))
+        quarantined = _capped_count(quarantined_personas())
     except DatabaseError:
         # Not migrated yet (a first `migrate` runs the checks too): nothing can be owed.
         return []
-    messages = _owed(owed)
+    messages = _owed(owed, capped=True)
     if quarantined:
         messages.append(
             Warning(
-                f"{quarantined} persona{'s' if quarantined != 1 else ''} quarantined for a "
-                "broken stamp file (not advertised, their runtimes refuse)",
+                f"{_how_many(quarantined, capped=True)} persona{'s' if quarantined != 1 else ''} "
+                "quarantined for a broken stamp file (not advertised, their runtimes refuse)",
                 hint="`virgo check` names each file and why; `virgo stamp restore PERSONA` "
                 "lifts a quarantine.",
                 id="virgo.W005",
@@ -128,12 +132,22 @@ def backlog_messages() -> list[CheckMessage]:
     return messages
 
 
-def _owed(count: int) -> list[CheckMessage]:
+def _capped_count(personas: Any) -> int:
+    """How many, read no further than one past START_COUNT_CAP (said as "over" the cap)."""
+    return int(personas[: START_COUNT_CAP + 1].count())
+
+
+def _how_many(count: int, *, capped: bool) -> str:
+    return f"over {START_COUNT_CAP:,}" if capped and count > START_COUNT_CAP else str(count)
+
+
+def _owed(count: int, *, capped: bool = False) -> list[CheckMessage]:
     if not count:
         return []
     return [
         Warning(
-            f"{count} stamp{'s' if count != 1 else ''} owed (builds pending)",
+            f"{_how_many(count, capped=capped)} stamp{'s' if count != 1 else ''} owed "
+            "(builds pending)",
             hint="A Celery worker builds them, or `virgo reconcile`.",
             id="virgo.W001",
         )

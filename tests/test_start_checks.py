@@ -17,7 +17,8 @@ from django.core.checks import run_checks
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from personas.models import Persona
+from personas.models import Generation, Persona
+from stamps import checks
 from stamps.checks import check_worker_start, start_checks
 from stamps.quarantine import sweep
 from stamps.storage import stamp_path
@@ -78,6 +79,35 @@ def test_start_up_says_how_many_stamps_are_owed_and_quarantined_once(
     )
     assert logged[1].startswith("virgo.W005: 2 personas quarantined")
     assert len(logged) == 2
+
+
+def test_start_up_counts_owed_and_quarantined_no_further_than_its_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-OPS-5: how many stamps are owed and personas quarantined is counted no further than
+    START_COUNT_CAP ("over N"), so the count does not grow with a backlog of 100k; `virgo
+    check`, which reads every stamp anyway, says exactly how many are owed."""
+    monkeypatch.setattr(checks, "START_COUNT_CAP", 3)
+    agent = make_agent(make_owner())
+    owed = [make_persona(agent) for _ in range(5)]
+    broken = [make_persona(agent) for _ in range(4)]
+    Persona.objects.filter(pk__in=[persona.pk for persona in owed]).update(standing=None)
+    Generation.objects.filter(persona__in=owed).update(standing=None)
+    for persona in broken:
+        stamp_path(persona.uuid, 1).write_bytes(b"{}")
+    sweep()
+    with CaptureQueriesContext(connection) as captured:
+        messages = checks.backlog_messages()
+    assert [message.msg.split(" (")[0] for message in messages] == [
+        "over 3 stamps owed",
+        "over 3 personas quarantined for a broken stamp file",
+    ]
+    counts = [query["sql"] for query in captured.captured_queries if "COUNT" in query["sql"]]
+    assert len(counts) == 2 and all("LIMIT 4" in sql for sql in counts), counts
+    with checks.verifying_every_stamp():
+        every = run_checks(tags=[checks.TAG])
+    [exact] = [message for message in every if message.id == "virgo.W001"]
+    assert exact.msg == "5 stamps owed (builds pending)"
 
 
 # The script run as a real process: a fleet made first, then an audit hook records every stamp

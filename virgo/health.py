@@ -13,12 +13,12 @@ therefore never hold the server's request threads, and the checks a hung one hol
 the pool's size) are reported as timeouts too. Each check opens and closes its own database
 connection, so a connection a database restart left stale is never what answers.
 
-The backlog is a count over every persona, seconds long with 100k of them, so a probe never
-waits on it for long (VX-OPS-5: time to ready does not grow with the personas): one count runs
-at a time per process, on the same pool; a probe waits for it at most
-VIRGO_READYZ_BACKLOG_WAIT_SECONDS and otherwise reports the last finished count (null before the
-first), and a count younger than VIRGO_READYZ_BACKLOG_FRESH_SECONDS is reused, so probes never
-add up to a scan each.
+The backlog is a count over every persona, seconds long with 100k of them, so a probe does not
+wait on it (VX-OPS-5: time to ready does not grow with the personas): one count runs at a time
+per process, on the same pool; a probe waits for it VIRGO_READYZ_BACKLOG_WAIT_SECONDS (none by
+default) and otherwise reports the last finished count (null before the first, so a process's
+first probe starts the count and the next shows it), and a count younger than
+VIRGO_READYZ_BACKLOG_FRESH_SECONDS is reused, so probes never add up to a scan each.
 """
 
 import logging

@@ -474,9 +474,9 @@ LOGGING = {
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # /readyz answers within this many seconds whatever hangs; a check still running is a failure.
 VIRGO_READYZ_TIMEOUT_SECONDS = env_float("VIRGO_READYZ_TIMEOUT_SECONDS", 2.0)
-# How long a probe waits for the backlog count, and how long a finished count is reused
-# (virgo.health: the count scans every persona).
-VIRGO_READYZ_BACKLOG_WAIT_SECONDS = env_float("VIRGO_READYZ_BACKLOG_WAIT_SECONDS", 0.25)
+# How long a probe waits for the backlog count (by default not at all: it shows the last one),
+# and how long a finished count is reused (virgo.health: the count scans every persona).
+VIRGO_READYZ_BACKLOG_WAIT_SECONDS = env_float("VIRGO_READYZ_BACKLOG_WAIT_SECONDS", 0.0)
 VIRGO_READYZ_BACKLOG_FRESH_SECONDS = env_float("VIRGO_READYZ_BACKLOG_FRESH_SECONDS", 5.0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A request or a readiness probe fails, rather than hangs, while the database is unreachable.
