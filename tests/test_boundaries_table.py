@@ -124,6 +124,19 @@ def test_nonsense_arguments_are_invalid_not_guessed(arguments: dict) -> None:
         )
 
 
+def test_an_argument_a_workspace_tool_does_not_take_is_refused_naming_the_tool() -> None:
+    """VX-SEC-2: the declaration is the whole of what a tool takes; an argument outside it is
+    refused, not keyed, and the error names the tool and the argument."""
+    with pytest.raises(InvalidOperation) as refused:
+        normalise(
+            tool="workspace_read",
+            action="workspace.read",
+            arguments={"path": "notes.md", "follow": True},
+            binding=EXAMPLE_BINDING,
+        )
+    assert str(refused.value).startswith("workspace_read does not take follow")
+
+
 def test_the_key_holds_every_argument_as_its_declaration_says() -> None:
     """V1-PR-1, VX-SEC-2: the path is the target; the content is shape by fingerprint, so two
     writes of different text to one file are two operations; the mode is shape by value."""
