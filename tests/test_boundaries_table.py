@@ -1,14 +1,15 @@
 """The classifier table: every row's match examples match, its neighbours do not."""
 
 import hashlib
+from typing import Any
 
 import pytest
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
-from runtime.operations import Binding, InvalidOperation, normalise
+from runtime.operations import Binding, InvalidOperation, Operation, normalise
 from runtime.params import fingerprint
 from runtime.policy import classify, classify_example
-from runtime.rules import EXAMPLE_BINDING, RULES, Example, Outcome, Rule
+from runtime.rules import EXAMPLE_BINDING, PRIVATE_KEY, RULES, RULES_BY_ID, Example, Outcome, Rule
 
 MATCHES = [(rule, example) for rule in RULES for example in rule.match]
 NEIGHBOURS = [(rule, example) for rule in RULES for example in rule.not_match]
@@ -174,3 +175,59 @@ def test_an_argument_the_tool_does_not_declare_is_in_the_key_by_fingerprint() ->
     )
     assert op.shape["arguments"]["permissions"] == fingerprint(["merge"])
     assert op.shape["arguments"]["task"] == fingerprint("t1")
+
+
+def unknown_tool_call(action: str, arguments: dict[str, Any]) -> Operation:
+    """A call of a tool the catalogue does not know: only the rules' own tests judge it."""
+    return normalise(
+        tool="future_tool", action=action, arguments=arguments, binding=EXAMPLE_BINDING
+    )
+
+
+def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> None:
+    """V1-GB-4: a secret is found as a key or a value however deep it sits in the arguments,
+    and the refusal says which argument carries it."""
+    secret_values = RULES_BY_ID["secret-values"].test
+    found = {
+        "a key": {"meta": {"headers": {PRIVATE_KEY: "as a key"}}},
+        "a value": {"meta": {"headers": {"auth": "AKIAIOSFODNN7EXAMPLE"}}},
+        "a list item": {"notes": ["AKIAIOSFODNN7EXAMPLE"]},
+    }
+    reasons = {
+        where: secret_values(unknown_tool_call("broker.send", arguments), EXAMPLE_BINDING)
+        for where, arguments in found.items()
+    }
+    assert reasons == {
+        "a key": "an argument's key looks like a secret credential value",
+        "a value": "argument 'auth' carries what looks like a secret credential value",
+        "a list item": "an argument carries what looks like a secret credential value",
+    }
+    clean = unknown_tool_call("broker.send", {"meta": {"headers": {"auth": "later"}}})
+    assert secret_values(clean, EXAMPLE_BINDING) is None
+
+
+@pytest.mark.parametrize("action", ["graph.drop", "repo.branch.delete", "purge"])
+def test_an_action_named_for_destruction_asks_whatever_its_tool(action: str) -> None:
+    """V1-GB-2: an action whose last part deletes, drops, purges... is destructive, for a tool
+    the catalogue does not know as much as for one it does."""
+    destructive = RULES_BY_ID["destructive-flags"].test
+    reason = destructive(unknown_tool_call(action, {}), EXAMPLE_BINDING)
+    assert reason == f"{action} is destructive"
+
+
+@pytest.mark.parametrize("action", ["delete.archive", "graph.dropped"])
+def test_only_the_last_part_of_an_action_names_it_destructive(action: str) -> None:
+    """V1-GB-2: the verb is the action's last part: `delete.archive` archives."""
+    destructive = RULES_BY_ID["destructive-flags"].test
+    assert destructive(unknown_tool_call(action, {}), EXAMPLE_BINDING) is None
+
+
+def test_recording_an_artifact_as_published_says_so() -> None:
+    """V1-GB-3: the refusal names what the call would do."""
+    publication = RULES_BY_ID["publication"].test
+    call = unknown_tool_call(
+        "runs.record_artifact", {"run": "r1", "name": "app.whl", "publish_to": "https://x.org/"}
+    )
+    assert publication(call, EXAMPLE_BINDING) == (
+        "recording an artifact as published outside the persona publishes it"
+    )
