@@ -1,5 +1,6 @@
 """The classifier table: every row's match examples match, its neighbours do not."""
 
+import dataclasses
 import hashlib
 from typing import Any
 
@@ -9,7 +10,17 @@ from personas.catalogue import VERBS_BY_NAME, Boundary
 from runtime.operations import Binding, InvalidOperation, Operation, normalise
 from runtime.params import fingerprint
 from runtime.policy import classify, classify_example
-from runtime.rules import EXAMPLE_BINDING, PRIVATE_KEY, RULES, RULES_BY_ID, Example, Outcome, Rule
+from runtime.rules import (
+    EXAMPLE_BINDING,
+    EXAMPLE_PERSONA,
+    OTHER_PERSONA,
+    PRIVATE_KEY,
+    RULES,
+    RULES_BY_ID,
+    Example,
+    Outcome,
+    Rule,
+)
 
 MATCHES = [(rule, example) for rule in RULES for example in rule.match]
 NEIGHBOURS = [(rule, example) for rule in RULES for example in rule.not_match]
@@ -231,3 +242,27 @@ def test_recording_an_artifact_as_published_says_so() -> None:
     assert publication(call, EXAMPLE_BINDING) == (
         "recording an artifact as published outside the persona publishes it"
     )
+
+
+def test_a_refusal_out_of_scope_names_what_the_persona_is_bound_to() -> None:
+    """V1-GB-6: the refusal of another persona, a foreign queue or a foreign human surface
+    names the value asked for and every one the persona is bound to (or none)."""
+    two = dataclasses.replace(
+        EXAMPLE_BINDING, queues=("reviews", "deploys"), surfaces=("teams:chat/ops", "mail:ops")
+    )
+    bare = dataclasses.replace(EXAMPLE_BINDING, surfaces=())
+    post = {"binding": "teams:chat/other", "text": "hi"}
+    reasons = [
+        RULES_BY_ID["cross-persona"].test(
+            unknown_tool_call("todos.list", {"persona": OTHER_PERSONA}), two
+        ),
+        RULES_BY_ID["foreign-queue"].test(unknown_tool_call("queues.take", {"queue": "ops"}), two),
+        RULES_BY_ID["foreign-surface"].test(unknown_tool_call("human.send", post), two),
+        RULES_BY_ID["foreign-surface"].test(unknown_tool_call("human.send", post), bare),
+    ]
+    assert reasons == [
+        f"persona {OTHER_PERSONA!r} is outside this persona's binding ({EXAMPLE_PERSONA})",
+        "queue 'ops' is not bound to this persona (reviews, deploys)",
+        "human surface 'teams:chat/other' is not bound to this persona (teams:chat/ops, mail:ops)",
+        "human surface 'teams:chat/other' is not bound to this persona (none)",
+    ]
