@@ -9,7 +9,7 @@ import pytest
 from personas.catalogue import VERBS_BY_NAME, Boundary
 from runtime.operations import Binding, InvalidOperation, Operation, normalise
 from runtime.params import fingerprint
-from runtime.policy import classify, classify_example
+from runtime.policy import Verdict, classify, classify_example
 from runtime.rules import (
     EXAMPLE_BINDING,
     EXAMPLE_PERSONA,
@@ -245,14 +245,22 @@ def test_recording_an_artifact_as_published_says_so() -> None:
 
 
 def test_a_refusal_out_of_scope_names_what_the_persona_is_bound_to() -> None:
-    """V1-GB-6: the refusal of another persona, a foreign queue or a foreign human surface
-    names the value asked for and every one the persona is bound to (or none)."""
+    """V1-GB-6: the refusal of another workspace, project or persona, a foreign queue or a
+    foreign human surface names the value asked for and every one the persona is bound to (or
+    none)."""
     two = dataclasses.replace(
         EXAMPLE_BINDING, queues=("reviews", "deploys"), surfaces=("teams:chat/ops", "mail:ops")
     )
     bare = dataclasses.replace(EXAMPLE_BINDING, surfaces=())
     post = {"binding": "teams:chat/other", "text": "hi"}
+    unprojected = dataclasses.replace(EXAMPLE_BINDING, project=None)
     reasons = [
+        RULES_BY_ID["cross-workspace"].test(
+            unknown_tool_call("todos.list", {"workspace": "play"}), two
+        ),
+        RULES_BY_ID["cross-project"].test(
+            unknown_tool_call("todos.list", {"project": "side"}), unprojected
+        ),
         RULES_BY_ID["cross-persona"].test(
             unknown_tool_call("todos.list", {"persona": OTHER_PERSONA}), two
         ),
@@ -261,8 +269,25 @@ def test_a_refusal_out_of_scope_names_what_the_persona_is_bound_to() -> None:
         RULES_BY_ID["foreign-surface"].test(unknown_tool_call("human.send", post), bare),
     ]
     assert reasons == [
+        "workspace 'play' is outside this persona's binding (work)",
+        "project 'side' is outside this persona's binding (no project)",
         f"persona {OTHER_PERSONA!r} is outside this persona's binding ({EXAMPLE_PERSONA})",
         "queue 'ops' is not bound to this persona (reviews, deploys)",
         "human surface 'teams:chat/other' is not bound to this persona (teams:chat/ops, mail:ops)",
         "human surface 'teams:chat/other' is not bound to this persona (none)",
     ]
+
+
+def test_ordinary_work_is_allowed_by_the_default_rule_and_says_so() -> None:
+    """V1-POL-1: what no rule refuses or asks about is allowed by `default-allow`, with its
+    reason; the same call with the stamp's `access: confirm` asks, naming the tool."""
+    call = unknown_tool_call("todos.list", {"queue": "reviews"})
+    assert classify(call, EXAMPLE_BINDING) == Verdict(
+        Outcome.ALLOW, None, "default-allow", "ordinary work inside the binding"
+    )
+    assert classify(call, EXAMPLE_BINDING, access="confirm") == Verdict(
+        Outcome.CONFIRM,
+        None,
+        "stamp-access-confirm",
+        "the stamp grants future_tool with access: confirm",
+    )
