@@ -203,6 +203,7 @@ def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> Non
         "a key": {"meta": {"headers": {PRIVATE_KEY: "as a key"}}},
         "a value": {"meta": {"headers": {"auth": "AKIAIOSFODNN7EXAMPLE"}}},
         "a list item": {"notes": ["AKIAIOSFODNN7EXAMPLE"]},
+        "a value in a list": {"notes": [{"auth": "AKIAIOSFODNN7EXAMPLE"}]},
     }
     reasons = {
         where: secret_values(unknown_tool_call("broker.send", arguments), EXAMPLE_BINDING)
@@ -212,6 +213,7 @@ def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> Non
         "a key": "an argument's key looks like a secret credential value",
         "a value": "argument 'auth' carries what looks like a secret credential value",
         "a list item": "an argument carries what looks like a secret credential value",
+        "a value in a list": "argument 'auth' carries what looks like a secret credential value",
     }
     clean = unknown_tool_call("broker.send", {"meta": {"headers": {"auth": "later"}}})
     assert secret_values(clean, EXAMPLE_BINDING) is None
