@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
-from runtime.operations import Binding, InvalidOperation, Operation, normalise
+from runtime.operations import Binding, InvalidOperation, Operation, normalise, touched_paths
 from runtime.params import fingerprint
 from runtime.policy import Verdict, classify, classify_example
 from runtime.rules import (
@@ -293,3 +293,90 @@ def test_ordinary_work_is_allowed_by_the_default_rule_and_says_so() -> None:
         "stamp-access-confirm",
         "the stamp grants future_tool with access: confirm",
     )
+
+
+def test_no_arguments_at_all_is_the_call_with_none() -> None:
+    """V1-PR-1: a call that sends no arguments object is normalised as one that sends `{}`."""
+    assert normalise(
+        tool="workspace_list", action="workspace.list", arguments=None, binding=EXAMPLE_BINDING
+    ) == normalise(
+        tool="workspace_list", action="workspace.list", arguments={}, binding=EXAMPLE_BINDING
+    )
+
+
+@pytest.mark.parametrize("arguments", [["QUEUE.md"], "QUEUE.md", {1: "QUEUE.md"}])
+def test_arguments_that_are_no_object_with_string_keys_are_refused_saying_so(
+    arguments: Any,
+) -> None:
+    """V1-PR-1: nothing is guessed from arguments that are no JSON object."""
+    with pytest.raises(InvalidOperation) as refused:
+        unknown_tool_call("todos.list", arguments)
+    assert str(refused.value) == "arguments must be an object with string keys"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ({"workspace": None}, "workspace must be a non-empty string"),
+        ({"workspace": ""}, "workspace must be a non-empty string"),
+        ({"persona": None}, "persona must be a non-empty string"),
+        ({"persona": 7}, "persona must be a non-empty string"),
+        ({"project": ["core"]}, "project must be a non-empty string"),
+        ({"project": ""}, "project must be a non-empty string"),
+    ],
+)
+def test_an_identity_key_that_names_nothing_is_refused_naming_the_key(
+    arguments: dict[str, Any], reason: str
+) -> None:
+    """V1-PR-1: workspace and persona always name something, a project is a name or null; a
+    null workspace is not taken for the persona's own."""
+    with pytest.raises(InvalidOperation) as refused:
+        unknown_tool_call("todos.list", arguments)
+    assert str(refused.value) == reason
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        2**53,
+        -(2**53),
+        [1, float("nan")],
+        {"k": float("-inf")},
+        {"k": {"deeper": [2**64]}},
+        {1: "one"},
+        {1, 2},
+        b"bytes",
+    ],
+    ids=repr,
+)
+def test_a_value_with_no_canonical_json_form_is_refused(value: Any) -> None:
+    """V1-PR-1, VX-SEC-2: a learned choice is keyed on the RFC 8785 form of the arguments; a
+    value with none (NaN, an infinity, an integer no JSON reader keeps exactly, a key that is no
+    string, a set, bytes) cannot be keyed, so the call is refused rather than keyed loosely."""
+    with pytest.raises(InvalidOperation) as refused:
+        unknown_tool_call("todos.list", {"value": value})
+    assert str(refused.value) == "arguments must be plain JSON values"
+
+
+def test_the_edges_of_plain_json_are_keyed_by_their_value() -> None:
+    """V1-PR-1: the largest exact integers, nulls inside lists and nested objects are plain."""
+    value = [2**53 - 1, -(2**53 - 1), None, True, 1.5, {"k": ["v", {"n": 0}]}]
+    op = unknown_tool_call("todos.list", {"value": value})
+    assert op.shape["arguments"]["value"] == fingerprint(value)
+
+
+def test_the_workspace_root_is_no_touched_path() -> None:
+    """V1-GB-4, V1-GB-6: only named paths are judged as secret or authority material."""
+    root = normalise(
+        tool="workspace_list", action="workspace.list", arguments={}, binding=EXAMPLE_BINDING
+    )
+    assert touched_paths(root) == []
+    named = normalise(
+        tool="workspace_list",
+        action="workspace.list",
+        arguments={"path": "memory"},
+        binding=EXAMPLE_BINDING,
+    )
+    assert touched_paths(named) == ["memory"]
