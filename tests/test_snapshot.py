@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cards.models import PublishedCard
@@ -794,6 +795,24 @@ def test_every_row_is_validated_with_an_error_naming_the_row_and_field(
     assert written() == before
 
 
+def test_a_refusal_of_the_persona_as_a_whole_is_named_the_personas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-SEC-1: a refusal that names no field (every refusal of today names one: the real
+    ones are the rows above) still comes out as one line saying what was refused."""
+    archive, agent = _exported(tmp_path)
+
+    def refuse(**fields: Any) -> None:
+        raise ValidationError(["not now", "try later"])
+
+    monkeypatch.setattr(services, "persona_draft", refuse)
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(archive, agent=agent, actor=agent.owner)
+    assert refused.value.messages == ["persona: not now try later"]
+    assert written() == before
+
+
 def _exported(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A persona with one learned choice, exported and then deleted: (archive, its agent)."""
     persona = standing_persona()
@@ -953,12 +972,15 @@ def test_a_foreign_persona_among_a_thousand_names_is_still_found(
         ]
 
     before = written()
-    with pytest.raises(SnapshotError) as refused:
-        import_persona(craft(archive, tmp_path / "c.tar.gz", hide), agent=agent, actor=agent.owner)
+    crafted = craft(archive, tmp_path / "c.tar.gz", hide)
+    with CaptureQueriesContext(connection) as queries, pytest.raises(SnapshotError) as refused:
+        import_persona(crafted, agent=agent, actor=agent.owner)
     assert refused.value.messages == [
         f"persona.json: human_surface_bindings: names persona {other}, which is not one of yours"
     ]
     assert written() == before
+    lookups = [q["sql"] for q in queries.captured_queries if '"uuid" IN (' in q["sql"]]
+    assert len(lookups) == 3, "1,001 names are three slices: 500, 500 and 1"
 
 
 # Archive limits -----------------------------------------------------------------------------------
