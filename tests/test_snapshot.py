@@ -874,6 +874,38 @@ def test_a_repeated_choice_is_kept_once_and_the_skip_is_reported(tmp_path: Path)
     assert (entry.choice, entry.review, entry.created_by) == ("deny", Review.PENDING, agent.owner)
 
 
+def test_a_repeated_overlay_choice_is_kept_once_and_the_skip_is_reported(tmp_path: Path) -> None:
+    """VX-SEC-1, V1-PR-4: the shared overlay's rows are told apart by what they show as the
+    persona's own are, and a superuser's import reports the row it left out."""
+    archive, _ = _exported(tmp_path)
+
+    def overlay_twice(members: dict[str, Any]) -> None:
+        row = _first_entry(members)
+        members[OVERLAY] = [row, {**row, "choice": "deny"}]
+
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", overlay_twice)
+    outcome = import_as(crafted, make_agent(make_superuser()))
+    assert outcome.skipped == [
+        f"{OVERLAY} row 1: the same operation as {OVERLAY} row 2, which is kept"
+    ]
+    assert outcome.overlay_entries == 1
+    [entry] = PromptRegistryEntry.objects.filter(location="class-overlay")
+    assert (entry.choice, entry.review) == ("deny", Review.PENDING)
+
+
+@pytest.mark.parametrize("member", [EXPERIENCE, OVERLAY, "persona.json", "generations.json"])
+def test_a_member_that_is_not_json_is_refused_naming_it(tmp_path: Path, member: str) -> None:
+    """VX-SEC-1: the refusal of a file that does not parse says which file it is."""
+    archive, agent = _exported(tmp_path)
+    crafted = craft(archive, tmp_path / "crafted.tar.gz", lambda m: m.update({member: b"[{"}))
+    before = written()
+    with pytest.raises(SnapshotError) as refused:
+        import_persona(crafted, agent=agent, actor=agent.owner)
+    [text] = refused.value.messages
+    assert text.startswith(f"{member} is not valid JSON: ")
+    assert written() == before
+
+
 def test_the_row_and_size_limits_of_a_registry_admit_their_own_value(tmp_path: Path) -> None:
     """VX-SEC-1: a registry file may hold 10,000 rows and a target scope 4,096 bytes (as RFC
     8785 JSON); one row or one byte more is refused naming the file."""
