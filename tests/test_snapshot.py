@@ -8,7 +8,7 @@ import json
 import stat
 import tarfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from django.urls import reverse
 
 from cards.models import PublishedCard
 from personas import services
-from personas.models import Persona
+from personas.models import Persona, PersonaClass
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
 from runtime.operations import normalise
@@ -227,6 +227,59 @@ def test_the_archive_is_owner_only_readable_json_recording_each_generation_and_c
         }
     ]
     assert json.loads(members[OVERLAY]) == []
+
+
+def test_the_archive_carries_the_overlay_of_the_personas_own_class_only(tmp_path: Path) -> None:
+    """V1-PR-4: the shared overlay travels for the persona's class; another class's stays."""
+    persona = standing_persona()
+    other_class = next(c for c in PersonaClass.values if c != persona.persona_class)
+    for persona_class, path in [(persona.persona_class, "memory/own.md"), (other_class, "x.md")]:
+        PromptRegistryEntry.objects.create(
+            location="class-overlay",
+            persona_class=persona_class,
+            stamp_hash="0" * 64,
+            key_digest=hashlib.sha256(path.encode()).hexdigest(),
+            handler_action="workspace.write",
+            target_scope={"path": path},
+            operation_shape={"arguments": {"mode": "delete"}},
+            choice="approve",
+            review=Review.ACCEPTED,
+        )
+    members = members_of(export_persona(persona, tmp_path / "p.tar.gz"))
+    assert [row["target_scope"] for row in json.loads(members[OVERLAY])] == [
+        {"path": "memory/own.md"}
+    ]
+
+
+@pytest.fixture
+def stamp_guard_dropped() -> Iterator[None]:
+    """Drop the database's guard on stored stamps for this test's transaction (rolled back)."""
+    statement = {
+        "sqlite": "DROP TRIGGER stamps_capabilitystamp_no_update",
+        "postgresql": "DROP TRIGGER stamps_capabilitystamp_immutable ON stamps_capabilitystamp",
+    }[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+    yield
+
+
+def test_a_stored_stamp_altered_in_the_database_is_not_exported(
+    tmp_path: Path, stamp_guard_dropped: None
+) -> None:
+    """VX-SEC-8, V1-PR-4: an archive never carries a stamp whose stored bytes no longer hash
+    to the row's own hash (the database's guard dropped and the bytes changed), and no archive
+    is written."""
+    persona = standing_persona()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE stamps_capabilitystamp SET body = %s WHERE persona_uuid = %s",
+            [b"{}", persona.uuid.hex if connection.vendor == "sqlite" else persona.uuid],
+        )
+        assert cursor.rowcount == 1
+    with pytest.raises(SnapshotError) as refused:
+        export_persona(persona, tmp_path / "p.tar.gz")
+    assert refused.value.messages == ["stored stamp of generation 1 is altered"]
+    assert not (tmp_path / "p.tar.gz").exists()
 
 
 def test_a_round_trip_makes_a_new_persona_stamped_by_the_factory(tmp_path: Path) -> None:
