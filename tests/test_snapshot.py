@@ -27,7 +27,14 @@ from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
 from runtime.operations import normalise
 from runtime.snapshot import SnapshotError, export_persona, import_persona
-from runtime.snapshot_format import MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, read_archive
+from runtime.snapshot_format import (
+    MAX_MEMBER_BYTES,
+    MAX_MEMBERS,
+    MAX_TOTAL_BYTES,
+    _Bounded,
+    _Oversized,
+    read_archive,
+)
 from runtime.stamp import load_active_stamp
 from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
@@ -1235,6 +1242,80 @@ def _rewrite(archive: Path, target: Path, change) -> Path:
     members = members_of(archive)
     change(members)
     return pack(target, members)
+
+
+def _with_manifest(archive: Path, target: Path, change: Callable[[dict[str, Any]], Any]) -> Path:
+    """`archive` with its manifest changed (or replaced: by the bytes `change` returns)."""
+    members = members_of(archive)
+    manifest = json.loads(members["manifest.json"])
+    instead = change(manifest)
+    members["manifest.json"] = (
+        instead if isinstance(instead, bytes) else json.dumps(manifest).encode()
+    )
+    return pack(target, members)
+
+
+MANIFEST_REFUSALS = [
+    ("not json", lambda m: b"[{", "manifest.json is not valid JSON: …"),
+    ("a list", lambda m: b"[]", "not a virgo-persona-snapshot archive"),
+    (
+        "another format",
+        lambda m: m.update(format="tarball"),
+        "not a virgo-persona-snapshot archive",
+    ),
+    (
+        "a later version",
+        lambda m: m.update(version=2),
+        "snapshot version 2 is not supported (this Virgo reads 1)",
+    ),
+    ("no version", lambda m: m.pop("version"), "snapshot version None is not supported …"),
+    (
+        "files as a list",
+        lambda m: m.update(files=sorted(m["files"])),
+        "the archive's members differ from its manifest",
+    ),
+    (
+        "a member left out",
+        lambda m: m["files"].pop("persona.json"),
+        "the archive's members differ from its manifest",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "message"), MANIFEST_REFUSALS, ids=[c[0] for c in MANIFEST_REFUSALS]
+)
+def test_a_manifest_that_does_not_describe_the_archive_is_refused_saying_how(
+    tmp_path: Path, case: str, change, message: str
+) -> None:
+    """VX-SEC-1: the manifest is the archive's own account of itself; one that is no JSON
+    object of this format and version, or lists other members than it holds, is refused."""
+    archive, _ = _exported(tmp_path)
+    with pytest.raises(SnapshotError) as refused:
+        read_archive(_with_manifest(archive, tmp_path / "bad.tar.gz", change))
+    [text] = refused.value.messages
+    assert text.startswith(message[:-1]) if message.endswith("…") else text == message
+
+
+def test_a_member_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    """VX-SEC-1: a link named like a member is refused before anything follows it."""
+    archive = tmp_path / "link.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        link = tarfile.TarInfo("persona.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(SnapshotError) as refused:
+        read_archive(archive)
+    assert refused.value.messages == ["archive member 'persona.json' is not a regular file"]
+
+
+def test_the_decompressed_stream_may_reach_its_limit_but_not_pass_it() -> None:
+    """VX-SEC-1: the bound on what an archive decompresses to admits exactly its limit."""
+    exact = io.BufferedReader(_Bounded(io.BytesIO(b"x" * 10_000), 10_000))
+    assert len(exact.read()) == 10_000
+    over = io.BufferedReader(_Bounded(io.BytesIO(b"x" * 10_001), 10_000))
+    with pytest.raises(_Oversized):
+        over.read()
 
 
 def test_bad_archives_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
