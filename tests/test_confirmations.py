@@ -516,6 +516,34 @@ def test_two_calls_racing_on_one_correlation_id_make_one_request(monkeypatch) ->
     assert (root_of(persona) / "memory/old.md").exists()
 
 
+def test_another_operation_racing_onto_the_same_correlation_id_is_refused_as_a_mismatch(
+    monkeypatch,
+) -> None:
+    """V1-CONF-2: when another operation writes its request under the same correlation id
+    first, the call that lost the race is refused as a mismatch (recorded, loud), and neither
+    runs."""
+    persona = standing_persona()
+    for path in ("memory/old.md", "memory/other.md"):
+        call(persona, "workspace_write", {"path": path, "content": "keep me"})
+    cid = correlation()
+    real = registry.lookup
+    raced: list[dict] = []
+
+    def lookup_then_race(**kwargs):
+        monkeypatch.setattr(registry, "lookup", real)
+        raced.append(call(persona, "workspace_write", {**DELETE, "path": "memory/other.md"}, cid))
+        return real(**kwargs)
+
+    monkeypatch.setattr(registry, "lookup", lookup_then_race)
+    first = call(persona, "workspace_write", DELETE, cid)
+    assert raced[0]["code"] == "confirmation_required"
+    assert (first["ok"], first["code"]) == (False, "correlation_mismatch")
+    assert first["reason"] == f"correlation id {cid} belongs to a different operation"
+    assert RefusalRecord.objects.get(correlation_id=cid).code == "correlation_mismatch"
+    assert (root_of(persona) / "memory/old.md").exists()
+    assert (root_of(persona) / "memory/other.md").exists()
+
+
 def test_an_approved_call_repeated_while_it_runs_runs_once(monkeypatch) -> None:
     """V1-CONF-2: a repeat of an approved call that ran while the first was between reading its
     record and locking it gets the recorded result; the operation runs once."""

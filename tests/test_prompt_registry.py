@@ -86,14 +86,24 @@ def test_a_near_miss_does_not_match() -> None:
 
 
 def test_a_learned_refusal_refuses_without_asking() -> None:
+    """V1-PR-1, V1-CONF-2: the call is refused, and its decision record says it was denied by
+    the learned choice (an audit that read "approved" would lie about what happened)."""
     persona = standing_persona()
-    teach(persona, approve=False)
-    result = call(persona, "workspace_write", delete("memory/old.md"))
+    entry = teach(persona, approve=False)
+    cid = correlation()
+    result = call(persona, "workspace_write", delete("memory/old.md"), cid)
     assert (result["ok"], result["code"]) == (False, "denied_by_learned_choice")
     assert result["reason"] == (
         "a learned choice refuses this exact operation (deleting 'memory/old.md' cannot be undone)"
     )
     assert result["boundary"] == "destructive-or-irreversible"
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    assert (record.decision, record.decided_via, record.registry_entry) == (
+        DecisionRecord.Decision.DENIED,
+        DecisionRecord.Via.PROMPT_REGISTRY,
+        entry,
+    )
+    assert record.decided_at is not None and record.executed_at is None
 
 
 def test_a_changed_stamp_does_not_carry_choices_until_the_owner_reviews_them() -> None:
