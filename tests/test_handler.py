@@ -118,6 +118,10 @@ def test_writes_outside_the_mutable_paths_are_refused_through_the_handler() -> N
         result = call(persona, "workspace_write", {"path": path, "content": "x"})
         assert (result["ok"], result["code"]) == (False, "not_mutable"), path
     assert call(persona, "workspace_write", {"path": "worktrees/core/a.py", "content": "x"})["ok"]
+    # The workspace's own refusal: no boundary crossed, so no classifier rule is named either.
+    assert {
+        (r.code, r.boundary, r.rule) for r in RefusalRecord.objects.filter(persona=persona)
+    } == {("not_mutable", "", "")}
 
 
 def test_a_scope_wide_persona_has_no_project_worktree() -> None:

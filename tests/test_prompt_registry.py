@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runtime import confirmations, registry
-from runtime.models import DecisionRecord, PromptRegistryEntry
+from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
 from runtime.stamp import load_active_stamp
 from stamps.registry import HANDLERS
 from tests.factories import make_owner, update_persona
@@ -68,6 +68,27 @@ def test_an_exact_learned_choice_applies_without_asking() -> None:
     )
     assert record.decided_at is not None and record.decision == DecisionRecord.Decision.APPROVED
     assert record.executed_at is not None
+
+
+def test_a_learned_approval_whose_run_the_workspace_refuses_is_refused_loudly() -> None:
+    """V1-PR-1, VX-SEC-11: a learned choice approves the operation, not what the file became:
+    the file given a second name (a hard link) since, the run is refused and recorded."""
+    persona = standing_persona()
+    teach(persona)
+    prepare(persona)
+    stamp = load_active_stamp(persona)
+    root = stamp.workspace_for(stamp.tools["workspace_write"]).root
+    (root / "memory/old.md").unlink()
+    (root / "memory/keep.md").write_text("keep me")
+    (root / "memory/old.md").hardlink_to(root / "memory/keep.md")
+    cid = correlation()
+    result = call(persona, "workspace_write", delete("memory/old.md"), cid)
+    assert (result["ok"], result["code"]) == (False, "hard_link")
+    assert result["boundary"] == "cross-scope-access"
+    assert RefusalRecord.objects.get(correlation_id=cid).code == "hard_link"
+    record = DecisionRecord.objects.get(correlation_id=cid)
+    assert record.decided_via == DecisionRecord.Via.PROMPT_REGISTRY
+    assert (root / "memory/keep.md").read_text() == "keep me"
 
 
 def test_a_near_miss_does_not_match() -> None:
