@@ -102,10 +102,13 @@ def test_a_granted_tool_without_an_implementation_is_refused_never_faked(monkeyp
 
 
 def test_nonsense_arguments_and_correlation_ids_are_refused() -> None:
+    """Refused, and recorded under the stamp the call was judged by."""
     persona = standing_persona()
     assert call(persona, "workspace_read", {"path": "QUEUE.md", "offset": "x"})["code"] == (
         "invalid_arguments"
     )
+    refusal = RefusalRecord.objects.get(persona=persona)
+    assert refusal.stamp_hash == load_active_stamp(persona).stamp_hash
     assert call(persona, "workspace_read", ["QUEUE.md"])["code"] == "invalid_arguments"
     assert handle(persona, "workspace_list", {}, "")["code"] == "invalid_correlation_id"
     assert handle(persona, "workspace_list", {}, "x" * 201)["code"] == "invalid_correlation_id"
