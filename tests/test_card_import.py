@@ -6,6 +6,7 @@ a2a-sdk's resolver, or read from the fixture files of a v1.0 and a 0.3 card.
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -123,13 +124,16 @@ def assert_a_pending_draft(outcome: card_import.CardImport, agent: Agent) -> Per
 
 
 def test_a_card_from_a_live_loopback_server_becomes_a_pending_draft(
-    served: CardServer, agent: Agent
+    served: CardServer, agent: Agent, caplog: pytest.LogCaptureFixture
 ) -> None:
     """VX-IMP-1: the SDK's resolver fetches the well-known card of a bare URL (loopback allowed
     by the setting); the draft takes the card's name and description, is not discoverable, does
     not stand, and its grant is a pending proposal made through `import` by the owner."""
-    outcome = draft(served.url, agent)
+    with caplog.at_level(logging.DEBUG):
+        outcome = draft(served.url, agent)
     assert served.paths == ["/.well-known/agent-card.json"]
+    # The fetched card is a stranger's bytes: the resolver's INFO line copying it is silenced.
+    assert not [r for r in caplog.records if "Works through review todos" in r.getMessage()]
     persona = assert_a_pending_draft(outcome, agent)
     assert persona.name == "Release Helper"
     assert persona.description == "Works through review todos and ships releases."

@@ -465,7 +465,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # The SDK's resolver logs every card it fetches, whole, at INFO: an import would copy a
+        # stranger's bytes (up to the fetch bound) into Virgo's log. Its failures still show.
+        "a2a.client.card_resolver": {"level": "WARNING"},
+    },
 }
 
 # Production shape: several web processes and workers on one PostgreSQL and one Redis ----------
