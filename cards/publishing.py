@@ -21,7 +21,7 @@ from django.utils import timezone
 from cards import keys
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
-from cards.rendering import build_card, pinned_grant, validate_card
+from cards.rendering import FIRST_GRANT_DEFINITION, build_card, pinned_grant, validate_card
 from cards.signing import (
     card_payload,
     current_marker,
@@ -74,6 +74,7 @@ def _pin(generation: Generation) -> dict[str, object] | None:
         generation=generation.number,
         stamp_hash=generation.stamp_hash,
         grant_digest=generation.grant_digest,
+        grant_definition=generation.grant_definition or FIRST_GRANT_DEFINITION,
     )
 
 

@@ -15,6 +15,9 @@ DISCOVERY_EXTENSION = "https://virgo.dev/a2a/extensions/discovery-only/v1"
 # Data only (VX-TRUST-4): what a peer stores to tell, on its next fetch, that the grant changed.
 PINNED_GRANT_EXTENSION = "https://virgo.dev/a2a/extensions/pinned-grant/v1"
 GRANT_DIGEST_ALGORITHM = "hmac-sha256"
+# What a digest stored before grant definitions were named covers: the tools and their access.
+# Later ones name their own (stamps.grant.GRANT_DEFINITION), stored with the digest.
+FIRST_GRANT_DEFINITION = "virgo-grant/1"
 PROTOCOL_VERSION = "1.0"
 MEDIA_TYPES = ["text/plain", "application/json"]
 SUMMARY_LIMIT = 280
@@ -43,15 +46,20 @@ def card_description(description: str, system_prompt: str) -> str:
     return description or summarize_prompt(system_prompt)
 
 
-def pinned_grant(*, generation: int, stamp_hash: str, grant_digest: str) -> dict[str, Any]:
+def pinned_grant(
+    *, generation: int, stamp_hash: str, grant_digest: str, grant_definition: str
+) -> dict[str, Any]:
     """The card extension that pins a generation's grant; it names no tool (the stamp stays
-    owner-private): the generation, its stamp's SHA-256 and the keyed digest of its tools and
-    their access (stamps.projections.grant_digest)."""
+    owner-private): the generation, its stamp's SHA-256, the keyed digest of its grant
+    (stamps.grant.digest) and which definition of the grant that digest covers."""
     return {
         "uri": PINNED_GRANT_EXTENSION,
         "description": (
-            "Pins the grant behind this card: a changed grantDigest means the persona's tools "
-            "or their access changed; a changed stampSha256 means anything it is changed."
+            "Pins the grant behind this card: a changed grantDigest means what the persona may "
+            "reach or do changed (virgo-grant/2: its tools, their access, conditions and scope, "
+            "its queues, human-surface bindings, workspace, writable paths, graph namespace and "
+            "who confirms its calls; virgo-grant/1: its tools and their access only); a changed "
+            "stampSha256 means anything it is changed."
         ),
         "required": False,
         "params": {
@@ -59,6 +67,7 @@ def pinned_grant(*, generation: int, stamp_hash: str, grant_digest: str) -> dict
             "stampSha256": stamp_hash,
             "grantDigest": grant_digest,
             "grantDigestAlgorithm": GRANT_DIGEST_ALGORITHM,
+            "grantDefinition": grant_definition,
         },
     }
 

@@ -235,7 +235,7 @@ class Persona(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="deputies"
     )
     discoverable = models.BooleanField(default=False)
-    # The key of the card's grant digest (stamps.projections.grant_digest): owner-private, so a
+    # The key of the card's grant digest (stamps.grant.digest): owner-private, so a
     # peer cannot find the tool list by hashing the few grants a class makes likely.
     grant_salt = models.CharField(max_length=64, default=new_grant_salt, editable=False)
     generation = models.PositiveIntegerField(default=1, editable=False)
@@ -319,7 +319,7 @@ class GenerationFrozen(Exception):
 IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
 # The outcome of its stamp build: empty until the stamp is stored, then fixed. The runtime checks
 # the stamp file against the immutable stamp row; these must never be re-pointed beside it.
-SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest")
+SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest", "grant_definition")
 
 
 # The organisation a generation's card names as provider, in lower case: the directory's
@@ -375,6 +375,9 @@ class Generation(models.Model):
     composition_hash = models.CharField(max_length=64, blank=True)
     # What the card pins (VX-TRUST-4): set with the stamp hash, from the stamp's tools.
     grant_digest = models.CharField(max_length=64, blank=True)
+    # What the digest covers (stamps.grant.GRANT_DEFINITION); blank for a digest of the first
+    # definition, the tools and their access only, which generations stamped before it keep.
+    grant_definition = models.CharField(max_length=40, blank=True)
     # A revoked generation never stands again (VX-TRUST-5): the database refuses it.
     revoked_at = models.DateTimeField(null=True, blank=True)
     revocation_reason = models.CharField(

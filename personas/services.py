@@ -467,9 +467,11 @@ def _locked_persona(persona: Persona) -> Persona:
 
 def _prepare_change(
     persona: Persona, actor: User, changes: dict[str, Any], *, draft: bool = False
-) -> tuple[Persona, Generation | None, Generation | None]:
-    """Lock the persona, apply and validate `changes` in memory; the current generation and the
-    unsaved next one (None when what the persona is does not change). Nothing is written."""
+) -> tuple[Persona, Generation | None, Generation | None, dict[str, Any] | None]:
+    """Lock the persona, apply and validate `changes` in memory; the current generation, the
+    unsaved next one (None when what the persona is does not change) and the grant diff between
+    them. A change that would leave the persona unable to stand is refused here, naming the
+    field (VX-GRANT-4). Nothing is written."""
     _require_owner(actor, persona.agent)
     persona = _locked_persona(persona)
     if persona.is_revoked:
@@ -480,7 +482,21 @@ def _prepare_change(
     # Every change here is the owner's (_require_owner): the one kind that may follow a revoked
     # generation with a new one.
     next_generation = _next_generation(persona, current_skill_map(), current, by_owner=True)
-    return persona, current, next_generation
+    if next_generation is None:
+        return persona, current, None, None
+    diff = grant_diff(current=current, proposed=next_generation)
+    _refuse_what_would_not_stand(diff)
+    return persona, current, next_generation, diff
+
+
+def _refuse_what_would_not_stand(diff: dict[str, Any]) -> None:
+    if diff["refuses"]:
+        raise ValidationError(
+            {
+                field: [f"the persona would not stand: {reason}" for reason in reasons]
+                for field, reasons in diff["refuses"].items()
+            }
+        )
 
 
 def _commit_change(persona: Persona, proposed: Generation | None) -> None:
@@ -517,7 +533,7 @@ def persona_update(
     `as_drafted` compares it as it was proposed, with the draft's blank system prompt in place of
     the one the owner writes as they approve.
     """
-    persona, _, proposed = _prepare_change(persona, actor, changes)
+    persona, _, proposed, _ = _prepare_change(persona, actor, changes)
     if expect_composition_hash is not None and (
         proposed is None or _as_proposed(proposed, as_drafted) != expect_composition_hash
     ):
@@ -560,16 +576,16 @@ def persona_submit(
     API write (token or session), a CLI write, an import, the admin's save before review.
 
     A change that only narrows or keeps the grant (removes tools, verbs, queues, bindings;
-    `allow` to `confirm`; no grant field at all) is made at once, as persona_update makes it.
-    One that widens it (adds a tool, `confirm` to `allow`, a queue, a human-surface binding) is
-    held whole as a pending GrantProposal: nothing that runs or is advertised changes until the
-    owner approves it (proposal_approve).
+    `allow` to `confirm`; a graph namespace below the current one; no grant field at all) is
+    made at once, as persona_update makes it. One that widens it (every kind stamps.grant
+    names: a tool, `confirm` to `allow`, a lifted condition, a queue, binding or writable path,
+    a graph namespace above or beside, confirmations moved to a persona) is held whole as a
+    pending GrantProposal: nothing that runs or is advertised changes until the owner approves
+    it (proposal_approve).
     """
-    persona, current, proposed = _prepare_change(persona, actor, changes)
-    if proposed is not None and current is not None:
-        diff = grant_diff(current=current, proposed=proposed)
-        if diff["widens"]:
-            return _propose(persona, actor, via, changes, current, proposed, diff)
+    persona, current, proposed, diff = _prepare_change(persona, actor, changes)
+    if proposed is not None and current is not None and diff is not None and diff["widens"]:
+        return _propose(persona, actor, via, changes, current, proposed, diff)
     _commit_change(persona, proposed)
     return PersonaChange(persona)
 
@@ -614,11 +630,10 @@ def persona_draft(
     The persona is made granting nothing (its grant fields empty), so its first generation does
     not stand: nothing of it runs or is advertised. Its grant (GRANT_FIELDS) is held as a pending
     GrantProposal the owner approves (proposal_approve). A persona that would not stand even with
-    its grant widens nothing: it is made at once, as persona_create makes it.
+    its grant is refused, naming the field, with nothing written (VX-GRANT-4).
 
     `without_prompt`: a draft (one made from an A2A card, which has no prompt): the owner writes
-    the prompt as they approve, and a grant that would not make it stand is refused, with
-    nothing written.
+    the prompt as they approve.
     """
     _require_owner(actor, agent)
     if without_prompt and "system_prompt" in fields:
@@ -632,7 +647,9 @@ def persona_draft(
     _validate_persona(whole, draft=without_prompt)
     probe = _next_generation(whole, current_skill_map(), None)
     assert probe is not None
-    if not without_prompt and not grant_diff(current=None, proposed=probe)["widens"]:
+    probe_diff = grant_diff(current=None, proposed=probe)
+    _refuse_what_would_not_stand(probe_diff)
+    if not without_prompt and not probe_diff["widens"]:
         return PersonaChange(persona_create(agent=agent, actor=actor, **fields))
     grant = {field: fields.pop(field) for field in GRANT_FIELDS if field in fields}
     persona = Persona(agent=agent)
@@ -643,9 +660,8 @@ def persona_draft(
     _settle_generation(persona, current_skill_map())
     persona.save()
     _queue_settle(persona)
-    persona, current, proposed = _prepare_change(persona, actor, grant, draft=without_prompt)
-    diff = grant_diff(current=current, proposed=proposed) if proposed and current else None
-    if diff is None or not diff["widens"]:
+    persona, current, proposed, diff = _prepare_change(persona, actor, grant, draft=without_prompt)
+    if diff is None or proposed is None or current is None or not diff["widens"]:
         problems = "; ".join(diff["next_problems"]) if diff else "it changes nothing"
         raise ValidationError({"verb_subset": [f"would not make the persona stand: {problems}"]})
     return _propose(persona, actor, via, grant, current, proposed, diff)

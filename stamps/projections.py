@@ -6,15 +6,13 @@ The MCP/channel server exposes exactly `tools[].name`, the handler authorizes ea
 list of its own, and `projection_problems` proves that nothing is lost on the way.
 """
 
-import hashlib
-import hmac
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from stamps.problems import Code, Problem
-from virgo.canonical import canonical_bytes, parse_strict
+from virgo.canonical import parse_strict
 
 # What every consumer can carry unchanged: an MCP tool name that a launcher can also pass in
 # a comma- or space-separated allowlist.
@@ -63,19 +61,6 @@ def handlers_of(document: dict[str, Any]) -> dict[str, HandlerRule]:
 
 def allowlist_of(document: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(tool.get("name")) for tool in _tools(document))
-
-
-def grant_digest(document: dict[str, Any], *, salt: str) -> str:
-    """What a peer pins of a persona's grant (VX-TRUST-4): HMAC-SHA256, keyed by the persona's
-    owner-private salt, over the RFC 8785 form of its sorted (tool, access) pairs.
-
-    It changes exactly when a tool is added or removed or its access changes; the prompt, the
-    description, the scope and the generation number are not in it. Keyed, because the tools a
-    class can have are few enough to try every combination against a bare hash.
-    """
-    pairs = sorted([str(tool.get("name")), str(tool.get("access"))] for tool in _tools(document))
-    message = canonical_bytes({"grant": pairs, "v": 1})
-    return hmac.new(bytes.fromhex(salt), message, hashlib.sha256).hexdigest()
 
 
 def mcp_tool_list(data: bytes) -> tuple[str, ...]:

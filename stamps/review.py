@@ -2,45 +2,140 @@
 
 personas.services calls `grant_diff` by the name settings.VIRGO_GRANT_DIFF gives, so the records
 never import the stamp rules: a change whose diff `widens` waits for the owner's approval as a
-GrantProposal, one that only narrows is made at once. The would-be stamp is composed by the same
-pure factory the build uses, from the unsaved next generation, and never written.
+GrantProposal, one that only narrows is made at once, and one whose diff `refuses` is not made
+at all (it would leave the persona unable to stand). The would-be stamp is composed by the same
+pure factory the build uses, from the unsaved next generation, and never written. Both sides are
+read into stamps.grant's one `Grant`, which alone decides what widens.
 """
 
 import json
 from typing import Any
 
 from personas.models import Generation
-from stamps.factory import build_stamp
+from stamps.factory import SCHEMA_VERSION, build_stamp
+from stamps.grant import Grant, class_refusals, compare, grant_of
 from stamps.models import CapabilityStamp
-from stamps.problems import StampRejected
+from stamps.problems import Code, Problem, StampRejected
 from stamps.services import stamp_inputs
 from virgo.canonical import sha256_hex, stamp_bytes
 
 
-def _stamp_of(generation: Generation) -> tuple[dict[str, Any] | None, str, list[str]]:
-    """The stamp a generation grants (None if it does not stand), its hash, and why not."""
-    if generation.pk is not None:
-        if generation.standing is False:
-            return None, "", list(generation.not_standing_reasons)
-        stored = CapabilityStamp.objects.filter(generation=generation).first()
-        if stored is not None:
-            return json.loads(stored.data), stored.stamp_hash, []
+def _built(generation: Generation) -> tuple[dict[str, Any] | None, list[Problem]]:
     try:
-        document = build_stamp(**stamp_inputs(generation))
+        return build_stamp(**stamp_inputs(generation)), []
     except StampRejected as rejected:
-        return None, "", [problem.message for problem in rejected.problems]
-    return document, sha256_hex(stamp_bytes(document)), []
+        return None, rejected.problems
 
 
-def _tools(document: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    return {tool["name"]: tool for tool in (document or {}).get("tools", [])}
+def _stored(generation: Generation) -> tuple[dict[str, Any], str] | None:
+    stored = CapabilityStamp.objects.filter(generation=generation).first()
+    if stored is None or stored.schema_version != SCHEMA_VERSION:
+        return None
+    return json.loads(stored.data), stored.stamp_hash
 
 
-def _binding(document: dict[str, Any] | None, *keys: str) -> set[str]:
-    value: Any = (document or {}).get("bindings", {})
-    for key in keys:
-        value = value.get(key, {})
-    return set(value or [])
+def _judged_against(current: Generation) -> tuple[Grant | None, str, Generation | None]:
+    """What a change is judged against: the current generation's grant if it stands (or would,
+    its stamp still owed), else the last earlier generation that stood (what the persona was
+    last allowed to do), else nothing."""
+    grant, stamp_hash = _grant(current)
+    if grant is not None:
+        return grant, stamp_hash, current
+    earlier = (
+        Generation.objects.filter(persona_id=current.persona_id, number__lt=current.number)
+        .filter(standing=True)
+        .order_by("-number")
+        .first()
+    )
+    grant, stamp_hash = _grant(earlier)
+    return grant, stamp_hash, earlier if grant is not None else None
+
+
+def _grant(generation: Generation | None) -> tuple[Grant | None, str]:
+    """What a saved generation grants (None if it does not stand) and its stamp's hash."""
+    if generation is None or generation.standing is False or generation.is_revoked:
+        return None, ""
+    stored = _stored(generation)
+    if stored is not None:
+        return grant_of(stored[0]), stored[1]
+    document, _ = _built(generation)
+    if document is None:
+        return None, ""
+    return grant_of(document), sha256_hex(stamp_bytes(document))
+
+
+def field_of(problem: Problem, composition: dict[str, Any]) -> str:
+    """The persona field a stamp problem is about, so a refusal can name it."""
+    if problem.code is Code.ADDRESS:
+        return "address"
+    if problem.code is Code.NOT_THE_OWNERS:
+        return (
+            "owning_lead"
+            if problem.item == composition.get("owning_lead")
+            else ("human_surface_bindings")
+        )
+    if problem.code is Code.SCHEMA and problem.item == "class":
+        return "persona_class"
+    if problem.code is Code.SCOPE and problem.item in composition.get("ask_first_verbs", []):
+        return "ask_first_verbs"
+    return "verb_subset"
+
+
+def _refusals(
+    current: Generation | None, proposed: Generation, problems: list[Problem]
+) -> dict[str, list[str]]:
+    """The problems of the proposed stamp that the current one does not already have, by field:
+    a write may not leave a persona unable to stand (VX-GRANT-4), but one that leaves an already
+    broken persona no worse (a rename while its agent's grant is short) is not refused for it."""
+    known: set[tuple[str, str]] = set()
+    if current is not None and current.standing is not True:
+        known = {(p.code, p.item) for p in _built(current)[1]}
+    refusals: dict[str, list[str]] = {}
+    missing = []
+    for problem in problems:
+        if problem.code is Code.FILE_CONFLICT or (problem.code, problem.item) in known:
+            continue
+        if problem.code is Code.MISSING_TOOL:
+            missing.append(problem.item)
+            continue
+        field = field_of(problem, proposed.composition)
+        refusals.setdefault(field, []).append(problem.message.removeprefix("not standing: "))
+    if missing:
+        persona_class = proposed.composition["persona_class"]
+        refusals.setdefault("verb_subset", []).insert(
+            0, f"missing tools a {persona_class} needs: {', '.join(missing)}"
+        )
+    return refusals
+
+
+def grant_diff(*, current: Generation | None, proposed: Generation) -> dict[str, Any]:
+    """What the proposed generation would grant beside what the persona may do now.
+
+    `current` is the persona's current generation (None for a new persona). When it does not
+    stand, the change is judged against the last generation that stood, so removing the verb
+    that broke a persona narrows and applies at once. A change that would not stand widens
+    nothing; `refuses` names, by field, what the write would break that was not already broken.
+    """
+    old, current_hash, before = (
+        _judged_against(current) if current is not None else (None, "", None)
+    )
+    document, problems = _built(proposed)
+    new = grant_of(document) if document is not None else None
+    diff = compare(old, new)
+    skills = _added_removed(_skill_ids(current), _skill_ids(proposed))
+    return {
+        **diff,
+        "skills_added": skills[0],
+        "skills_removed": skills[1],
+        "current_generation": current.number if current is not None else None,
+        "compared_with_generation": before.number if before is not None else None,
+        "next_generation": proposed.number,
+        "current_stamp_hash": current_hash,
+        "next_stamp_hash": sha256_hex(stamp_bytes(document)) if document is not None else "",
+        "next_stands": document is not None,
+        "next_problems": [problem.message for problem in problems],
+        "refuses": _refusals(current, proposed, problems),
+    }
 
 
 def _added_removed(before: set[str], after: set[str]) -> tuple[list[str], list[str]]:
@@ -53,62 +148,6 @@ def _skill_ids(generation: Generation | None) -> set[str]:
     return {skill["id"] for skill in generation.composition.get("skills", [])}
 
 
-def grant_diff(*, current: Generation | None, proposed: Generation) -> dict[str, Any]:
-    """What the proposed generation would grant beside what the current one grants.
-
-    A generation that does not stand grants nothing (the runtime refuses it, its card is not
-    advertised), so a change that would not stand never widens. It widens when its stamp would
-    add a tool, turn a tool's `confirm` into `allow`, lift a tool's class condition, or add a
-    queue, a human-surface binding or a writable workspace path.
-    """
-    before, current_hash, _ = _stamp_of(current) if current is not None else (None, "", [])
-    after, next_hash, problems = _stamp_of(proposed)
-    old, new = _tools(before), _tools(after)
-    tools_added, tools_removed = _added_removed(set(old), set(new))
-    access = [
-        {"tool": name, "from": old[name]["access"], "to": tool["access"]}
-        for name, tool in new.items()
-        if name in old and old[name]["access"] != tool["access"]
-    ]
-    lifted = [
-        {"tool": name, "condition": old[name]["scope"]["condition"]}
-        for name, tool in new.items()
-        if name in old and old[name]["scope"]["condition"] and not tool["scope"]["condition"]
-    ]
-    queues = _added_removed(_binding(before, "queues"), _binding(after, "queues"))
-    surfaces = _added_removed(_binding(before, "human_surfaces"), _binding(after, "human_surfaces"))
-    paths = _added_removed(
-        _binding(before, "workspace", "mutable_paths"),
-        _binding(after, "workspace", "mutable_paths"),
-    )
-    skills = _added_removed(_skill_ids(current), _skill_ids(proposed))
-    widening = [
-        *(f"adds tool {name}" for name in tools_added),
-        *(f"{c['tool']}: confirm becomes allow" for c in access if c["to"] == "allow"),
-        *(f"{c['tool']}: lifts condition {c['condition']}" for c in lifted),
-        *(f"adds queue {name}" for name in queues[0]),
-        *(f"adds human-surface binding {name}" for name in surfaces[0]),
-        *(f"adds writable path {name}" for name in paths[0]),
-    ]
-    return {
-        "widens": bool(widening),
-        "widening": widening,
-        "tools_added": tools_added,
-        "tools_removed": tools_removed,
-        "access_changed": access,
-        "conditions_lifted": lifted,
-        "skills_added": skills[0],
-        "skills_removed": skills[1],
-        "queues_added": queues[0],
-        "queues_removed": queues[1],
-        "bindings_added": surfaces[0],
-        "bindings_removed": surfaces[1],
-        "paths_added": paths[0],
-        "paths_removed": paths[1],
-        "current_generation": current.number if current is not None else None,
-        "next_generation": proposed.number,
-        "current_stamp_hash": current_hash,
-        "next_stamp_hash": next_hash,
-        "next_stands": after is not None,
-        "next_problems": problems,
-    }
+def verb_refusals(persona_class: str) -> dict[str, str]:
+    """settings.VIRGO_CLASS_REFUSALS: the verbs a class may not have, each with its reason."""
+    return class_refusals(persona_class)

@@ -16,10 +16,10 @@ from django.db.models import F
 from personas.models import Generation, Persona, RegisteredAddress
 from personas.signals import personas_written
 from personas.surfaces import binding_owners, canonical_uuid
+from stamps import grant
 from stamps.factory import PersonaIdentity, build_stamp, workspace_binding_for
 from stamps.models import CapabilityStamp
 from stamps.problems import Code, Problem, StampRejected
-from stamps.projections import grant_digest
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
 from virgo.bulk import update_each
@@ -314,7 +314,10 @@ def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcom
             base_composition_hash=generation.base_composition_hash,
             stamp_hash=stamp.stamp_hash,
         ),
-        grant_digest=grant_digest(parse_strict(stamp.data), salt=generation.persona.grant_salt),
+        grant_digest=grant.digest(
+            grant.grant_of(parse_strict(stamp.data)), salt=generation.persona.grant_salt
+        ),
+        grant_definition=grant.GRANT_DEFINITION,
     )
     return StampOutcome(generation, stamp)
 
@@ -325,6 +328,7 @@ _OUTCOME_FIELDS = [
     "stamp_hash",
     "composition_hash",
     "grant_digest",
+    "grant_definition",
 ]
 
 
@@ -336,12 +340,14 @@ def _set_outcome(
     stamp_hash: str = "",
     composition_hash: str = "",
     grant_digest: str = "",
+    grant_definition: str = "",
 ) -> None:
     generation.standing = standing
     generation.not_standing_reasons = reasons
     generation.stamp_hash = stamp_hash
     generation.composition_hash = composition_hash
     generation.grant_digest = grant_digest
+    generation.grant_definition = grant_definition
 
 
 def _record(generation: Generation) -> None:

@@ -133,6 +133,17 @@ def update_persona(persona: Persona, **changes: Any) -> Persona:
     return persona
 
 
+def stop_standing(persona: Persona, *verbs: str) -> Persona:
+    """The persona stops standing the one way left once a write to it cannot do that
+    (VX-GRANT-4): its agent's grant narrows to leave out `verbs`, tools its class needs."""
+    agent = persona.agent
+    granted = [verb for verb in agent.granted_verbs if verb not in verbs]
+    with run_on_commit():
+        services.agent_update(agent=agent, actor=agent.owner, granted_verbs=granted)
+    persona.refresh_from_db()
+    return persona
+
+
 def stamp_kwargs(
     persona_class: str = PersonaClass.CODER_DEPUTY, **overrides: Any
 ) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from personas import services
 from personas.catalogue import VERB_NAMES
 from personas.models import Agent, AuditEvent, Generation, Persona
 from tests.factories import (
@@ -16,6 +17,7 @@ from tests.factories import (
     make_owner,
     make_persona,
     run_on_commit,
+    standing_verbs,
 )
 from tests.owner_clients import form_data, fresh_rate_limits  # noqa: F401 (autouse fixture)
 
@@ -194,14 +196,19 @@ def test_skills_generation_and_card_are_shown_but_never_editable(
 
 def test_the_owner_changes_the_subset_and_the_skills_follow(owner: Any, persona: Persona) -> None:
     """S9-SKL-3, S9-SCN-4: saving a new subset in the admin recomputes the skills."""
+    persona = make_persona(make_agent(owner), persona_class="project-lead")
     client = signed_in(owner)
     data = saving(client.get(change_url(persona)))
-    data["verb_subset"] = [*REVIEWER_VERBS, "create_for"]
+    data["verb_subset"] = [*persona.verb_subset, "create_for"]
     with run_on_commit():
         response = client.post(change_url(persona), data)
     assert response.status_code == 302
+    proposal = persona.proposals.get()
+    assert proposal.diff["skills_added"] == ["delegate-work"]
+    with run_on_commit():
+        services.proposal_approve(proposal=proposal, actor=owner)
     after = snapshot(persona)
-    assert {skill["id"] for skill in after["skills"]} == {"work-todos", "delegate-work"}
+    assert {"work-todos", "delegate-work"} <= {skill["id"] for skill in after["skills"]}
     assert after["generation"] == 2
 
 
@@ -259,21 +266,22 @@ def test_an_owner_without_agents_is_asked_to_add_one_first() -> None:
     assert 'href="/admin/personas/agent/add/"' in html
 
 
-def test_the_owner_adds_a_persona_in_two_steps(owner: Any, agent: Agent) -> None:
+def test_the_owner_adds_a_persona_in_two_steps(owner: Any) -> None:
     """S9-REC-1, S9-SKL-1, S9-DISC-1: agent, authored prompt and subset; skills derived;
     listing at creation is the owner's explicit, audited choice."""
+    agent = make_agent(owner, name="ada-bot", granted_queues=["reviews", "deploys"])
     client = signed_in(owner)
     page = client.get(f"{ADD}?agent={agent.pk}")
     html = page.content.decode()
     assert sorted(checkbox_values(html, "verb_subset")) == sorted(agent.granted_verbs)
-    assert set(checkbox_values(html, "verb_subset")) < VERB_NAMES
+    assert set(checkbox_values(html, "verb_subset")) <= VERB_NAMES
     data = saving(page)
     data.update(
         name="Ada Deployer",
         system_prompt="You deploy reviewed releases.",
         persona_class="project-lead",
         address=str(address("work/core/lead").pk),
-        verb_subset=DEPLOYER_VERBS,
+        verb_subset=standing_verbs("project-lead", *DEPLOYER_VERBS),
         queues="deploys",
         discoverable="on",
     )
@@ -281,9 +289,12 @@ def test_the_owner_adds_a_persona_in_two_steps(owner: Any, agent: Agent) -> None
         response = client.post(f"{ADD}?agent={agent.pk}", data)
     assert response.status_code == 302, response.context["adminform"].form.errors
     persona = Persona.objects.get(name="Ada Deployer")
+    with run_on_commit():
+        services.proposal_approve(proposal=persona.proposals.get(), actor=owner)
+    persona.refresh_from_db()
     assert persona.agent == agent
-    assert persona.verb_subset == DEPLOYER_VERBS
-    assert {skill["id"] for skill in persona.skills} == {"work-todos", "deploy-releases"}
+    assert persona.verb_subset == standing_verbs("project-lead", *DEPLOYER_VERBS)
+    assert {"work-todos", "deploy-releases"} <= {skill["id"] for skill in persona.skills}
     assert persona.discoverable
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.DISCOVERABILITY, persona=persona)
     assert (event.actor, event.data["via"]) == (owner, "admin-form")

@@ -13,7 +13,14 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from personas.models import Agent, HumanSurface, Persona
-from tests.factories import REVIEWER_VERBS, address, make_agent, make_owner, make_persona
+from tests.factories import (
+    REVIEWER_VERBS,
+    address,
+    make_agent,
+    make_owner,
+    make_persona,
+    standing_verbs,
+)
 from tests.owner_clients import fresh_rate_limits, token_client  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +50,7 @@ def persona_body(of: Agent, **overrides: Any) -> dict[str, Any]:
         "agent": of.pk,
         "name": "Reviewer",
         "system_prompt": "You review pull requests.",
-        "verb_subset": list(REVIEWER_VERBS),
+        "verb_subset": standing_verbs("coder-deputy", *REVIEWER_VERBS),
         "queues": ["reviews"],
         "persona_class": "coder-deputy",
         "address": "work/core/reviewer",
@@ -167,7 +174,7 @@ def test_blank_strings_are_refused_where_the_schema_says_so_and_only_there(
     created = client.post(
         "/api/personas/", persona_body(agent, description="", graph_namespace=""), "json"
     )
-    assert created.status_code == 201, created.content
+    assert created.status_code == 202, created.content
     assert client.post("/api/surfaces/", {"binding": "teams:x", "label": ""}, "json").status_code
     assert client.patch(f"/api/agents/{agent.pk}/", {"self_description": ""}, "json").json()
 

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from personas.models import AuditEvent, Generation, Persona
+from personas import services
+from personas.models import AuditEvent, Generation, Persona, PersonaClass
 from tests.factories import (
     DEPLOYER_VERBS,
     REVIEWER_VERBS,
@@ -14,6 +15,7 @@ from tests.factories import (
     make_owner,
     make_persona,
     run_on_commit,
+    standing_verbs,
 )
 from tests.owner_clients import fresh_rate_limits, token_client  # noqa: F401 (autouse fixture)
 
@@ -31,7 +33,7 @@ def new_persona_body(agent_id: int, **overrides: Any) -> dict[str, Any]:
         "name": "Reviewer",
         "description": "Reviews pull requests.",
         "system_prompt": "You review pull requests. Be precise and kind.",
-        "verb_subset": list(REVIEWER_VERBS),
+        "verb_subset": standing_verbs("coder-deputy", *REVIEWER_VERBS),
         "queues": ["reviews"],
         "persona_class": "coder-deputy",
         "address": "work/core/reviewer",
@@ -137,21 +139,24 @@ def test_an_unknown_persona_is_404_in_json(client: APIClient) -> None:
 def test_an_owner_creates_a_persona_with_derived_skills_and_a_card_url(
     owner: Any, client: APIClient
 ) -> None:
-    """S9-REC-1, S9-REC-2, S9-SKL-1: agent + authored prompt + subset; skills are derived."""
+    """S9-REC-1, S9-REC-2, S9-SKL-1: agent + authored prompt + subset; skills are derived (the
+    grant itself waits for the owner's approval, VX-REV-1)."""
     agent = make_agent(owner)
     with run_on_commit():
         response = client.post(url(), new_persona_body(agent.pk), format="json")
-    assert response.status_code == 201, response.json()
-    body = response.json()
-    persona = Persona.objects.get(uuid=body["uuid"])
+    assert response.status_code == 202, response.json()
+    assert "work-todos" in response.json()["diff"]["skills_added"]
+    persona = Persona.objects.get(uuid=response.json()["persona"])
+    with run_on_commit():
+        services.proposal_approve(proposal=persona.proposals.get(), actor=owner)
+    body = client.get(url(persona)).json()
     assert persona.agent == agent
     assert body["agent"] == agent.pk
     assert body["system_prompt"] == "You review pull requests. Be precise and kind."
-    assert [skill["id"] for skill in body["skills"]] == ["work-todos"]
-    assert body["generation"] == 1
+    assert [skill["id"] for skill in body["skills"]] == response.json()["diff"]["skills_added"]
+    assert body["generation"] == 2
     assert body["discoverable"] is False
     assert body["card_url"].endswith(f"/a/{persona.uuid}/.well-known/agent-card.json")
-    assert response["Location"].endswith(url(persona))
 
 
 def test_a_prompt_must_be_authored(owner: Any, client: APIClient) -> None:
@@ -176,31 +181,46 @@ def test_the_owner_reads_lists_and_deletes_their_persona(
     assert not Persona.objects.filter(pk=persona.pk).exists()
 
 
-def test_a_patch_of_the_subset_recomputes_the_skills(persona: Persona, client: APIClient) -> None:
-    """S9-SKL-3, S9-SCN-4, S9-SCN-3: adding create_for adds delegate-work; removing drops it."""
+def test_a_patch_of_the_subset_recomputes_the_skills(owner: Any, client: APIClient) -> None:
+    """S9-SKL-3, S9-SCN-4, S9-SCN-3: adding create_for adds delegate-work (once the owner
+    approves the widening); removing it, and then a reviewer verb, drops each skill at once."""
+    persona = make_persona(make_agent(owner), persona_class=PersonaClass.PROJECT_LEAD)
     with run_on_commit():
         added = client.patch(
-            url(persona), {"verb_subset": [*REVIEWER_VERBS, "create_for"]}, format="json"
+            url(persona), {"verb_subset": [*persona.verb_subset, "create_for"]}, format="json"
         )
-    assert added.status_code == 200
-    assert {skill["id"] for skill in added.json()["skills"]} == {"work-todos", "delegate-work"}
-    assert added.json()["generation"] == 2
+    assert added.status_code == 202
+    assert added.json()["diff"]["skills_added"] == ["delegate-work"]
     with run_on_commit():
-        removed = client.patch(url(persona), {"verb_subset": ["claim"]}, format="json")
-    assert removed.json()["skills"] == []
-    assert removed.json()["generation"] == 3
+        services.proposal_approve(proposal=persona.proposals.get(), actor=persona.agent.owner)
+    approved = client.get(url(persona)).json()
+    skills = {skill["id"] for skill in approved["skills"]}
+    assert {"work-todos", "delegate-work"} <= skills
+    assert approved["generation"] == 2
+    with run_on_commit():
+        removed = client.patch(url(persona), {"verb_subset": persona.verb_subset}, format="json")
+    assert {skill["id"] for skill in removed.json()["skills"]} == skills - {"delegate-work"}
+    without_claim = [verb for verb in persona.verb_subset if verb != "claim"]
+    with run_on_commit():
+        removed = client.patch(url(persona), {"verb_subset": without_claim}, format="json")
+    assert {skill["id"] for skill in removed.json()["skills"]} == skills - {
+        "delegate-work",
+        "work-todos",
+    }
+    assert removed.json()["generation"] == 4
 
 
 def test_put_replaces_what_the_persona_is_and_requires_its_scope(
     persona: Persona, client: APIClient
 ) -> None:
-    body = new_persona_body(persona.agent_id, name="Renamed", verb_subset=["list_todos"])
+    narrower = [verb for verb in persona.verb_subset if verb not in ("claim", "complete")]
+    body = new_persona_body(persona.agent_id, name="Renamed", verb_subset=narrower)
     del body["agent"]
     with run_on_commit():
         response = client.put(url(persona), body, format="json")
     assert response.status_code == 200
     assert response.json()["name"] == "Renamed"
-    assert response.json()["verb_subset"] == ["list_todos"]
+    assert response.json()["verb_subset"] == narrower
 
     del body["verb_subset"]
     refused = client.put(url(persona), body, format="json")
@@ -385,7 +405,8 @@ def test_a_persona_created_discoverable_is_listed_by_its_owner(
     """S9-DISC-1: creating with discoverable=true is the owner's explicit choice, audited."""
     agent = make_agent(owner)
     response = client.post(url(), new_persona_body(agent.pk, discoverable=True), format="json")
-    assert response.json()["discoverable"] is True
+    assert response.status_code == 202
+    assert Persona.objects.get(uuid=response.json()["persona"]).discoverable is True
     assert AuditEvent.objects.get(kind=AuditEvent.Kind.DISCOVERABILITY).actor == owner
 
 

@@ -199,6 +199,7 @@ def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: 
         stamp_hash=generation.stamp_hash,
         composition_hash=generation.composition_hash,
         grant_digest=generation.grant_digest,
+        grant_definition=generation.grant_definition,
     )
     _record(generation)
     assert call(app, card_path(persona))[0] == 404

@@ -13,7 +13,7 @@ from runtime.stamp import load_active_stamp
 from runtime.workspace import READ_MAX_LENGTH
 from stamps.registry import HANDLERS
 from stamps.storage import stamp_path
-from tests.factories import update_persona
+from tests.factories import stop_standing
 from tests.runtime_support import call, standing_persona
 from tests.stored_stamps import store_as_stamp
 
@@ -167,7 +167,7 @@ def test_a_lost_stamp_file_is_rewritten_and_the_call_runs() -> None:
 def test_a_persona_that_does_not_stand_gets_nothing() -> None:
     """V1-INV-2: a persona missing a required tool is not standing and nothing runs for it."""
     persona = standing_persona()
-    persona = update_persona(persona, verb_subset=["workspace_list", "workspace_read"])
+    persona = stop_standing(persona, "workspace_write")
     assert persona.standing is False
     result = call(persona, "workspace_list")
     assert result["code"] == "stamp_unavailable"

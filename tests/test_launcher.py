@@ -13,7 +13,7 @@ from runtime.launcher import agent_invocation, allowlist
 from runtime.stamp import load_active_stamp
 from stamps.projections import launcher_allowlist
 from stamps.storage import stamp_path
-from tests.factories import update_persona
+from tests.factories import stop_standing, update_persona
 from tests.runtime_support import Standalone, standing_persona, start_standalone
 
 PRINT_ARGV = "import json, os, sys; print(json.dumps([sys.argv[1:], dict(os.environ)]))"
@@ -54,7 +54,7 @@ def test_the_launcher_refuses_to_start_naming_the_reason(damage: str) -> None:
     if damage == "altered":
         path.write_bytes(path.read_bytes()[:-1] + b" }")
     else:
-        persona = update_persona(persona, verb_subset=["workspace_list"])
+        persona = stop_standing(persona, "workspace_write")
     with pytest.raises(CommandError, match=damage):
         call_command("launch", "--persona", str(persona.uuid), "--print-allowlist")
     with pytest.raises(CommandError, match=damage):

@@ -6,6 +6,7 @@ owner-private.
 """
 
 import hashlib
+import hmac
 import json
 from importlib import import_module
 from typing import Any
@@ -19,14 +20,14 @@ from django.test import Client
 from google.protobuf.json_format import ParseDict
 
 from cards.models import PublishedCard
-from cards.publishing import publish_card
-from cards.rendering import GRANT_DIGEST_ALGORITHM, PINNED_GRANT_EXTENSION
+from cards.publishing import _pin, publish_card
+from cards.rendering import FIRST_GRANT_DEFINITION, GRANT_DIGEST_ALGORITHM, PINNED_GRANT_EXTENSION
 from personas.models import Generation, Persona
 from personas.services import persona_update
 from settling.publication import publish_generation
 from settling.reconciliation import owed_personas
+from stamps.grant import GRANT_DEFINITION, digest, grant_of
 from stamps.models import CapabilityStamp
-from stamps.projections import grant_digest
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona, update_persona
 
@@ -79,6 +80,7 @@ def test_the_card_pins_generation_stamp_and_grant(persona: Persona) -> None:
         "stampSha256": hashlib.sha256(data).hexdigest(),
         "grantDigest": generation.grant_digest,
         "grantDigestAlgorithm": GRANT_DIGEST_ALGORITHM,
+        "grantDefinition": GRANT_DEFINITION,
     }
     assert len(generation.grant_digest) == 64
     validate_proto_required_fields(ParseDict(card, AgentCard()))
@@ -187,16 +189,33 @@ def test_an_unpinned_card_of_a_standing_persona_is_owed_and_republished(persona:
     assert publish_card(persona).etag == etag
 
 
-def test_the_upgrade_fills_digests_as_the_stamps_app_computes_them(persona: Persona) -> None:
-    """VX-TRUST-4: migration stamps 0004 gives generations stamped before it the same digest
-    the stamps app gives new ones."""
-    migration = import_module("stamps.migrations.0004_grant_digests")
+def test_the_stamps_app_digests_the_whole_grant_and_stores_its_definition(
+    persona: Persona,
+) -> None:
+    """VX-GRANT-3: a generation stamped now carries the digest of its whole grant (stamps.grant)
+    and the name of the definition it covers, set together."""
     stored = CapabilityStamp.objects.get(generation__persona=persona)
     document = json.loads(stored.data)
-    assert migration._digest(stored.data, persona.grant_salt) == grant_digest(
-        document, salt=persona.grant_salt
-    )
-    assert stored.generation.grant_digest == grant_digest(document, salt=persona.grant_salt)
+    generation = stored.generation
+    assert generation.grant_digest == digest(grant_of(document), salt=persona.grant_salt)
+    assert generation.grant_definition == GRANT_DEFINITION
+
+
+def test_a_digest_of_the_first_definition_is_named_as_such(persona: Persona) -> None:
+    """VX-GRANT-3: generations stamped before definitions were named keep the digest migration
+    stamps 0004 gave them (their tools and access only), and their card says so, so a peer does
+    not read it as covering the scope."""
+    migration = import_module("stamps.migrations.0004_grant_digests")
+    stored = CapabilityStamp.objects.get(generation__persona=persona)
+    pairs = sorted([t["name"], t["access"]] for t in json.loads(stored.data)["tools"])
+    message = json.dumps({"grant": pairs, "v": 1}, separators=(",", ":")).encode()
+    expected = hmac.new(bytes.fromhex(persona.grant_salt), message, hashlib.sha256).hexdigest()
+    assert migration._digest(stored.data, persona.grant_salt) == expected
+    old = Generation(number=1, stamp_hash=stored.stamp_hash, grant_digest=expected)
+    pin = _pin(old)
+    assert pin is not None
+    assert pin["params"]["grantDefinition"] == FIRST_GRANT_DEFINITION
+    assert pin["params"]["grantDigest"] == expected
 
 
 def test_the_database_refuses_to_repoint_a_set_digest(persona: Persona) -> None:

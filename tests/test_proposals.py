@@ -528,10 +528,10 @@ def test_a_snapshot_import_leaves_a_pending_proposal_and_nothing_standing(tmp_pa
     assert ADDED in load_active_stamp(Persona.objects.get(pk=persona.pk)).tools
 
 
-def test_a_created_persona_that_would_not_stand_is_made_at_once_and_standing_later_waits() -> None:
-    """VX-REV-1: a creation that would not stand even with its grant (here one class tool
-    short) grants nothing, so it is made at once (201) with its grant; the token's later write
-    that would make it stand widens, and waits for the owner like any other."""
+def test_a_created_persona_that_would_not_stand_is_refused_naming_the_field() -> None:
+    """VX-GRANT-4: a creation that would not stand even with its grant (here one class tool
+    short) is refused at the door (422 naming verb_subset and the missing tool), and nothing of
+    it is written: no persona, no generation, no proposal."""
     owner = make_owner()
     verbs = standing_verbs(PersonaClass.CODER_DEPUTY, ADDED)
     short = [verb for verb in verbs if verb != "workspace_list"]
@@ -540,13 +540,11 @@ def test_a_created_persona_that_would_not_stand_is_made_at_once_and_standing_lat
         created = client.post(
             "/api/personas/", new_persona(make_agent(owner), verb_subset=short), format="json"
         )
-    assert created.status_code == 201, created.content
-    persona = Persona.objects.get(uuid=created.json()["uuid"])
-    assert (persona.verb_subset, persona.standing, persona.generation) == (short, False, 1)
-    assert not persona.proposals.exists()
-    body = propose(persona, verb_subset=verbs)
-    assert body["diff"]["widens"] is True
-    persona.refresh_from_db()
-    assert (persona.verb_subset, persona.standing) == (short, False)
-    with pytest.raises(StampUnavailable):
-        load_active_stamp(persona)
+    assert created.status_code == 422, created.content
+    assert created.json() == {
+        "verb_subset": [
+            "the persona would not stand: missing tools a coder-deputy needs: workspace_list"
+        ]
+    }
+    assert not Persona.objects.exists()
+    assert not GrantProposal.objects.exists()

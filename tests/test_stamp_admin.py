@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from personas.models import Persona
-from tests.factories import make_agent, make_owner, make_persona, update_persona
+from tests.factories import make_agent, make_owner, make_persona, stop_standing, update_persona
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def test_the_owner_sees_generations_and_the_stamp(persona: Persona) -> None:
 
 def test_a_generation_that_does_not_stand_says_which_tool_is_missing(persona: Persona) -> None:
     """V1-INV-2: the admin shows exactly why a generation does not stand."""
-    update_persona(persona, verb_subset=[v for v in persona.verb_subset if v != "set_summary"])
+    stop_standing(persona, "set_summary")
     body = client_for(persona.agent.owner).get(stamp_url(persona, 2)).content.decode()
     assert "not standing:" in body
     assert "not standing: missing tool set_summary" in body

@@ -21,6 +21,7 @@ from tests.factories import (
     make_owner,
     make_persona,
     standing_verbs,
+    stop_standing,
     update_persona,
 )
 
@@ -60,7 +61,7 @@ def test_show_prints_the_stored_stamp(persona: Persona) -> None:
 
 def test_show_says_why_a_persona_does_not_stand(persona: Persona) -> None:
     """V1-INV-2: the exact missing tool, and a failing exit."""
-    update_persona(persona, verb_subset=[v for v in persona.verb_subset if v != "list_peers"])
+    stop_standing(persona, "list_peers")
     output, error = run_failing("show", "Shown")
     assert "not standing: missing tool list_peers" in output
     assert "does not stand" in error

@@ -5,6 +5,7 @@ from django.test import Client
 
 from personas import services
 from personas.models import Persona
+from personas.services import agent_update
 from settling.tasks import settle_persona
 from stamps.models import CapabilityStamp
 from stamps.projections import mcp_tool_list
@@ -15,6 +16,7 @@ from tests.factories import (
     make_persona,
     run_on_commit,
     standing_verbs,
+    stop_standing,
     update_persona,
 )
 
@@ -61,8 +63,8 @@ def test_a_persona_that_stops_standing_is_no_longer_advertised() -> None:
     assert card_status(persona) == 200
     assert Persona.objects.advertised().filter(pk=persona.pk).exists()
 
-    narrowed = [verb for verb in persona.verb_subset if verb != "workspace_write"]
-    persona = update_persona(persona, verb_subset=narrowed)
+    agent = persona.agent
+    persona = stop_standing(persona, "workspace_write")
     generation = persona.generations.get(number=2)
     assert generation.standing is False
     assert generation.not_standing_reasons == ["not standing: missing tool workspace_write"]
@@ -72,7 +74,14 @@ def test_a_persona_that_stops_standing_is_no_longer_advertised() -> None:
     assert card_status(persona) == 404
     assert not CapabilityStamp.objects.filter(generation_number=2).exists()
 
-    persona = update_persona(persona, verb_subset=[*narrowed, "workspace_write"])
+    # The agent's grant restored, the owner's edit giving the tool back stands again: against
+    # generation 1, the last that stood, it widens nothing.
+    agent.refresh_from_db()
+    with run_on_commit():
+        agent_update(
+            agent=agent, actor=agent.owner, granted_verbs=[*agent.granted_verbs, "workspace_write"]
+        )
+    persona = update_persona(persona, verb_subset=[*persona.verb_subset, "workspace_write"])
     assert (persona.generation, persona.standing) == (3, True)
     assert card_status(persona) == 200
 

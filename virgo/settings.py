@@ -154,9 +154,13 @@ VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics"
 VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 # The function counting the owed-work backlog (/readyz and /metrics), by kind.
 VIRGO_BACKLOG = "settling.reconciliation.owed_work"
-# The function saying what a persona change does to its grant (tools, access, queues, bindings),
-# from the stamp rules: personas.services holds a change that widens it for the owner's review.
+# The function saying what a persona change does to its grant (stamps.grant), from the stamp
+# rules: personas.services holds a change that widens it for the owner's review and refuses one
+# that would leave the persona unable to stand.
 VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
+# The verbs a persona class may not have, each with the factory's reason: the admin form offers
+# only the others.
+VIRGO_CLASS_REFUSALS = "stamps.review.verb_refusals"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
