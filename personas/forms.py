@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models, transaction
+from django.utils.module_loading import import_string
 
 from personas import services, surfaces
 from personas.addresses import address_problem
@@ -63,6 +65,29 @@ class NamesField(forms.CharField):
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
         text = super().to_python(value)
         return [name.strip() for name in text.replace(",", "\n").splitlines() if name.strip()]
+
+
+class VerbCheckboxes(forms.CheckboxSelectMultiple):
+    """Verb checkboxes on which the verbs the persona's class may not have are shown disabled,
+    each with the factory's reason (settings.VIRGO_CLASS_REFUSALS): checking one would leave the
+    persona unable to stand (VX-GRANT-4)."""
+
+    refusals: dict[str, str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refusals = {}
+
+    def create_option(
+        self, name: str, value: Any, label: Any, selected: Any, index: Any, **kwargs: Any
+    ) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, **kwargs)
+        reason = self.refusals.get(str(value))
+        if reason is not None and not selected:
+            option["attrs"]["disabled"] = True
+            option["attrs"]["title"] = reason
+            option["label"] = f"{label} (not available: {reason})"
+        return option
 
 
 def _checkboxes(choices: Any = ()) -> forms.MultipleChoiceField:
@@ -147,7 +172,7 @@ class PersonaForm(ServiceForm):
     # Set by the admin: the agent chosen on the first step of "add", or the persona's own.
     agent: ClassVar[Agent | None] = None
 
-    verb_subset = _checkboxes()
+    verb_subset = forms.MultipleChoiceField(required=False, widget=VerbCheckboxes)
     queues = _checkboxes()
     ask_first_verbs = _checkboxes()
     human_surface_bindings = NamesField(
@@ -168,6 +193,9 @@ class PersonaForm(ServiceForm):
         if self.instance.pk is None:
             self.instance.agent = agent
         self.fields["verb_subset"].choices = verb_choices(agent.granted_verbs)
+        if self.instance.pk is not None:
+            refusals = import_string(settings.VIRGO_CLASS_REFUSALS)(self.instance.persona_class)
+            self.fields["verb_subset"].widget.refusals = refusals
         self.fields["verb_subset"].help_text = (
             f"Only verbs granted to agent {agent.name!r}. The persona's skills are derived "
             "from these."
