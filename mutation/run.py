@@ -1,10 +1,11 @@
-"""`make mutation`: mutmut over the enforcement code, then docs/mutation.md (issue 11).
+"""`make mutation`: mutmut over the enforcement code, then docs/mutation.md (issues 11, 22).
 
 The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services.py only the
-subset and skill rules are mutated (FUNCTIONS). mutmut copies the packages into mutants/, runs the
-non-live suite once to learn which tests call which function, then runs each mutant against only
-those tests. A run starts from an empty mutants/; --keep reuses the last one and runs again only
-the mutants it let through (for tests added since; a changed source module needs a fresh run).
+subset and skill rules are mutated, and of cards/views.py the tombstone answer (FUNCTIONS).
+mutmut copies the packages into mutants/, runs the non-live suite once to learn which tests call
+which function, then runs each mutant against only those tests. A run starts from an empty
+mutants/; --keep reuses the last one and runs again only the mutants it let through (for tests
+added since; a changed source module needs a fresh run).
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
 """
@@ -39,6 +40,9 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "validate_grant",
         "_require_string_list",
     ),
+    # The rest of the card view is the ordinary card response (tests/test_card_endpoint.py);
+    # these answer for a revoked persona or generation.
+    "cards/views.py": ("_tombstone",),
 }
 
 _RESULT_LINE = re.compile(r"^\s+(\S+): (.+)$")
