@@ -1,11 +1,11 @@
 """`make mutation`: mutmut over the enforcement code, then docs/mutation.md (issues 11, 22).
 
-The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services.py only the
-subset and skill rules are mutated, and of cards/views.py the tombstone answer (FUNCTIONS).
-mutmut copies the packages into mutants/, runs the non-live suite once to learn which tests call
-which function, then runs each mutant against only those tests. A run starts from an empty
-mutants/; --keep reuses the last one and runs again only the mutants it let through (for tests
-added since; a changed source module needs a fresh run).
+The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services/ only the
+subset and skill rules are mutated (FUNCTIONS: in its derivation.py and validation.py), and of
+cards/views.py the tombstone answer. mutmut copies the packages into mutants/, runs the non-live
+suite once to learn which tests call which function, then runs each mutant against only those
+tests. A run starts from an empty mutants/; --keep reuses the last one and runs again only the
+mutants it let through (for tests added since; a changed source module needs a fresh run).
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
 """
@@ -31,11 +31,11 @@ MUTANTS = ROOT / "mutants"
 DOC = ROOT / "docs" / "mutation.md"
 MUTMUT = Path(sys.executable).parent / "mutmut"
 
-# The rest of personas/services.py is write orchestration, not a guard; these are the rules
+# The rest of personas/services/ is write orchestration, not a guard; these are the rules
 # that keep a persona inside its agent's grant (S9-REC-4) and derive its skills (S9-SKL-2).
 FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "personas/services.py": (
-        "derive_skills",
+    "personas/services/derivation.py": ("derive_skills",),
+    "personas/services/validation.py": (
         "validate_scope",
         "validate_grant",
         "_require_string_list",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -295,7 +295,7 @@ def test_approval_needs_the_owners_prompt_and_then_the_persona_stands(agent: Age
     stays pending; with the owner's prompt the proposed grant is built and stands."""
     outcome = draft(str(V1), agent)
     owner = agent.owner
-    with pytest.raises(services.ValidationError) as refused:
+    with pytest.raises(ValidationError) as refused:
         services.proposal_approve(proposal=outcome.proposal, actor=owner)
     assert "system_prompt" in refused.value.message_dict
     assert GrantProposal.objects.get(pk=outcome.proposal.pk).status == "pending"

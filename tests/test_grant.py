@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from cards.rendering import PINNED_GRANT_EXTENSION
 from personas import services
 from personas.models import GrantProposal, Persona, PersonaClass
+from personas.services.generations import _next_generation, _settle_generation
 from settling.publication import publish_generation
 from stamps.factory import build_stamp
 from stamps.grant import GRANT_DEFINITION, GRANT_FIELDS, NOT_GRANT, compare, digest, grant_of
@@ -372,7 +373,7 @@ def broken_generation(persona: Persona, verb: str) -> Persona:
     with run_on_commit(), transaction.atomic():
         locked = Persona.objects.select_for_update().get(pk=persona.pk)
         locked.verb_subset = [*locked.verb_subset, verb]
-        services._settle_generation(locked, services.current_skill_map(), by_owner=True)
+        _settle_generation(locked, services.current_skill_map(), by_owner=True)
         locked.save()
     publish_generation(persona.pk)
     persona.refresh_from_db()
@@ -536,7 +537,7 @@ def test_the_stamp_review_and_the_records_agree_on_the_refusal(persona: Persona)
     would record), carried by the diff by field."""
     current = persona.generations.get(number=persona.generation)
     persona.verb_subset = [*persona.verb_subset, "resolve_decision"]
-    proposed = services._next_generation(persona, services.current_skill_map(), current)
+    proposed = _next_generation(persona, services.current_skill_map(), current)
     assert proposed is not None
     diff = grant_diff(current=current, proposed=proposed)
     assert diff["next_stands"] is False

@@ -124,7 +124,7 @@ def test_nothing_let_through_says_so() -> None:
 
 def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
     known = run.configured_modules()
-    assert "stamps/validation.py" in known and "personas/services.py" in known
+    assert "stamps/validation.py" in known and "personas/services/validation.py" in known
     assert run.selected_modules("", known) == known
     assert run.selected_modules("stamps/validation.py, stamps/projections.py", known) == [
         "stamps/validation.py",
@@ -133,8 +133,12 @@ def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
     with pytest.raises(SystemExit, match=r"unknown module stamps/nope\.py; one of runtime/"):
         run.selected_modules("stamps/nope.py", known)
     assert run.patterns("stamps/validation.py") == ["stamps.validation.*"]
-    assert "personas.services.x_validate_scope__mutmut_*" in run.patterns("personas/services.py")
-    assert not any("persona_create" in glob for glob in run.patterns("personas/services.py"))
+    rules = run.patterns("personas/services/validation.py")
+    assert "personas.services.validation.x_validate_scope__mutmut_*" in rules
+    assert not any("_validate_persona" in glob for glob in rules)
+    assert run.patterns("personas/services/derivation.py") == [
+        "personas.services.derivation.x_derive_skills__mutmut_*"
+    ]
 
 
 class _Item:

@@ -1,0 +1,36 @@
+"""The installation's registry of canonical addresses, which moderators keep.
+
+A persona's address is resolved to its registered row (resolve_address) before it is saved; a
+moderator registers a new one (address_register). What a well-formed address is belongs to
+personas.addresses.
+"""
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from personas.addresses import address_problem
+from personas.models import RegisteredAddress
+from personas.services.validation import User
+
+
+def resolve_address(path: object) -> RegisteredAddress:
+    problem = address_problem(path)
+    if problem:
+        raise ValidationError({"address": [problem]})
+    try:
+        return RegisteredAddress.objects.get(path=path)
+    except RegisteredAddress.DoesNotExist:
+        raise ValidationError({"address": [f"address {path!r} is not registered"]}) from None
+
+
+@transaction.atomic
+def address_register(*, actor: User, path: str) -> RegisteredAddress:
+    """Register a canonical address. The registry is installation-wide: moderators keep it."""
+    if not (actor.is_authenticated and getattr(actor, "is_superuser", False)):
+        raise PermissionDenied("only moderators may register addresses")
+    problem = address_problem(path)
+    if problem:
+        raise ValidationError({"path": [problem]})
+    if RegisteredAddress.objects.filter(path=path).exists():
+        raise ValidationError({"path": [f"address {path!r} is already registered"]})
+    return RegisteredAddress.objects.create(path=path, registered_by=actor)

@@ -1,0 +1,95 @@
+"""An owner's agents and the grant each is vended: creating, changing and deleting one.
+
+Narrowing an agent's grant narrows its personas in the same transaction, each to a new generation
+and an audit event (_narrow_personas); widening it changes no persona.
+"""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from personas.models import Agent, AuditEvent
+from personas.services.derivation import current_skill_map
+from personas.services.generations import _queue_settle, _settle_generation, _supersede_proposals
+from personas.services.validation import User, _require_owner, validate_grant
+
+
+@transaction.atomic
+def agent_create(
+    *,
+    owner: AbstractBaseUser,
+    name: str,
+    granted_verbs: list[str],
+    granted_queues: list[str],
+    self_description: str = "",
+) -> Agent:
+    verbs, queues = validate_grant(granted_verbs, granted_queues)
+    agent = Agent(
+        owner=owner,
+        name=name,
+        self_description=self_description,
+        granted_verbs=verbs,
+        granted_queues=queues,
+    )
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, actor: User, **changes: Any) -> Agent:
+    """Update an agent; narrowing its grant narrows its personas in the same transaction."""
+    _require_owner(actor, agent)
+    allowed = {"name", "self_description", "granted_verbs", "granted_queues"}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise ValidationError({field: ["not an agent field"] for field in unknown})
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    for field, value in changes.items():
+        setattr(agent, field, value)
+    agent.granted_verbs, agent.granted_queues = validate_grant(
+        agent.granted_verbs, agent.granted_queues
+    )
+    agent.full_clean()
+    agent.save()
+    _narrow_personas(agent, actor)
+    return agent
+
+
+def _narrow_personas(agent: Agent, actor: User) -> None:
+    skill_map = current_skill_map()
+    personas = agent.personas.select_for_update(of=("self",)).select_related(
+        "address", "agent__owner"
+    )
+    for persona in personas:
+        dropped_verbs = [v for v in persona.verb_subset if v not in agent.granted_verbs]
+        dropped_queues = [q for q in persona.queues if q not in agent.granted_queues]
+        if not dropped_verbs and not dropped_queues:
+            continue
+        persona.agent = agent
+        persona.verb_subset = [v for v in persona.verb_subset if v in agent.granted_verbs]
+        persona.ask_first_verbs = [v for v in persona.ask_first_verbs if v in agent.granted_verbs]
+        persona.queues = [q for q in persona.queues if q in agent.granted_queues]
+        if _settle_generation(persona, skill_map):
+            _supersede_proposals(persona)
+        persona.save()
+        AuditEvent.objects.create(
+            kind=AuditEvent.Kind.GRANT_NARROWED,
+            actor=actor if actor.is_authenticated else None,
+            agent=agent,
+            persona=persona,
+            data={
+                "removed_verbs": dropped_verbs,
+                "removed_queues": dropped_queues,
+                "generation": persona.generation,
+            },
+        )
+        _queue_settle(persona)
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent, actor: User) -> None:
+    _require_owner(actor, agent)
+    agent.delete()

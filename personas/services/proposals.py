@@ -1,0 +1,115 @@
+"""The owner's decision on a change held as a GrantProposal.
+
+Approving makes the change through persona_update, exactly as an immediate change would be made;
+rejecting changes nothing of the persona. A proposal the persona has moved on from (a later
+generation, another next composition) is marked stale and refused.
+"""
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from personas.models import GrantProposal, Persona
+from personas.services.personas import (
+    StaleProposal,
+    _loaded_changes,
+    _locked_persona,
+    persona_update,
+)
+from personas.services.validation import User
+
+
+def _require_decider(actor: User, proposal: GrantProposal) -> None:
+    if not actor.is_authenticated or proposal.persona.agent.owner_id != actor.pk:
+        raise PermissionDenied("only the persona's owner may decide its proposals")
+
+
+def _pending(proposal: GrantProposal, actor: User) -> GrantProposal:
+    proposal = (
+        GrantProposal.objects.select_for_update(of=("self",))
+        .select_related("persona__agent")
+        .get(pk=proposal.pk)
+    )
+    _require_decider(actor, proposal)
+    if proposal.status == GrantProposal.Status.STALE:
+        raise StaleProposal(
+            {"proposal": ["stale: the persona changed after it was proposed; propose again"]}
+        )
+    if proposal.status != GrantProposal.Status.PENDING:
+        raise ValidationError(
+            {"proposal": [f"already {proposal.status}: only a pending proposal can be decided"]}
+        )
+    return proposal
+
+
+def proposal_approve(
+    *, proposal: GrantProposal, actor: User, system_prompt: str | None = None
+) -> Persona:
+    """The owner approves: the change is made by persona_update, exactly as an immediate change
+    would be. A proposal the persona has moved on from (a later generation, or a next
+    composition other than the one it showed) is marked stale and refused.
+
+    A draft's proposal (persona_draft) is approved with the system prompt its owner writes now,
+    never generated: without one it is refused and stays pending."""
+    try:
+        with transaction.atomic():
+            proposal = _pending(proposal, actor)
+            persona = _locked_persona(proposal.persona)
+            if persona.generation != proposal.base_generation:
+                raise StaleProposal(
+                    {
+                        "proposal": [
+                            f"stale: made against generation {proposal.base_generation}, and the "
+                            f"persona is at generation {persona.generation}; propose again"
+                        ]
+                    }
+                )
+            changes = _loaded_changes(proposal)
+            drafted = not persona.system_prompt.strip()
+            if drafted:
+                if not (system_prompt or "").strip():
+                    raise ValidationError(
+                        {
+                            "system_prompt": [
+                                "this persona is a draft: write its system prompt to approve; "
+                                "it is never generated"
+                            ]
+                        }
+                    )
+                changes["system_prompt"] = system_prompt
+            elif system_prompt is not None:
+                raise ValidationError(
+                    {"system_prompt": ["only a draft's prompt is written on approval"]}
+                )
+            persona = persona_update(
+                persona=persona,
+                actor=actor,
+                expect_composition_hash=proposal.next_composition_hash,
+                as_drafted=drafted,
+                **changes,
+            )
+            _decide(proposal, actor, GrantProposal.Status.APPROVED, persona.generation)
+            return persona
+    except StaleProposal:
+        GrantProposal.objects.filter(pk=proposal.pk, status=GrantProposal.Status.PENDING).update(
+            status=GrantProposal.Status.STALE
+        )
+        raise
+
+
+@transaction.atomic
+def proposal_reject(*, proposal: GrantProposal, actor: User) -> GrantProposal:
+    """The owner rejects: nothing of the persona changes."""
+    proposal = _pending(proposal, actor)
+    _decide(proposal, actor, GrantProposal.Status.REJECTED, None)
+    return proposal
+
+
+def _decide(
+    proposal: GrantProposal, actor: User, status: GrantProposal.Status, generation: int | None
+) -> None:
+    proposal.status = status
+    proposal.decided_by = actor  # type: ignore[assignment]
+    proposal.decided_at = timezone.now()
+    proposal.applied_generation = generation
+    proposal.save(update_fields=["status", "decided_by", "decided_at", "applied_generation"])

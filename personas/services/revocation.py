@@ -1,0 +1,129 @@
+"""Revoking a persona, or one of its generations, at once (VX-TRUST-5).
+
+The owner revokes their own; a moderator (superuser) may revoke any. What is revoked never stands
+again, and a revoked persona never changes again: every write refused for that says so in the one
+message kept here (_revoked_message).
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from personas.models import AuditEvent, Generation, Persona, RevocationReason
+from personas.services.validation import User
+from personas.signals import persona_revoked, personas_written
+from virgo.bulk import update_each
+
+REVOCATION_REASON_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    persona: Persona
+    generations: list[int]
+    reason_code: str
+    at: Any
+
+
+@transaction.atomic
+def persona_revoke(
+    *,
+    persona: Persona,
+    actor: User,
+    reason_code: str,
+    reason: str,
+    via: str,
+    generation: int | None = None,
+) -> Revocation:
+    """Revoke a persona, or one of its generations, at once (VX-TRUST-5).
+
+    The owner revokes their own; a moderator (superuser) may revoke any. The revoked generations
+    stop standing in this transaction and never stand again (the database refuses it); every
+    web process withdraws the card on its next request (the card token moves, now and after the
+    commit), its runtime refuses naming the revocation, and what waits on or was learned under
+    the revoked stamps is cancelled or retired (`persona_revoked`, in this transaction).
+
+    Without `generation` the persona itself is revoked, finally: it never changes again. A
+    revoked generation alone is followed by the owner's next edit, a new generation.
+    """
+    persona = (
+        Persona.objects.select_for_update(of=("self",)).select_related("agent").get(pk=persona.pk)
+    )
+    is_owner = actor.is_authenticated and persona.agent.owner_id == actor.pk
+    is_moderator = actor.is_authenticated and getattr(actor, "is_superuser", False)
+    if not (is_owner or is_moderator):
+        raise PermissionDenied("only the persona's owner or a moderator may revoke it")
+    errors: dict[str, list[str]] = {}
+    if reason_code not in RevocationReason.values:
+        errors["reason_code"] = [
+            f"unknown reason code {reason_code!r}; one of {', '.join(RevocationReason.values)}"
+        ]
+    if not isinstance(reason, str) or not reason.strip():
+        errors["reason"] = ["say why: the reason is kept in the audit event"]
+    elif len(reason) > REVOCATION_REASON_LIMIT:
+        errors["reason"] = [f"at most {REVOCATION_REASON_LIMIT} characters"]
+    if persona.is_revoked:
+        errors["persona"] = [_revoked_message(persona)]
+    generations = Generation.objects.select_for_update().filter(persona=persona)
+    if generation is not None:
+        generations = generations.filter(number=generation)
+        found = generations.first()
+        if found is None:
+            errors["generation"] = [f"persona {persona.uuid} has no generation {generation}"]
+        elif found.is_revoked:
+            errors["generation"] = [f"generation {generation} is already revoked"]
+    if errors:
+        raise ValidationError(errors)
+    now = timezone.now()
+    revoked = list(generations.filter(revoked_at__isnull=True).order_by("number"))
+    who = "its owner" if is_owner else "a moderator"
+    note = f"revoked by {who} at {now.isoformat()} ({reason_code})"
+    for revoked_generation in revoked:
+        revoked_generation.revoked_at, revoked_generation.revocation_reason = now, reason_code
+        revoked_generation.standing = False
+        revoked_generation.not_standing_reasons = [
+            note,
+            *revoked_generation.not_standing_reasons,
+        ]
+    update_each(revoked, ["revoked_at", "revocation_reason", "standing", "not_standing_reasons"])
+    numbers = [revoked_generation.number for revoked_generation in revoked]
+    fields = ["updated_at"]
+    if generation is None:
+        persona.revoked_at, persona.revocation_reason = now, reason_code
+        fields += ["revoked_at", "revocation_reason"]
+    if generation is None or generation == persona.generation:
+        persona.standing = False
+        fields.append("standing")
+    persona.save(update_fields=fields)
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.REVOKED,
+        actor=actor,
+        persona=persona,
+        agent=persona.agent,
+        data={
+            "scope": "persona" if generation is None else "generation",
+            "generations": numbers,
+            "reason_code": reason_code,
+            "reason": reason,
+            "via": via,
+            "as": "owner" if is_owner else "moderator",
+        },
+    )
+    persona_revoked.send(
+        Persona,
+        persona=persona,
+        stamp_hashes=[g.stamp_hash for g in revoked if g.stamp_hash],
+    )
+    personas_written.send(Persona, uuids=[persona.uuid], after_commit=True)
+    return Revocation(persona, numbers, reason_code, now)
+
+
+def _revoked_message(persona: Persona) -> str:
+    assert persona.revoked_at is not None
+    return (
+        f"persona {persona.uuid} was revoked at {persona.revoked_at.isoformat()} "
+        f"({persona.revocation_reason}); a revoked persona never changes again: create a new one"
+    )
