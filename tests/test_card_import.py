@@ -20,6 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from cards.models import PublishedCard
+from cards.rendering import UNDESCRIBED, summarize_prompt
 from personas import services
 from personas.models import Agent, GrantProposal, Persona, PersonaClass
 from runtime import card_import
@@ -308,6 +310,40 @@ def test_approval_needs_the_owners_prompt_and_then_the_persona_stands(agent: Age
     assert persona.standing is True and persona.discoverable is False
     assert sorted(persona.verb_subset) == sorted(outcome.proposal.changes["verb_subset"])
     assert GrantProposal.objects.get(pk=outcome.proposal.pk).status == "approved"
+
+
+@pytest.mark.parametrize("description", [None, "", " \n\t "])
+def test_a_card_without_a_description_makes_a_draft_that_publishes(
+    description: str | None, agent: Agent, tmp_path: Path, capsys: Any
+) -> None:
+    """VX-GRANT-4: a persona's description is optional (SPEC-0009), so a card without one is
+    imported; the draft has neither description nor prompt, and its card (every generation's is
+    published) says so, where the A2A SDK refused the empty description the draft was made
+    with and publishing it raised. Once the owner writes the prompt, the card describes the
+    persona by the prompt's first sentence, as for any persona without a description."""
+    card = json.loads(V1.read_bytes())
+    card.pop("description")
+    if description is not None:
+        card["description"] = description
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    with run_on_commit():
+        call_command("persona", "import-card", str(path), "--agent", str(agent.pk),
+                     "--address", ADDRESS, "--class", CLASS)  # fmt: skip
+    persona = Persona.objects.get()
+    assert persona.description == "" and "Drafted persona" in capsys.readouterr().out
+    published = PublishedCard.objects.get(persona=persona)
+    assert json.loads(published.body)["description"] == UNDESCRIBED
+    prompt = "You work through review todos. Carefully."
+    with run_on_commit():
+        services.proposal_approve(
+            proposal=GrantProposal.objects.get(persona=persona),
+            actor=agent.owner,
+            system_prompt=prompt,
+        )
+    published.refresh_from_db()
+    assert published.generation == 2
+    assert json.loads(published.body)["description"] == summarize_prompt(prompt)
 
 
 def test_a_class_whose_required_tools_the_grant_lacks_is_refused() -> None:
