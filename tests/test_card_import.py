@@ -55,7 +55,14 @@ def agent() -> Agent:
 class CardServer:
     """A real HTTP server on 127.0.0.1 serving a card, or something that is not one."""
 
-    def __init__(self, body: bytes, *, length: bool = True, delay: float = 0) -> None:
+    def __init__(
+        self,
+        body: bytes,
+        *,
+        length: bool = True,
+        delay: float = 0,
+        content_type: str | None = "application/json",
+    ) -> None:
         served = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,7 +71,8 @@ class CardServer:
                 served.hosts.append(self.headers.get("Host", ""))
                 time.sleep(delay)
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                if content_type is not None:
+                    self.send_header("Content-Type", content_type)
                 if length:
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -260,10 +268,10 @@ def test_a_server_that_does_not_answer_in_time_is_refused(
     ("body", "problem"),
     [
         (b"<html>hello</html>", r"^card: not JSON"),
-        (b"[1, 2]", r"^card: not an A2A agent card"),
+        (b"[1, 2]", r"^card: a JSON object is expected, not an array"),
         (b'{"hello": "world"}', r"^card.name: missing"),
         (b'{"name": "No interfaces"}', r"^card.supportedInterfaces: missing"),
-        (b'{"name": 5, "url": "https://x.example/"}', r"^card: not an A2A agent card"),
+        (b'{"name": 5, "url": "https://x.example/"}', r"^card.name: expected string"),
     ],
 )
 def test_what_is_not_a_card_is_refused_naming_the_field(
