@@ -21,6 +21,7 @@ FIRST_GRANT_DEFINITION = "virgo-grant/1"
 PROTOCOL_VERSION = "1.0"
 MEDIA_TYPES = ["text/plain", "application/json"]
 SUMMARY_LIMIT = 280
+UNDESCRIBED = "A draft persona: its owner has not described it yet."
 
 # A2A requires at least one skill; a persona whose subset derives none gets this one, which
 # names no verb and claims no capability.
@@ -42,8 +43,13 @@ def summarize_prompt(system_prompt: str) -> str:
 
 
 def card_description(description: str, system_prompt: str) -> str:
-    """What the card and the directory say about a persona: its own words, else its prompt's."""
-    return description or summarize_prompt(system_prompt)
+    """What the card and the directory say about a persona: its own words, else its prompt's.
+
+    A draft (a persona made from an A2A card with no description) has neither yet. A2A requires
+    a description, and every generation's card is published (a draft's is shown only to its
+    owner, as a preview), so a draft's card says that it has none (VX-GRANT-4).
+    """
+    return description or summarize_prompt(system_prompt) or UNDESCRIBED
 
 
 def pinned_grant(

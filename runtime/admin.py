@@ -686,15 +686,16 @@ class CardImportPage:
 
     @staticmethod
     def _import(form: CardImportForm) -> card_import.CardImport | None:
+        """The draft, or None with each refusal on the form field it concerns: a problem of the
+        card itself on the field that carried it (`url` or `file`)."""
         data = form.cleaned_data
+        source = "file" if data["file"] else "url"
         try:
             if data["file"]:
                 card = card_import.parse_card(data["file"].read(card_import.CARD_LIMIT + 1))
-            elif data["url"].lower().startswith(("http://", "https://")):
-                card = card_import.fetch_card(data["url"])
             else:
-                # Never read as a path: that would open the server's own files.
-                raise card_import.CardImportError("url: only http(s) URLs are fetched")
+                # Only ever fetched as http(s), never opened as a path on the server.
+                card = card_import.fetch_card(data["url"])
             return card_import.import_card(
                 card,
                 agent=data["agent"],
@@ -702,7 +703,9 @@ class CardImportPage:
                 persona_class=data["persona_class"],
                 address=data["address"],
             )
-        except (card_import.CardImportError, PermissionDenied) as refused:
+        except card_import.CardImportError as refused:
+            form.add_error(refused.field if refused.field in form.fields else source, str(refused))
+        except PermissionDenied as refused:
             form.add_error(None, str(refused))
         except ValidationError as refused:
             if not hasattr(refused, "error_dict"):

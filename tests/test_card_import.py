@@ -20,6 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from cards.models import PublishedCard
+from cards.rendering import UNDESCRIBED, summarize_prompt
 from personas import services
 from personas.models import Agent, GrantProposal, Persona, PersonaClass
 from runtime import card_import
@@ -53,7 +55,14 @@ def agent() -> Agent:
 class CardServer:
     """A real HTTP server on 127.0.0.1 serving a card, or something that is not one."""
 
-    def __init__(self, body: bytes, *, length: bool = True, delay: float = 0) -> None:
+    def __init__(
+        self,
+        body: bytes,
+        *,
+        length: bool = True,
+        delay: float = 0,
+        content_type: str | None = "application/json",
+    ) -> None:
         served = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,7 +71,8 @@ class CardServer:
                 served.hosts.append(self.headers.get("Host", ""))
                 time.sleep(delay)
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                if content_type is not None:
+                    self.send_header("Content-Type", content_type)
                 if length:
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -258,10 +268,10 @@ def test_a_server_that_does_not_answer_in_time_is_refused(
     ("body", "problem"),
     [
         (b"<html>hello</html>", r"^card: not JSON"),
-        (b"[1, 2]", r"^card: not an A2A agent card"),
+        (b"[1, 2]", r"^card: a JSON object is expected, not an array"),
         (b'{"hello": "world"}', r"^card.name: missing"),
         (b'{"name": "No interfaces"}', r"^card.supportedInterfaces: missing"),
-        (b'{"name": 5, "url": "https://x.example/"}', r"^card: not an A2A agent card"),
+        (b'{"name": 5, "url": "https://x.example/"}', r"^card.name: expected string"),
     ],
 )
 def test_what_is_not_a_card_is_refused_naming_the_field(
@@ -308,6 +318,40 @@ def test_approval_needs_the_owners_prompt_and_then_the_persona_stands(agent: Age
     assert persona.standing is True and persona.discoverable is False
     assert sorted(persona.verb_subset) == sorted(outcome.proposal.changes["verb_subset"])
     assert GrantProposal.objects.get(pk=outcome.proposal.pk).status == "approved"
+
+
+@pytest.mark.parametrize("description", [None, "", " \n\t "])
+def test_a_card_without_a_description_makes_a_draft_that_publishes(
+    description: str | None, agent: Agent, tmp_path: Path, capsys: Any
+) -> None:
+    """VX-GRANT-4: a persona's description is optional (SPEC-0009), so a card without one is
+    imported; the draft has neither description nor prompt, and its card (every generation's is
+    published) says so, where the A2A SDK refused the empty description the draft was made
+    with and publishing it raised. Once the owner writes the prompt, the card describes the
+    persona by the prompt's first sentence, as for any persona without a description."""
+    card = json.loads(V1.read_bytes())
+    card.pop("description")
+    if description is not None:
+        card["description"] = description
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    with run_on_commit():
+        call_command("persona", "import-card", str(path), "--agent", str(agent.pk),
+                     "--address", ADDRESS, "--class", CLASS)  # fmt: skip
+    persona = Persona.objects.get()
+    assert persona.description == "" and "Drafted persona" in capsys.readouterr().out
+    published = PublishedCard.objects.get(persona=persona)
+    assert json.loads(published.body)["description"] == UNDESCRIBED
+    prompt = "You work through review todos. Carefully."
+    with run_on_commit():
+        services.proposal_approve(
+            proposal=GrantProposal.objects.get(persona=persona),
+            actor=agent.owner,
+            system_prompt=prompt,
+        )
+    published.refresh_from_db()
+    assert published.generation == 2
+    assert json.loads(published.body)["description"] == summarize_prompt(prompt)
 
 
 def test_a_class_whose_required_tools_the_grant_lacks_is_refused() -> None:

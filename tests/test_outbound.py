@@ -61,6 +61,17 @@ def test_an_address_that_is_not_public_is_refused_by_default(url: str, what: str
         outbound.destination(url, what="url")
 
 
+@pytest.mark.parametrize("port", [0, 65536, 99999])
+def test_a_port_out_of_range_is_refused_before_anything_is_sent(port: int, settings) -> None:
+    """VX-GRANT-4: httpx parses any number as a port, so such a URL was sent to: the async
+    client (a card import) failed with an OverflowError inside anyio's ExceptionGroup, which no
+    caller catches (a 500). Refused as the argument, before any connection, even where the
+    address is allowed."""
+    allow_loopback(settings)
+    with pytest.raises(outbound.DestinationRefused, match=rf"^url: port {port} is not a TCP port"):
+        outbound.request("GET", f"http://127.0.0.1:{port}/", what="url", timeout=1)
+
+
 def test_a_name_is_judged_by_every_address_it_resolves_to() -> None:
     """VX-SEC-3: a host name is resolved; a metadata service's name is refused unresolved."""
     with pytest.raises(outbound.DestinationRefused, match=r"localhost \(resolves to 127\.0\.0\.1"):

@@ -143,9 +143,9 @@ def _refusal(what: str, host: str, address: str, problem: str) -> DestinationRef
 def destination(url: str, *, what: str) -> Destination:
     """The URL's destination, every address of its host checked.
 
-    Raises DestinationRefused naming `what` (the argument) when the URL has no http(s) host,
-    names a metadata service, or any address it resolves to is refused; Unresolvable when it
-    resolves to none.
+    Raises DestinationRefused naming `what` (the argument) when the URL has no http(s) host or
+    a port out of range, names a metadata service, or any address it resolves to is refused;
+    Unresolvable when it resolves to none.
     """
     try:
         parts = httpx.URL(url)
@@ -154,6 +154,10 @@ def destination(url: str, *, what: str) -> Destination:
         raise DestinationRefused(f"{what}: {url!r} is not a URL") from None
     if parts.scheme not in ("http", "https") or not host:
         raise DestinationRefused(f"{what}: only http(s) URLs with a host are sent to")
+    if parts.port is not None and not 0 < parts.port < 65536:
+        # httpx parses any number as a port; connecting to it fails in the socket layer, for the
+        # async client as an OverflowError inside anyio's ExceptionGroup, which no caller expects.
+        raise DestinationRefused(f"{what}: port {parts.port} is not a TCP port (1 to 65535)")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host in METADATA_NAMES:
         raise DestinationRefused(f"{what}: {host} is a cloud metadata service, never allowed")
