@@ -25,8 +25,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.http import HttpResponse
 
-from personas import services
 from personas.models import Agent, Generation, GrantProposal, Persona
+from personas.services import personas as persona_services
 from runtime import card_import
 from stamps.profiles import required_tools
 from tests.factories import REVIEWER_VERBS, address, make_agent, make_owner, run_on_commit
@@ -348,7 +348,7 @@ def test_a_failure_after_the_draft_is_saved_rolls_all_of_it_back(
         assert Persona.objects.count() == before[0] + 1  # the draft was saved
         raise ValidationError({"verb_subset": ["refused after the draft was saved"]})
 
-    monkeypatch.setattr(services, "_propose", refuse)
+    monkeypatch.setattr(persona_services, "_propose", refuse)
     with run_on_commit() as callbacks, pytest.raises(CommandError, match=r"^verb_subset: "):
         call_command("persona", "import-card", str(V1), "--agent", str(agent.pk),
                      "--address", ADDRESS, "--class", CLASS)  # fmt: skip
