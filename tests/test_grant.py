@@ -574,3 +574,59 @@ def test_a_session_client_sees_the_same_refusal(persona: Persona) -> None:
     )
     assert response.status_code == 422
     assert "verb_subset" in response.json()
+
+
+def test_every_field_of_a_proposals_diff_says_what_changes(persona: Persona) -> None:
+    """VX-REV-3: one change that adds a tool and a queue, asks first for another tool and moves
+    the graph namespace below: every field of its diff, asserted whole."""
+    owner = persona.agent.owner
+    current = persona.generations.get(number=persona.generation)
+    response = patch(
+        persona,
+        verb_subset=[*persona.verb_subset, "complete"],
+        queues=["reviews", "triage"],
+        ask_first_verbs=["claim"],
+        graph_namespace=f"{persona.address.path}/notes",
+    )
+    assert response.status_code == 202, response.content
+    diff = dict(response.json()["diff"])
+    next_hash = diff.pop("next_stamp_hash")
+    assert len(next_hash) == 64 and next_hash != current.stamp_hash
+    own = persona.address.path
+    assert diff == {
+        "widens": True,
+        "widening": ["adds tool complete", "adds queue triage"],
+        "tools_added": ["complete"],
+        "tools_removed": [],
+        "access_changed": [{"tool": "claim", "from": "allow", "to": "confirm"}],
+        "conditions_lifted": [],
+        "queues_added": ["triage"],
+        "queues_removed": [],
+        "bindings_added": [],
+        "bindings_removed": [],
+        "paths_added": [],
+        "paths_removed": [],
+        "ask_first_added": ["claim"],
+        "ask_first_removed": [],
+        "scope": {
+            "from": {"workspace": "work", "project": "core", "graph_namespace": own},
+            "to": {"workspace": "work", "project": "core", "graph_namespace": f"{own}/notes"},
+        },
+        "authority": {"from": "the human owner", "to": "the human owner"},
+        "grant_definition": GRANT_DEFINITION,
+        "skills_added": ["work-todos"],
+        "skills_removed": [],
+        "current_generation": persona.generation,
+        "compared_with_generation": persona.generation,
+        "next_generation": persona.generation + 1,
+        "current_stamp_hash": current.stamp_hash,
+        "next_stands": True,
+        "next_problems": [],
+        "refuses": {},
+    }
+    proposal = GrantProposal.objects.get(pk=response.json()["id"])
+    assert (proposal.proposed_by, proposal.via, proposal.base_generation) == (
+        owner,
+        GrantProposal.Via.API,
+        persona.generation,
+    )
