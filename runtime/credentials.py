@@ -236,6 +236,7 @@ _UNQUOTED_ASSIGNMENTS = {
     keyword.FOLLOWED_BY_COLON_REGEX: 4,
 }
 _KEYWORD = re.compile(keyword.DENYLIST_REGEX)
+_LOWER_CASE_WORDS = re.compile(r"[a-z]+(?:[-_. ][a-z]+)*")
 # Some patterns backtrack over a line in time that grows with the square of its length (a JWT's
 # over a run of `eyJ`), so no line longer than this reaches them whole: a longer one is minified
 # code or data, read by the format detectors in overlapping windows (a credential up to half a
@@ -247,9 +248,12 @@ _LONG_WORD = 64
 
 def _placeholder(value: str) -> bool:
     """The value filters `detect-secrets scan` applies by default: a template, a variable, a
-    sequence, a UUID, no letter at all; and a name rather than a secret (decision 160): a value
-    that itself spells a secret-sounding word (`SECRET_VALUE = "secret-value"`,
-    `field = "password"`, `https://user:password@host` in a doc)."""
+    sequence, a UUID, no letter at all. And two of Virgo's (decision 160), for a name or a
+    setting rather than a secret: a value that itself spells a secret-sounding word
+    (`SECRET_VALUE = "secret-value"`, `field = "password"`, `https://user:password@host` in a
+    doc), and one made of lower-case words alone (`secretName: web-tls`,
+    `secret_backend = "vault"`, `password: changeme`), which no generated credential is and
+    few chosen ones are."""
     return (
         heuristic.is_sequential_string(value)
         or heuristic.is_potential_uuid(value)
@@ -257,6 +261,7 @@ def _placeholder(value: str) -> bool:
         or heuristic.is_prefixed_with_dollar_sign(value)
         or heuristic.is_not_alphanumeric_string(value)
         or _KEYWORD.search(value.lower().replace("-", "_")) is not None
+        or _LOWER_CASE_WORDS.fullmatch(value) is not None
     )
 
 
