@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -526,3 +527,40 @@ def test_a_symlinked_directory_into_a_credential_location_is_refused() -> None:
     assert (result["ok"], result["boundary"]) == (False, BOUNDARY), result
     listed = call(persona, "workspace_list", {})["result"]["entries"]
     assert "notes" not in [entry["name"] for entry in listed]
+
+
+def test_no_reason_the_boundary_gives_is_itself_withheld() -> None:
+    """VX-SEC-14, VX-SEC-7: a refusal's reason goes through redaction; none of the catalogue's
+    reasons or the detector's kinds looks like a credential, so none is withheld as one."""
+    reasons = [location.reason for location in credentials.CREDENTIAL_LOCATIONS]
+    kinds = [str(d.secret_type) for d in credentials.FORMAT_DETECTORS]
+    kinds += [pattern.kind for pattern in credentials.VALUE_PATTERNS]
+    assert [text for text in reasons + kinds if credentials.looks_secret(text)] == []
+
+
+def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
+    """VX-SEC-14: the bounds that keep crafted text from backtracking for minutes: no piece the
+    format detectors read has a line over the limit (a long one comes in overlapping windows),
+    and the keyword detector skips a long line and a secret-sounding word run on and on."""
+    limit = credentials._LONG_LINE
+    text = "eyJ" * 5000 + "\nshort\n" + "x" * (3 * limit)
+    pieces = list(credentials._pieces(text))
+    assert all(len(line) <= limit for piece in pieces for line in piece.split("\n"))
+    assert "x" * limit in pieces and any("short" in piece for piece in pieces)
+    lines = ["password" * 20 + ' = "Qv7mZr2Lw"', "x" * limit + ' password = "Qv7mZr2Lw"',
+             'password = "Qv7mZr2Lw"']  # fmt: skip
+    assert list(credentials._keyword_lines("\n".join(lines))) == [lines[2]]
+
+
+def test_crafted_text_is_judged_in_bounded_time() -> None:
+    """VX-SEC-14: a quarter megabyte of what makes the library's patterns backtrack (`//`, `eyJ`,
+    run-on keywords) is judged in seconds, not the hours it would take unbounded."""
+    crafted = [
+        "//" * 128 * 1024,
+        "eyJ" * 85 * 1024,
+        ("password" * 500 + "\n") * 64,
+        ("password " * 450 + "\n") * 64,
+    ]
+    started = time.monotonic()
+    assert [credentials.find_secret(text) for text in crafted] == [None] * 4
+    assert time.monotonic() - started < 60
