@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
+from runtime.credentials import is_secret_path
 from runtime.params import ArgumentError, Key, Param, fingerprint, parse
 from runtime.redaction import (
     CREDENTIAL_FILE_CONTENT,
@@ -26,7 +27,6 @@ from runtime.workspace import (
     InvalidArgument,
     PathEscape,
     Workspace,
-    is_secret_path,
     normalise_path,
 )
 

@@ -1,7 +1,8 @@
 """Secret values are never stored, sent or logged: only their fingerprint and a marker are.
 
-What looks like a secret credential value is what the patterns below match (the policy refuses
-any call carrying one, runtime.rules rule "secret-values"). Wherever an operation is kept or
+What looks like a secret credential value is what runtime.credentials finds (VX-SEC-14: the
+detect-secrets plugins, the same detector that refuses a call carrying one, runtime.rules rule
+"secret-values", and a read of a file holding one). Wherever an operation is kept or
 passed on (a refusal record, a decision record, a confirmation card, a log line), such a value,
 and the content of a write to a credential file, is replaced by
 
@@ -13,31 +14,14 @@ before this (runtime.confirmations keeps the digest of the real operation), so r
 lets one operation pass for another.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from runtime.credentials import looks_secret
 from runtime.params import fingerprint
 
 SECRET_VALUE = "secret-value"
 CREDENTIAL_FILE_CONTENT = "credential-file-content"
-
-SECRET_VALUE_PATTERNS = tuple(
-    re.compile(pattern)
-    for pattern in (
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----",
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
-        r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
-        r"\bsk-[A-Za-z0-9_-]{20,}\b",
-        r"\bAIza[0-9A-Za-z_-]{35}\b",
-    )
-)
-
-
-def looks_secret(value: str) -> bool:
-    return any(pattern.search(value) for pattern in SECRET_VALUE_PATTERNS)
 
 
 def redacted(value: Any, why: str) -> dict[str, Any]:
@@ -64,7 +48,7 @@ def _redacted_key(key: Any) -> Any:
 
 def redact_text(text: str) -> str:
     """A message (a refusal's reason) that quotes a secret is withheld whole: a key's body is
-    not what the patterns match, so cutting out the match would leave the rest of it."""
+    not what the detector matches, so cutting out the match would leave the rest of it."""
     if not looks_secret(text):
         return text
     mark = fingerprint(text)

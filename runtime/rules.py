@@ -13,14 +13,14 @@ from enum import StrEnum
 from typing import Any
 
 from personas.catalogue import Boundary
+from runtime.credentials import credential_location, find_secret
 from runtime.operations import (
     Binding,
     Operation,
     credential_files_written,
     touched_paths,
 )
-from runtime.redaction import looks_secret
-from runtime.workspace import is_authority_path, is_secret_path
+from runtime.workspace import is_authority_path
 
 
 class Outcome(StrEnum):
@@ -104,8 +104,8 @@ def _secret_path(op: Operation, binding: Binding) -> str | None:
     if op.action == "workspace.write":
         return None
     for path in touched_paths(op):
-        if is_secret_path(path):
-            return f"{path!r} looks like secret credential material"
+        if location := credential_location(path):
+            return f"{path!r} looks like secret credential material ({location.reason})"
     return None
 
 
@@ -121,11 +121,11 @@ def _secret_fields(op: Operation, binding: Binding) -> str | None:
 
 def _secret_values(op: Operation, binding: Binding) -> str | None:
     for key, value in _walk(op.arguments):
-        if isinstance(key, str) and looks_secret(key):
-            return "an argument's key looks like a secret credential value"
-        if isinstance(value, str) and looks_secret(value):
+        if isinstance(key, str) and (kind := find_secret(key)):
+            return f"an argument's key looks like a secret credential value ({kind})"
+        if isinstance(value, str) and (kind := find_secret(value)):
             where = f"argument {key!r}" if key else "an argument"
-            return f"{where} carries what looks like a secret credential value"
+            return f"{where} carries what looks like a secret credential value ({kind})"
     return None
 
 
@@ -294,13 +294,19 @@ RULES: tuple[Rule, ...] = (
         _secret_path,
         match=(
             E("workspace_read", {"path": "memory/.env"}),
+            E("workspace_read", {"path": ".envrc"}),
+            E("workspace_read", {"path": ".kube/config"}),
+            E("workspace_read", {"path": "infra/prod.tfvars"}),
             E("workspace_hash", {"path": "deploy/id_ed25519"}),
             E("workspace_list", {"path": ".ssh"}),
+            E("workspace_list", {"path": "home/.config/gcloud"}),
             E("send_human_file", {"path": "certs/server.pem"}),
         ),
         not_match=(
             E("workspace_read", {"path": "memory/environment.md"}),
             E("workspace_read", {"path": "memory/secretary-notes.md"}),
+            E("workspace_read", {"path": "infra/main.tf"}),
+            E("workspace_read", {"path": "docs/kube-config.md"}),
         ),
     ),
     Rule(
@@ -312,16 +318,20 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "secret-values", Outcome.DENY, Boundary.SECRET_CREDENTIAL_VALUES,
-        "An argument carrying a private key or an access token, on its way out.",
+        "An argument carrying a credential value (runtime.credentials), on its way out.",
         _secret_values,
         match=(
             E("send_broker_message", {"body": f"here you go: {PRIVATE_KEY}"}),
             E("report_task", {"task": "t1", "notes": ["key AKIAIOSFODNN7EXAMPLE"]}),
             E("trigger_webhook", {"webhook": "ci", "payload": {PRIVATE_KEY: "as a key"}}),
+            E("send_broker_message", {"body": 'db_password = "Vq8!mZr2#Lw"'}),
+            E("send_broker_message", {"body": "mirror: https://ci:Vq8mZr2Lw@git.example.org/"}),
         ),
         not_match=(
             E("send_broker_message", {"body": "rotate the AWS key next week"}),
             E("report_task", {"task": "t1", "notes": ["AKIA is the key prefix"]}),
+            E("send_broker_message", {"body": "the password policy now asks for 12 characters"}),
+            E("send_broker_message", {"body": "mirror: https://user:<password>@git.example.org/"}),
         ),
     ),
     Rule(

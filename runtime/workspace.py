@@ -7,9 +7,11 @@ Layout: `<VIRGO_HOME>/workspaces/<workspace>/<project or _scope>/<persona uuid>/
 Every path a caller gives is relative to the workspace root and normalised before anything
 touches the disk: `..`, absolute paths, NUL and backslashes are refused, and so is any symlink that
 resolves outside the root. Reads follow symlinks that stay inside; writes never go through a
-symlink at all (each directory is opened with O_NOFOLLOW relative to its parent). Secret-looking
-files (keys, `.env`, credential stores) and lease/fence/authority material are never listed nor
-read: the policy refuses them loudly before a tool runs, and the tools here refuse them again.
+symlink at all (each directory is opened with O_NOFOLLOW relative to its parent). Credential
+locations (keys, `.env`, `.aws/`, `.kube/`...: the catalogue in runtime.credentials, judged on the
+path as asked and as resolved) and lease/fence/authority material are never listed nor read: the
+policy refuses them loudly before a tool runs, and the tools here refuse them again. A file whose
+name is innocent but whose content holds a secret value is listed, and refused when read.
 A file with more than one hard link is neither listed, stat'ed, read, hashed, written nor sent:
 its other name may be `.env` or lie outside the workspace, and nothing here can tell which.
 
@@ -34,8 +36,8 @@ from typing import Any
 
 from django.conf import settings
 
+from runtime.credentials import credential_location, find_secret, is_secret_path
 from runtime.params import Choice, Integer, Key, Param, Text, check_declaration
-from runtime.redaction import looks_secret
 
 SCOPE_WIDE_DIR = "_scope"
 STANDARD_MUTABLE_PATHS: tuple[str, ...] = ("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**")
@@ -52,39 +54,6 @@ MAX_SEGMENT_BYTES = 255
 _HASH_CHUNK = 1024 * 1024
 _TEMP_PREFIX = ".~virgo-"
 
-# Matched per path segment, case-insensitively. A directory that matches hides everything below.
-SECRET_NAME_PATTERNS: tuple[str, ...] = (
-    ".env",
-    ".env.*",
-    "*.env",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.jks",
-    "*.keystore",
-    "*.kdbx",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    "credentials*",
-    "secrets*",
-    "secret",
-    "secret.*",
-    ".netrc",
-    "_netrc",
-    ".pgpass",
-    ".git-credentials",
-    ".pypirc",
-    ".npmrc",
-    ".htpasswd",
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    "*service-account*.json",
-    "*.token",
-)
 AUTHORITY_NAME_PATTERNS: tuple[str, ...] = (
     "*.lease",
     "*.fence",
@@ -182,11 +151,6 @@ def _single_link(info: os.stat_result, path: str) -> None:
 def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
     lowered = name.lower()
     return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in patterns)
-
-
-def is_secret_path(path: str) -> bool:
-    """Whether any segment of a normalised relative path looks like secret credential material."""
-    return any(_matches_any(part, SECRET_NAME_PATTERNS) for part in path.split("/") if part)
 
 
 def is_authority_path(path: str) -> bool:
@@ -308,8 +272,10 @@ class Workspace:
             raise OutOfScope(f"{path!r} is outside the paths this tool may read ({allowed})")
         real, real_relative = self.resolve_inside(path)
         for candidate in (path, real_relative):
-            if is_secret_path(candidate):
-                raise SecretPath(f"{path!r} looks like secret credential material")
+            if location := credential_location(candidate):
+                raise SecretPath(
+                    f"{path!r} looks like secret credential material ({location.reason})"
+                )
             if is_authority_path(candidate):
                 raise AuthorityPath(f"{path!r} is lease, fence or authority material")
         return real, real_relative
@@ -397,12 +363,14 @@ class Workspace:
         """
         offset = _bounded("offset", offset, 0, None)
         length = _bounded("length", length, 1, READ_MAX_LENGTH)
-        real, _ = self._readable(path)
+        real, real_relative = self._readable(path)
         with self._open_regular(real, path) as handle:
             info = os.fstat(handle.fileno())
             total = info.st_size
-            if _holds_secret(handle, info):
-                raise SecretContent(f"{path!r} holds what looks like a secret credential value")
+            if kind := _secret_in(handle, info, real_relative):
+                raise SecretContent(
+                    f"{path!r} holds what looks like a secret credential value ({kind})"
+                )
             handle.seek(offset)
             data = handle.read(length)
         content, encoding, used = _decode(data, at_end=offset + len(data) >= total)
@@ -618,38 +586,41 @@ def _atomic_replace(
         raise
 
 
-# A file's verdict, by what identifies its bytes: a write replaces the file (a new inode), so a
-# changed file is scanned again.
-_SECRET_SCANS: dict[tuple[int, int, int, int], bool] = {}
+# A file's verdict, by what identifies its bytes and its name (the name says how the detector
+# reads it): a write replaces the file (a new inode), so a changed file is scanned again.
+_SECRET_SCANS: dict[tuple[int, int, int, int, str], str | None] = {}
 _SECRET_SCANS_MAX = 4096
 _SCAN_CHUNK = 1024 * 1024
-# Longer than any match's start the patterns need, so a value split across chunks is still seen.
-_SCAN_OVERLAP = 512
+# What of a line cut by a chunk's end is carried into the next when the chunk holds no newline:
+# more than any credential the detector finds in a long line (runtime.credentials), so one
+# split across chunks is still seen whole.
+_SCAN_OVERLAP = 4096
 
 
-def _holds_secret(handle: Any, info: os.stat_result) -> bool:
-    """Whether any part of the file looks like a secret credential value (V1-GB-4).
+def _secret_in(handle: Any, info: os.stat_result, name: str) -> str | None:
+    """What kind of secret credential value the file holds, if any (V1-GB-4, VX-SEC-14).
 
     The whole file is judged, not the range asked for: a range that starts after a key's header
-    would hand out the key's body, and pages chosen to split the header would hide it.
+    would hand out the key's body, and pages chosen to split the header would hide it. Chunks
+    end at a line's end, so each line is judged whole.
     """
-    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-    verdict = _SECRET_SCANS.get(identity)
-    if verdict is not None:
-        return verdict
-    verdict, tail = False, ""
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, name)
+    if identity in _SECRET_SCANS:
+        return _SECRET_SCANS[identity]
+    kind, tail = None, ""
     handle.seek(0)
-    while chunk := handle.read(_SCAN_CHUNK):
-        # Latin-1 maps each byte to one character: the ASCII patterns see the bytes as they are.
+    while kind is None and (chunk := handle.read(_SCAN_CHUNK)):
+        # Latin-1 maps each byte to one character: the detector sees ASCII as it is.
         text = tail + chunk.decode("latin-1")
-        if looks_secret(text):
-            verdict = True
-            break
-        tail = text[-_SCAN_OVERLAP:]
+        cut = text.rfind("\n") + 1 or max(len(text) - _SCAN_OVERLAP, 0)
+        text, tail = text[:cut], text[cut:]
+        kind = find_secret(text, filename=name)
+    if kind is None and tail:
+        kind = find_secret(tail, filename=name)
     if len(_SECRET_SCANS) >= _SECRET_SCANS_MAX:
         _SECRET_SCANS.clear()
-    _SECRET_SCANS[identity] = verdict
-    return verdict
+    _SECRET_SCANS[identity] = kind
+    return kind
 
 
 def _decode(data: bytes, *, at_end: bool) -> tuple[str, str, int]:

@@ -196,8 +196,9 @@ def unknown_tool_call(action: str, arguments: dict[str, Any]) -> Operation:
 
 
 def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> None:
-    """V1-GB-4: a secret is found as a key or a value however deep it sits in the arguments,
-    and the refusal says which argument carries it."""
+    """V1-GB-4, VX-SEC-14: a secret is found as a key or a value however deep it sits in the
+    arguments, and the refusal says which argument carries it and what kind of credential the
+    detector took it for."""
     secret_values = RULES_BY_ID["secret-values"].test
     found = {
         "a key": {"meta": {"headers": {PRIVATE_KEY: "as a key"}}},
@@ -209,11 +210,12 @@ def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> Non
         where: secret_values(unknown_tool_call("broker.send", arguments), EXAMPLE_BINDING)
         for where, arguments in found.items()
     }
+    aws = "a secret credential value (AWS Access Key)"
     assert reasons == {
-        "a key": "an argument's key looks like a secret credential value",
-        "a value": "argument 'auth' carries what looks like a secret credential value",
-        "a list item": "an argument carries what looks like a secret credential value",
-        "a value in a list": "argument 'auth' carries what looks like a secret credential value",
+        "a key": "an argument's key looks like a secret credential value (Private Key)",
+        "a value": f"argument 'auth' carries what looks like {aws}",
+        "a list item": f"an argument carries what looks like {aws}",
+        "a value in a list": f"argument 'auth' carries what looks like {aws}",
     }
     clean = unknown_tool_call("broker.send", {"meta": {"headers": {"auth": "later"}}})
     assert secret_values(clean, EXAMPLE_BINDING) is None

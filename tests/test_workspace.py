@@ -472,7 +472,8 @@ REFUSALS = [
         "secret",
         lambda s: s.read(".env"),
         "secret_path",
-        "'.env' looks like secret credential material",
+        "'.env' looks like secret credential material (a dotenv file: an application's secrets, "
+        "one variable a line)",
     ),
     (
         "lease",
@@ -766,11 +767,12 @@ def test_a_secret_at_the_start_or_across_a_scan_chunk_is_still_seen(space: Works
     (space.root / "memory" / "split.md").write_text(straddling)
     (space.root / "memory" / "clean.md").write_text("y" * (ws._SCAN_CHUNK + 10))
     (space.root / "memory" / "key.md").write_text(PRIVATE_KEY_HEADER + "\nbody\n")
-    for name in ("token.md", "split.md", "key.md"):
+    kinds = {"token.md": "GitHub Token", "split.md": "Private Key", "key.md": "Private Key"}
+    for name, kind in kinds.items():
         refused = refusal(lambda name=name: space.read(f"memory/{name}", offset=0, length=8))
         assert (refused.code, refused.reason) == (
             "secret_content",
-            f"'memory/{name}' holds what looks like a secret credential value",
+            f"'memory/{name}' holds what looks like a secret credential value ({kind})",
         )
     assert space.read("memory/clean.md", length=3)["content"] == "yyy"
 

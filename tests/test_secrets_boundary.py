@@ -1,0 +1,566 @@
+"""VX-SEC-14: the secrets boundary as a table, every row through the real handler.
+
+Credential files (the attacker's own findings first) and credential values are refused; ordinary
+files, including code and prose that mention passwords, secrets and keys, are read back exactly.
+Every row of the credential tables was read or sent as it is by the boundary before VX-SEC-14:
+its hand-written list knew none of these locations, nor these kinds of value.
+
+Fake credentials are assembled at run time from pieces and a seeded generator, so no scanner
+reading this file finds a token in it, and no row depends on a real one.
+"""
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.apps import apps
+
+from runtime import credentials
+from runtime.models import RefusalRecord
+from runtime.stamp import load_active_stamp
+from tests.runtime_support import call, standing_persona
+
+pytestmark = pytest.mark.django_db
+
+BOUNDARY = "secret-credential-values"
+BASE62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+BASE64 = BASE62 + "+/"
+HEX = "0123456789abcdef"
+
+
+def fake(label: str, length: int, alphabet: str = BASE62) -> str:
+    """`length` characters that look random, the same on every run for the same label."""
+    out, counter = [], 0
+    while len(out) < length:
+        block = hashlib.sha256(f"{label}:{counter}".encode()).digest()
+        out.extend(alphabet[byte % len(alphabet)] for byte in block)
+        counter += 1
+    return "".join(out[:length])
+
+
+def b64url(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+AWS_SECRET = fake("aws-secret", 40, BASE64)
+JWT = ".".join(
+    (
+        b64url({"alg": "RS256", "kid": fake("kid", 12)}),
+        b64url({"iss": "kubernetes/serviceaccount", "sub": "system:serviceaccount:ci:deployer"}),
+        fake("jwt-signature", 86, BASE62 + "-_"),
+    )
+)
+DB_PASSWORD = "Qv7#" + fake("db-password", 12)
+URL_PASSWORD = fake("url-password", 16)
+REGISTRY_AUTH = base64.b64encode(f"deployer:{fake('registry', 20)}".encode()).decode()
+REFRESH_TOKEN = "1//0g" + fake("refresh", 98, BASE62 + "-_")
+CLIENT_SECRET = "d-" + fake("client-secret", 22, BASE62 + "-_")
+VAULT_TOKEN = "hvs." + fake("vault", 24)
+STRIPE_KEY = "_".join(("sk", "live", fake("stripe", 24)))
+GITLAB_TOKEN = "-".join(("glpat", fake("gitlab", 20)))
+SLACK_WEBHOOK = "/".join(
+    ("https://hooks.slack.com/services", "T" + fake("team", 8), "B" + fake("bot", 10))
+) + "/" + fake("hook", 24)  # fmt: skip
+SENDGRID_KEY = ".".join(("SG", fake("sg-id", 22), fake("sg-secret", 43)))
+PYPI_TOKEN = "-".join(("pypi", "AgEIcHlwaS5vcmc" + fake("pypi", 80, BASE62 + "-_")))
+AZURE_KEY = fake("azure", 86, BASE64) + "=="
+PGP_HEADER = "-----" + "BEGIN PGP PRIVATE KEY BLOCK" + "-----"
+PUTTY_HEADER = "PuTTY-User-Key-File-" + "2: ssh-rsa"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A file as it would sit in a workspace, and the part of it that must never come out."""
+
+    path: str
+    content: str
+    secret: str
+    # The content on its own, sent or written by a persona, is refused too (without a file
+    # name to go by, only quoted or random-looking assignments count: decision 160).
+    as_value: bool = True
+    link_to: str | None = None
+
+
+C = Credential
+
+# Credentials by location: each refused by its path before a byte of it is read.
+AT_CREDENTIAL_LOCATIONS = [
+    # The attacker's own findings (VX-SEC-14).
+    C(
+        ".envrc",
+        "# loaded by direnv\nexport AWS_PROFILE=billing\nexport AWS_REGION=eu-west-1\n"
+        f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n",
+        AWS_SECRET,
+    ),
+    C(
+        ".kube/config",
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n"
+        "  name: prod\nusers:\n- name: deployer\n  user:\n"
+        f"    token: {JWT}\ncurrent-context: prod\n",
+        JWT,
+    ),
+    C(
+        ".docker/config.json",
+        json.dumps({"auths": {"registry.example.com": {"auth": REGISTRY_AUTH}}}, indent=2),
+        REGISTRY_AUTH,
+        as_value=False,
+    ),
+    C(
+        "infra/terraform.tfvars",
+        f'region      = "eu-west-1"\ndb_username = "app"\ndb_password = "{DB_PASSWORD}"\n',
+        DB_PASSWORD,
+    ),
+    C(
+        ".config/gcloud/application_default_credentials.json",
+        json.dumps(
+            {
+                "client_id": "764086051850-example.apps.googleusercontent.com",
+                "client_secret": CLIENT_SECRET,
+                "refresh_token": REFRESH_TOKEN,
+                "type": "authorized_user",
+            },
+            indent=2,
+        ),
+        REFRESH_TOKEN,
+    ),
+    # The rest of the catalogue's new rows.
+    C("infra/prod.tfvars.json", json.dumps({"db_password": DB_PASSWORD}), DB_PASSWORD),
+    C(
+        "infra/terraform.tfstate",
+        json.dumps({"version": 4, "resources": [{"instances": [{"password": DB_PASSWORD}]}]}),
+        DB_PASSWORD,
+    ),
+    C(
+        "infra/terraform.tfstate.backup",
+        json.dumps({"version": 4, "outputs": {"admin_password": {"value": DB_PASSWORD}}}),
+        DB_PASSWORD,
+        as_value=False,
+    ),
+    C(
+        ".azure/msal_token_cache.json",
+        json.dumps({"RefreshToken": {"k": {"secret": REFRESH_TOKEN}}}),
+        REFRESH_TOKEN,
+    ),
+    C(".vault-token", VAULT_TOKEN, VAULT_TOKEN, as_value=False),
+    C(
+        ".terraformrc",
+        f'credentials "app.terraform.io" {{\n  token = "{VAULT_TOKEN}"\n}}\n',
+        VAULT_TOKEN,
+        as_value=False,
+    ),
+    C(
+        ".config/gh/hosts.yml",
+        "github.com:\n    git_protocol: https\n    user: ci-bot\n",
+        "ci-bot",
+        as_value=False,
+    ),
+    C(".my.cnf", f"[client]\nuser=app\npassword={DB_PASSWORD}\n", DB_PASSWORD, as_value=False),
+    C(
+        ".s3cfg",
+        f"[default]\naccess_key = ops\nsecret_key = {AWS_SECRET}\n",
+        AWS_SECRET,
+    ),
+    C(".boto", f"[Credentials]\ngs_secret_access_key = {AWS_SECRET}\n", AWS_SECRET),
+    C(
+        "clusters/staging.kubeconfig",
+        f"apiVersion: v1\nkind: Config\nusers:\n- name: ci\n  user:\n    token: {JWT}\n",
+        JWT,
+    ),
+    C(
+        ".dockercfg",
+        json.dumps({"registry.example.com": {"auth": REGISTRY_AUTH}}),
+        REGISTRY_AUTH,
+        as_value=False,
+    ),
+    C(
+        "deploy/bastion.ppk",
+        f"{PUTTY_HEADER}\nEncryption: none\nPrivate-Lines: 1\n{fake('ppk', 64, BASE64)}\n",
+        PUTTY_HEADER,
+    ),
+    # Through a symlink: the name asked is innocent, the file it resolves to is not.
+    C("memory/cluster.md", "", JWT, as_value=False, link_to=".kube/config"),
+    C("memory/env-notes.md", "", AWS_SECRET, as_value=False, link_to=".envrc"),
+]
+
+# Credentials by content: innocent names, refused when read because of what they hold.
+IN_ORDINARY_FILES = [
+    # The attacker's notes file holding a secret key, unquoted as people paste it.
+    C(
+        "memory/notes.md",
+        "# Billing migration\n\nStaging works. Prod creds from Sam:\n\n"
+        f"aws_secret_access_key = {AWS_SECRET}\n\nTODO: move to the vault.\n",
+        AWS_SECRET,
+    ),
+    C("memory/session.md", f"Token the API gave back:\n\n    {JWT}\n", JWT),
+    C(
+        "memory/mirrors.md",
+        f"Mirror: https://deployer:{URL_PASSWORD}@git.example.org/core.git\n",
+        URL_PASSWORD,
+    ),
+    C(
+        "worktrees/core/app/local_settings.py",
+        f'DEBUG = False\nDATABASE_USER = "app"\nDATABASE_PASSWORD = "{DB_PASSWORD}"\n',
+        DB_PASSWORD,
+    ),
+    C("memory/handover.md", f'The admin login is password: "{DB_PASSWORD}"\n', DB_PASSWORD),
+    C(
+        "memory/gpg.txt",
+        f"{PGP_HEADER}\n\n{fake('pgp', 64, BASE64)}\n-----END PGP PRIVATE KEY BLOCK-----\n",
+        fake("pgp", 64, BASE64),
+    ),
+    C("memory/billing.md", f"Stripe (live): {STRIPE_KEY}\n", STRIPE_KEY),
+    C("memory/gitlab.md", f"CI pushes with {GITLAB_TOKEN}\n", GITLAB_TOKEN),
+    C("memory/alerts.md", f"Alerts go to {SLACK_WEBHOOK}\n", SLACK_WEBHOOK),
+    C("memory/mail.md", f"SENDGRID={SENDGRID_KEY}\n", SENDGRID_KEY),
+    C("memory/release.md", f"Upload with {PYPI_TOKEN}\n", PYPI_TOKEN),
+    C(
+        "memory/storage.md",
+        "DefaultEndpointsProtocol=https;AccountName=virgo;"
+        f"AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net\n",
+        AZURE_KEY,
+    ),
+    C(
+        "memory/aws.json",
+        json.dumps({"aws_access_key_id": "ops", "aws_secret_access_key": AWS_SECRET}, indent=2),
+        AWS_SECRET,
+    ),
+    C(
+        "worktrees/core/scripts/deploy.sh",
+        f"#!/bin/sh\nexport AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n",
+        AWS_SECRET,
+    ),
+    C(
+        "worktrees/core/web/client.js",
+        f'const apiKey = "{fake("js-api-key", 32)}";\nfetch(url, {{headers: {{apiKey}}}});\n',
+        fake("js-api-key", 32),
+    ),
+    # Config files are read as the library reads them: unquoted values count there.
+    C(
+        "worktrees/core/config/app.yaml",
+        f"database:\n  host: db\n  password: {DB_PASSWORD}\n",
+        DB_PASSWORD,
+        as_value=False,
+    ),
+    C(
+        "worktrees/core/config/db.ini",
+        f"[database]\nhost = db\npassword = {DB_PASSWORD}\n",
+        DB_PASSWORD,
+        as_value=False,
+    ),
+    # A JWT at the end of a long minified line: long lines are read in overlapping windows.
+    C("worktrees/core/web/bundle.min.js", "var a=1;" * 20_000 + f'var t="{JWT}";', JWT),
+]
+
+CREDENTIALS = AT_CREDENTIAL_LOCATIONS + IN_ORDINARY_FILES
+CREDENTIAL_VALUES = [credential for credential in CREDENTIALS if credential.as_value]
+
+# Ordinary files: each read back exactly, and written as freely as before.
+ORDINARY = {
+    "README.md": "# Core\n\nForgot your password? Use the reset link on the login page; we never "
+    "e-mail passwords or secret keys. Tokens expire after an hour.\n",
+    "worktrees/core/app/auth.py": '"""Password checks."""\n\nPASSWORD_MIN_LENGTH = 12\n'
+    'PASSWORD_FIELD = "password"\n\n\ndef login(request):\n'
+    '    password = request.POST["password"]\n    if not password:\n'
+    '        raise ValueError("a password is required")\n'
+    "    return check_password(password, request.user.password)\n",
+    "worktrees/core/app/settings.py": 'import os\n\nSECRET_KEY = os.environ["DJANGO_SECRET_KEY"]\n'
+    'DATABASES = {"default": {"PASSWORD": os.environ.get("DB_PASSWORD")}}\n',
+    "docs/security.md": "## Secrets\n\nNever commit a password, a private key or an API key. "
+    "The secret key lives in the vault; password: see the vault entry `core/db`.\n",
+    "docs/api.md": "Send `Authorization: Bearer <token>`. A mirror URL looks like "
+    "`https://user:<password>@git.example.org/`.\n",
+    "memory/notes.md": "The secretary persona relays the owner's decisions.\n"
+    'secretary = "root/secretary"\nRotate the AWS key next week (AKIA is its prefix).\n',
+    "worktrees/core/config/settings.toml": "[server]\nport = 8000\npassword_min_length = 12\n"
+    'secret_backend = "vault"\n',
+    "worktrees/core/docker-compose.yml": "services:\n  db:\n    image: postgres:17\n"
+    "    environment:\n      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD}\n",
+    "worktrees/core/deploy/deployment.yaml": "env:\n- name: DB_PASSWORD\n  valueFrom:\n"
+    "    secretKeyRef:\n      name: db-credentials\n      key: password\n",
+    "worktrees/core/infra/main.tf": 'variable "db_password" {\n  type      = string\n'
+    '  sensitive = true\n}\n\nresource "x" "db" {\n  password = var.db_password\n}\n',
+    "worktrees/core/package-lock.json": json.dumps(
+        {
+            "name": "core",
+            "lockfileVersion": 3,
+            "packages": {
+                "node_modules/left-pad": {
+                    "version": "1.3.0",
+                    "integrity": "sha512-" + fake("integrity", 86, BASE64) + "==",
+                }
+            },
+        },
+        indent=2,
+    ),
+    "worktrees/core/requirements.txt": "django==6.1.3 \\\n"
+    f"    --hash=sha256:{fake('hash-1', 64, HEX)}\n",
+    "memory/hashes.md": f"- commit {fake('commit', 40, HEX)}\n- sha256 {fake('sha', 64, HEX)}\n"
+    "- persona 00000000-0000-4000-8000-000000000001\n"
+    f"- artifact digest sha512:{fake('digest', 86, BASE64)}\n",
+    "worktrees/core/web/login.js": 'const passwordField = document.getElementById("password");\n'
+    'if (passwordField.value === "") { showError("password"); }\n',
+    ".gitignore": ".env\n.envrc\n*.pem\n*.tfstate\n",
+    "memory/reading.md": "Mot de passe oublié ? Pas de secret : la clé est chez Zoë. ✓\n",
+    "data/sample.csv": "id,name,role\n1,Ada,secretary\n2,Lin,coordinator\n",
+    "CHANGELOG.md": "## 2.1\n- JWT sessions replace cookies\n- API keys can be revoked\n",
+}
+
+# What the boundary refused before VX-SEC-14 and still refuses, judged by the new rule set.
+KEPT = {
+    ".env": "DATABASE_URL=postgres://app@db/app\n",
+    ".ssh/id_ed25519": "not a key, but the location says it is\n",
+    "memory/github.md": "push with " + "_".join(("ghp", fake("github", 36))) + "\n",
+    "memory/slack.md": "bot: "
+    + "-".join(("xoxb", "1234567890", "0987654321", fake("xb", 24)))
+    + "\n",
+}
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, settings) -> Path:
+    settings.VIRGO_HOME = tmp_path / "home"
+    return settings.VIRGO_HOME
+
+
+def root_of(persona) -> Path:
+    stamp = load_active_stamp(persona)
+    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
+
+
+def place(root: Path, path: str, content: str, link_to: str | None = None) -> None:
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if link_to:
+        source = next(c for c in AT_CREDENTIAL_LOCATIONS if c.path == link_to)
+        place(root, source.path, source.content)
+        target.symlink_to(root / link_to)
+    else:
+        target.write_text(content)
+
+
+def assert_kept_nowhere(secret: str, caplog: pytest.LogCaptureFixture, *sent: object) -> None:
+    """VX-SEC-7: neither a table, a log line nor what went back holds the secret."""
+    for model in apps.get_models():
+        for row in model._default_manager.values():
+            assert secret not in json.dumps(row, default=str), model.__name__
+    for record in caplog.records:
+        assert secret not in record.getMessage()
+    for body in sent:
+        assert secret not in json.dumps(body)
+
+
+def ids(credentials: list[Credential]) -> list[str]:
+    return [credential.path for credential in credentials]
+
+
+def test_the_tables_are_as_large_as_the_issue_asks() -> None:
+    """VX-SEC-14: at least 30 credential fixtures and 15 ordinary ones."""
+    assert len(CREDENTIALS) >= 30
+    assert len(ORDINARY) >= 15
+    assert len({credential.path for credential in CREDENTIALS}) == len(CREDENTIALS)
+
+
+@pytest.mark.parametrize("credential", CREDENTIALS, ids=ids(CREDENTIALS))
+def test_each_credential_file_is_refused_through_the_handler(
+    credential: Credential, caplog
+) -> None:
+    """VX-SEC-14, VX-SEC-7: `workspace_read` of each is refused loudly on the secret credential
+    boundary (by its location before it is opened, or by what it holds), whatever range is
+    asked; the secret is in no answer, record or log line."""
+    caplog.set_level(logging.DEBUG)
+    persona = standing_persona()
+    place(root_of(persona), credential.path, credential.content, credential.link_to)
+    for arguments in ({}, {"offset": 0, "length": 1}, {"offset": 5, "length": 64}):
+        result = call(persona, "workspace_read", {"path": credential.path, **arguments})
+        assert (result["ok"], result["boundary"]) == (False, BOUNDARY), result
+        assert result["code"] in {"boundary_denied", "secret_content"}, result
+        assert "result" not in result
+    refusal = RefusalRecord.objects.filter(persona=persona).latest("id")
+    assert (refusal.boundary, refusal.tool_name) == (BOUNDARY, "workspace_read")
+    assert_kept_nowhere(credential.secret, caplog, result)
+
+
+@pytest.mark.parametrize("credential", CREDENTIAL_VALUES, ids=ids(CREDENTIAL_VALUES))
+def test_each_credential_value_is_refused_on_its_way_out_and_kept_only_as_a_marker(
+    credential: Credential, caplog
+) -> None:
+    """VX-SEC-14, VX-SEC-7: the same content carried by a call (here written into an innocent
+    note) is refused by the rule `secret-values` before the tool runs; the refusal keeps only
+    the content's marker (its sha256 and length), and nothing is written."""
+    caplog.set_level(logging.DEBUG)
+    persona = standing_persona()
+    write = {"path": "memory/draft.md", "content": credential.content}
+    result = call(persona, "workspace_write", write)
+    assert (result["ok"], result["code"], result["boundary"]) == (
+        False,
+        "boundary_denied",
+        BOUNDARY,
+    )
+    refusal = RefusalRecord.objects.get(persona=persona)
+    data = credential.content.encode()
+    assert refusal.rule == "secret-values"
+    assert refusal.operation["arguments"]["content"] == {
+        "redacted": "secret-value",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+    }
+    assert not (root_of(persona) / "memory/draft.md").exists()
+    assert_kept_nowhere(credential.secret, caplog, result)
+
+
+@pytest.mark.parametrize(("path", "content"), ORDINARY.items(), ids=list(ORDINARY))
+def test_each_ordinary_file_is_read_back_exactly(path: str, content: str) -> None:
+    """VX-SEC-14: the default stays positive: code, prose and config that mention passwords,
+    secrets and keys, lock files and digests are read whole and byte for byte, and listed."""
+    persona = standing_persona()
+    root = root_of(persona)
+    place(root, path, content)
+    result = call(persona, "workspace_read", {"path": path, "length": 256 * 1024})
+    assert result["ok"] is True, result
+    assert result["result"]["content"] == content
+    assert result["result"]["done"] is True
+    directory, _, name = path.rpartition("/")
+    listed = call(persona, "workspace_list", {"path": directory})["result"]["entries"]
+    assert name in [entry["name"] for entry in listed]
+    assert not RefusalRecord.objects.filter(persona=persona).exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [(p, c) for p, c in ORDINARY.items() if p.startswith("memory/")],
+    ids=[p for p in ORDINARY if p.startswith("memory/")],
+)
+def test_ordinary_content_is_written_as_before(path: str, content: str) -> None:
+    """VX-SEC-14, VX-SEC-7: a note mentioning passwords and keys carries no credential value:
+    it is written as given, and nothing is refused or redacted."""
+    persona = standing_persona()
+    result = call(persona, "workspace_write", {"path": path, "content": content})
+    assert result["ok"] is True, result
+    assert (root_of(persona) / path).read_text() == content
+
+
+def test_listing_hides_credential_locations_and_links_to_them_and_nothing_else() -> None:
+    """VX-SEC-14: a directory listing never shows a credential location, nor a symlink that
+    resolves to one; a file refused only for what it holds is listed (its name gives nothing
+    away, and listing opens no file), as is every ordinary file."""
+    persona = standing_persona()
+    root = root_of(persona)
+    for credential in CREDENTIALS:
+        place(root, credential.path, credential.content, credential.link_to)
+    for path, content in ORDINARY.items():
+        if path.startswith("memory/") and (root / path).exists():
+            continue
+        place(root, path, content)
+    listed = {
+        path: {entry["name"] for entry in call(persona, "workspace_list", {"path": path})[
+            "result"]["entries"]}
+        for path in ("", ".config", ".config/gh", ".docker", "infra", "memory")
+    }  # fmt: skip
+    hidden = {".envrc", ".kube", ".azure", ".vault-token", ".terraformrc", ".my.cnf", ".s3cfg",
+              ".boto", ".dockercfg"}  # fmt: skip
+    assert listed[""].isdisjoint(hidden)
+    assert {"README.md", "memory", "infra", ".config", ".docker", ".gitignore"} <= listed[""]
+    assert listed[".config"] == {"gh"}
+    assert listed[".config/gh"] == listed[".docker"] == listed["infra"] == set()
+    assert {"cluster.md", "env-notes.md"}.isdisjoint(listed["memory"])
+    assert {"session.md", "billing.md", "hashes.md", "reading.md"} <= listed["memory"]
+
+
+@pytest.mark.parametrize(("path", "content"), KEPT.items(), ids=list(KEPT))
+def test_what_was_refused_before_is_refused_still(path: str, content: str) -> None:
+    """VX-SEC-14, V1-GB-4: `.env`, `.ssh/`, classic GitHub and Slack bot tokens, which the old
+    list knew, are refused by the new rule set as well."""
+    persona = standing_persona()
+    place(root_of(persona), path, content)
+    result = call(persona, "workspace_read", {"path": path})
+    assert (result["ok"], result["boundary"]) == (False, BOUNDARY), result
+
+
+def test_every_location_and_kept_pattern_says_why() -> None:
+    """VX-SEC-14: the catalogue is one table with a reason per row and no row twice; each
+    Virgo-specific value pattern says which gap in the plugins it fills."""
+    patterns = [location.pattern for location in credentials.CREDENTIAL_LOCATIONS]
+    assert len(patterns) == len(set(patterns))
+    assert all(location.reason for location in credentials.CREDENTIAL_LOCATIONS)
+    assert all(pattern.why for pattern in credentials.VALUE_PATTERNS)
+    assert len(credentials.VALUE_PATTERNS) <= 4
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (".kube/config", ".kube"),
+        ("home/.kube/cache/discovery.json", ".kube"),
+        (".docker/config.json", ".docker/config.json"),
+        (".docker/contexts/meta.json", None),
+        ("HOME/.Config/GCloud/legacy_credentials/adc.json", ".config/gcloud"),
+        ("gcloud/notes.md", None),
+        ("infra/prod.TFVARS", "*.tfvars"),
+        ("memory/secretary-notes.md", None),
+        ("memory/tfvars-howto.md", None),
+    ],
+)
+def test_a_location_matches_consecutive_segments_anywhere_and_what_lies_below(
+    path: str, expected: str | None
+) -> None:
+    """VX-SEC-14: a multi-segment entry matches those segments in a row at any depth, case
+    aside; a directory entry covers everything below it; a similar name is not a location."""
+    location = credentials.credential_location(path)
+    assert (location.pattern if location else None) == expected
+
+
+def test_a_symlinked_directory_into_a_credential_location_is_refused() -> None:
+    """VX-SEC-14: the resolved path is judged too: `notes/` linking to `.azure/` is neither
+    listed nor read through."""
+    persona = standing_persona()
+    root = root_of(persona)
+    (root / ".azure").mkdir()
+    (root / ".azure/config").write_text("[cloud]\nname = AzureCloud\n")
+    os.symlink(root / ".azure", root / "notes")
+    result = call(persona, "workspace_read", {"path": "notes/config"})
+    assert (result["ok"], result["boundary"]) == (False, BOUNDARY), result
+    listed = call(persona, "workspace_list", {})["result"]["entries"]
+    assert "notes" not in [entry["name"] for entry in listed]
+
+
+def test_no_reason_the_boundary_gives_is_itself_withheld() -> None:
+    """VX-SEC-14, VX-SEC-7: a refusal's reason goes through redaction; none of the catalogue's
+    reasons or the detector's kinds looks like a credential, so none is withheld as one."""
+    reasons = [location.reason for location in credentials.CREDENTIAL_LOCATIONS]
+    kinds = [str(d.secret_type) for d in credentials.FORMAT_DETECTORS]
+    kinds += [pattern.kind for pattern in credentials.VALUE_PATTERNS]
+    assert [text for text in reasons + kinds if credentials.looks_secret(text)] == []
+
+
+def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
+    """VX-SEC-14: the bounds that keep crafted text from backtracking for minutes: no piece the
+    format detectors read has a line over the limit (a long one comes in overlapping windows),
+    and the keyword detector skips a long line and a secret-sounding word run on and on."""
+    limit = credentials._LONG_LINE
+    text = "eyJ" * 5000 + "\nshort\n" + "x" * (3 * limit)
+    pieces = list(credentials._pieces(text))
+    assert all(len(line) <= limit for piece in pieces for line in piece.split("\n"))
+    assert "x" * limit in pieces and any("short" in piece for piece in pieces)
+    lines = ["password" * 20 + ' = "Qv7mZr2Lw"', "x" * limit + ' password = "Qv7mZr2Lw"',
+             'password = "Qv7mZr2Lw"']  # fmt: skip
+    assert list(credentials._keyword_lines("\n".join(lines))) == [lines[2]]
+
+
+def test_crafted_text_is_judged_in_bounded_time() -> None:
+    """VX-SEC-14: a quarter megabyte of what makes the library's patterns backtrack (`//`, `eyJ`,
+    run-on keywords) is judged in seconds, not the hours it would take unbounded."""
+    crafted = [
+        "//" * 128 * 1024,
+        "eyJ" * 85 * 1024,
+        ("password" * 500 + "\n") * 64,
+        ("password " * 450 + "\n") * 64,
+    ]
+    started = time.monotonic()
+    assert [credentials.find_secret(text) for text in crafted] == [None] * 4
+    assert time.monotonic() - started < 60
