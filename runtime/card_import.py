@@ -168,6 +168,9 @@ def fetch_card(url: str) -> AgentCard:
         card: AgentCard = async_to_sync(_resolve)(url)
     except outbound.DestinationRefused as refused:
         raise CardImportError(str(refused)) from None
+    except httpx.InvalidURL as invalid:
+        # A host such as 0177.0.0.1 (octal to some resolvers): httpx refuses to parse it.
+        raise CardImportError(f"url: {url!r} is not a URL ({invalid})") from None
     except AgentCardResolutionError as error:
         raise CardImportError(_resolution_problem(error)) from None
     except TimeoutError:
