@@ -121,7 +121,8 @@ _loaded: dict[tuple[str, int, int], PrivateKey] = {}
 def read_private_key(path: Path) -> PrivateKey:
     """The private key in `path`, refusing a file that is not this user's alone."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # Not through a link; and a FIFO opens at once (to be refused below), not on a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise UnusableKeyFile(f"signing key file {path}: {exc.strerror}") from None
     try:

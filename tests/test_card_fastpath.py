@@ -8,6 +8,7 @@ answered from the process's memory while the card's token holds.
 import io
 import json
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from django.core.cache import cache
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import override_settings
 
 from cards import fastpath
 from cards.models import PublishedCard
@@ -31,6 +33,8 @@ from tests.factories import (
     standing_verbs,
     update_persona,
 )
+from tests.live import free_port
+from virgo.settings import redis_cache
 
 pytestmark = pytest.mark.django_db
 
@@ -209,6 +213,62 @@ def test_a_deleted_persona_is_gone_at_once(app: Any, persona: Persona, owner: An
     assert call(app, card_path(persona))[0] == 200
     persona_delete(persona=persona, actor=owner)
     assert call(app, card_path(persona))[0] == 404
+
+
+class Clock:
+    """fastpath's `time` module, with a monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "redis"),
+    [(60, "reachable"), (5, "reachable"), (60, "unreachable")],
+)
+def test_an_entry_past_its_lifetime_is_not_served(
+    app: Any,
+    persona: Persona,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    lifetime: int,
+    redis: str,
+) -> None:
+    """S9-WK-2, VX-TRUST-6, VX-REL-1: a card this process holds is served no longer than
+    VIRGO_CARD_PROCESS_CACHE_SECONDS after it was loaded, whether its token stays as it was (a
+    replacement lost) or cannot be read at all (Redis unreachable, so any entry is served):
+    the stored card changes behind the token, memory answers the old bytes until the lifetime
+    ends and the database the new ones after it, which are then kept for a lifetime again."""
+    settings.VIRGO_CARD_PROCESS_CACHE_SECONDS = lifetime
+    caches = settings.CACHES
+    if redis == "unreachable":
+        caches = {"default": redis_cache(f"redis://127.0.0.1:{free_port()}/0")}
+    clock = Clock()
+    monkeypatch.setattr(fastpath, "time", clock)
+    path = card_path(persona)
+    # Undone before the autouse fixture clears the cache.
+    with override_settings(CACHES=caches):
+        old = call(app, path)[2]
+        assert call(app, path)[2] == old
+        changed = b'{"changed":"without a new token"}'
+        PublishedCard.objects.filter(persona=persona).update(body=changed, etag='"changed"')
+        clock.now += lifetime - 0.5
+        assert call(app, path)[2] == old
+        clock.now += 1
+        status, headers, body = call(app, path)
+        assert (status, body, headers["ETag"]) == (200, changed, '"changed"')
+        PublishedCard.objects.filter(persona=persona).update(body=old, etag='"old"')
+        clock.now += lifetime - 0.5
+        assert call(app, path)[2] == changed
+        clock.now += 1
+        assert call(app, path)[2] == old
 
 
 def test_every_request_counts_once_whichever_path_answers_it(

@@ -5,8 +5,10 @@ a2a-sdk's resolver, or read from the fixture files of a v1.0 and a 0.3 card.
 """
 
 import contextlib
+import html
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -456,3 +458,35 @@ def test_the_admin_page_offers_and_accepts_only_the_owners_agents(agent: Agent) 
         form = {"file": card, "agent": agent.pk, "address": ADDRESS, "persona_class": CLASS}
         assert owner_client.post(FROM_CARD, form).status_code == 302
     assert Persona.objects.get().agent == agent
+
+
+ODD_SPELLINGS = {
+    # httpx reads no leading zero: refused as not a URL, saying why.
+    "http://0177.0.0.1/": "url: 'http://0177.0.0.1/' is not a URL (Invalid IPv4 address",
+    "http://0177.0.0.1:8080/card.json": "is not a URL (Invalid IPv4 address: '0177.0.0.1')",
+    # The resolver reads these as 127.0.0.1: resolved, then refused as loopback.
+    "http://2130706433/": "url: 2130706433 (resolves to 127.0.0.1) is a loopback address",
+    "http://0x7f.1/": "url: 0x7f.1 (resolves to 127.0.0.1) is a loopback address",
+    "http://[64:ff9b::7f00:1]/": "url: 64:ff9b::7f00:1 is a loopback address in IPv6 form",
+}
+
+
+@pytest.mark.parametrize(("url", "message"), ODD_SPELLINGS.items())
+def test_an_odd_spelling_of_loopback_is_one_clear_error_everywhere(
+    url: str, message: str, agent: Agent
+) -> None:
+    """VX-SEC-3, VX-GRANT-4: an IPv4 address written oddly is refused as not a URL or resolved
+    and refused: one error from the reader, the command and the admin page, never a 500 or a
+    traceback (0177.0.0.1 reached the admin as httpx's InvalidURL); nothing is written."""
+    with pytest.raises(card_import.CardImportError) as refused:
+        card_import.load_card(url)
+    assert message in str(refused.value)
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("persona", "import-card", url, "--agent", str(agent.pk),
+                     "--address", ADDRESS, "--class", CLASS)  # fmt: skip
+    page = admin_client(agent.owner).post(
+        FROM_CARD, {"url": url, "agent": agent.pk, "address": ADDRESS, "persona_class": CLASS}
+    )
+    assert page.status_code == 200
+    assert html.escape(message) in page.content.decode()
+    assert not Persona.objects.exists()

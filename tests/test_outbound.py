@@ -2,8 +2,13 @@
 
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
@@ -41,7 +46,41 @@ REFUSED_LITERALS = {
     # Spellings the resolver turns into 127.0.0.1: judged by the address, not the spelling.
     "http://2130706433/": "loopback",
     "http://0x7f.1/": "loopback",
+    "http://0177.1/": "loopback",
+    # A leading zero httpx will not read (octal to some resolvers): not a URL, saying why.
+    "http://0177.0.0.1/": "'http://0177.0.0.1/' is not a URL (Invalid IPv4 address: '0177.0.0.1')",
+    # IPv4 written as IPv6 is judged as the IPv4 address it carries: NAT64 (RFC 6052)...
+    "http://[64:ff9b::7f00:1]/": "a loopback address in IPv6 form;",
+    "http://[64:ff9b::a00:1]/": "a private address in IPv6 form;",
+    "http://[64:ff9b::a9fe:a01]/": "a link-local address in IPv6 form;",
+    "http://[64:ff9b::a9fe:a9fe]/": "a cloud metadata address in IPv6 form, never allowed",
+    # ...6to4, IPv4-compatible and IPv4-translated (SIIT)...
+    "http://[2002:7f00:1::]/": "a loopback address in IPv6 form;",
+    "http://[2002:c0a8:1::1]/": "a private address in IPv6 form;",
+    "http://[2002:a9fe:a9fe::]/": "a cloud metadata address in IPv6 form, never allowed",
+    "http://[::127.0.0.1]/": "a loopback address in IPv6 form;",
+    "http://[::7f00:1]/": "a loopback address in IPv6 form;",
+    "http://[::a9fe:a9fe]/": "a cloud metadata address in IPv6 form, never allowed",
+    "http://[::ffff:0:7f00:1]/": "a loopback address in IPv6 form;",
+    "http://[::ffff:7f00:1]/": "a loopback address in IPv6 form;",
+    # ...while a local-use NAT64 prefix (RFC 8215) or a Teredo tunnel carries an IPv4 address
+    # only the network knows: refused unless allowed, whatever it seems to carry.
+    "http://[64:ff9b:1::7f00:1]/": "a local-use NAT64 address",
+    "http://[64:ff9b:1::808:808]/": "a local-use NAT64 address",
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/": "a Teredo tunnel address",
 }
+# Every spelling of 169.254.169.254 in IPv6: refused whatever the setting allows.
+METADATA_IN_IPV6 = (
+    "64:ff9b::a9fe:a9fe",  # NAT64, well-known prefix
+    "64:ff9b:1::a9fe:a9fe",  # local-use NAT64, /96 layout
+    "64:ff9b:1:a9fe:a9:fe00::",  # local-use NAT64, /48 layout
+    "64:ff9b:1:0:a9:fea9:fe00:0",  # local-use NAT64, /64 layout
+    "2002:a9fe:a9fe::1",  # 6to4
+    "::a9fe:a9fe",  # IPv4-compatible
+    "::ffff:a9fe:a9fe",  # IPv4-mapped
+    "::ffff:0:a9fe:a9fe",  # IPv4-translated
+    "2001:0:4136:e378:8000:63bf:5601:5601",  # Teredo, client 169.254.169.254
+)
 
 
 @pytest.fixture
@@ -112,6 +151,106 @@ def test_the_setting_allows_networks_but_never_metadata(settings) -> None:
             outbound.destination(url, what="url")
 
 
+def test_ipv4_in_ipv6_form_is_as_allowed_as_the_ipv4_address(settings) -> None:
+    """VX-SEC-3: allowing 127.0.0.0/8 allows 127.0.0.1 in every IPv6 form that certainly carries
+    it, and pins that IPv6 address; a form whose IPv4 address is uncertain (local-use NAT64,
+    Teredo) needs its IPv6 network allowed; 10.0.0.1 in IPv6 form stays refused."""
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    for form in ("64:ff9b::7f00:1", "2002:7f00:1::", "::127.0.0.1", "::ffff:0:7f00:1"):
+        assert outbound.destination(f"http://[{form}]:8000/", what="url").address == form
+    for form, problem in (
+        ("64:ff9b::a00:1", "a private address in IPv6 form"),
+        ("64:ff9b:1::7f00:1", "a local-use NAT64 address"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "a Teredo tunnel address"),
+    ):
+        with pytest.raises(outbound.DestinationRefused, match=re.escape(problem)):
+            outbound.destination(f"http://[{form}]/", what="url")
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["64:ff9b:1::/48", "2001::/32"]
+    for form in ("64:ff9b:1::7f00:1", "2001:0:4136:e378:8000:63bf:80ff:fffe"):
+        assert outbound.destination(f"http://[{form}]/", what="url").address == form
+
+
+@pytest.mark.parametrize("form", METADATA_IN_IPV6)
+def test_a_metadata_address_in_any_ipv6_form_is_never_allowed(form: str, settings) -> None:
+    """VX-SEC-3: 169.254.169.254 written in IPv6 (each NAT64 layout, 6to4, compatible, mapped,
+    translated, Teredo) is refused even with every network allowed."""
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["0.0.0.0/0", "::/0"]
+    with pytest.raises(
+        outbound.DestinationRefused, match=r"a cloud metadata address in IPv6 form, never allowed$"
+    ):
+        outbound.destination(f"http://[{form}]/latest/meta-data/", what="url")
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Names under .example answer what the test puts here; every other name resolves as usual."""
+    answers: dict[str, list[str]] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.endswith(".example"):
+            if not answers.get(host):
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            return [
+                (
+                    socket.AF_INET6 if ":" in address else socket.AF_INET,
+                    socket.SOCK_STREAM,
+                    6,
+                    "",
+                    (address, port, 0, 0) if ":" in address else (address, port),
+                )
+                for address in answers[host]
+            ]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return answers
+
+
+DNS_ANSWERS = {
+    "64:ff9b::7f00:1": "a loopback address in IPv6 form",
+    "64:ff9b::a9fe:a9fe": "a cloud metadata address in IPv6 form, never allowed",
+    "64:ff9b:1::a00:1": "a local-use NAT64 address",
+    "2002:a00:1::1": "a private address in IPv6 form",
+    "::127.0.0.1": "a loopback address in IPv6 form",
+    "::ffff:127.0.0.1": "a loopback address in IPv6 form",
+    "::ffff:0:a00:1": "a private address in IPv6 form",
+    "2001:0:4136:e378:8000:63bf:80ff:fffe": "a Teredo tunnel address",
+    "127.0.0.1": "a loopback address",
+}
+
+
+@pytest.mark.parametrize(("answer", "problem"), DNS_ANSWERS.items())
+def test_a_name_answering_an_internal_address_in_any_form_is_refused(
+    answer: str, problem: str, dns: dict[str, list[str]]
+) -> None:
+    """VX-SEC-3: DNS answers are judged like literals, every one of them: a name whose second
+    answer is loopback in NAT64 form (a public first one beside it) is refused, naming it."""
+    dns["hook.example"] = ["93.184.215.14", "2606:4700:4700::1111", answer]
+    with pytest.raises(
+        outbound.DestinationRefused,
+        match=rf"^url: hook\.example \(resolves to {re.escape(answer)}\) is {re.escape(problem)}",
+    ):
+        outbound.destination("https://hook.example/", what="url")
+    dns["hook.example"] = ["93.184.215.14", "2606:4700:4700::1111"]
+    assert outbound.destination("https://hook.example/", what="url").addresses == (
+        "93.184.215.14",
+        "2606:4700:4700::1111",
+    )
+
+
+def test_a_webhook_whose_name_answers_nat64_loopback_is_refused(deployer, dns) -> None:
+    """VX-SEC-3: registering a webhook on a name that resolves to 127.0.0.1 in NAT64 form is
+    refused before anyone is asked."""
+    dns["ci.example"] = ["64:ff9b::7f00:1"]
+    result = refused(
+        call(deployer, "register_webhook", {"webhook": "ci", "url": "http://ci.example/hook"}),
+        "invalid_arguments",
+    )
+    assert "ci.example (resolves to 64:ff9b::7f00:1) is a loopback address" in result["reason"]
+    assert not DecisionRecord.objects.exists()
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -121,6 +260,12 @@ def test_the_setting_allows_networks_but_never_metadata(settings) -> None:
         "http://169.254.169.254/latest/",
         "http://metadata.google.internal/",
         "http://[::ffff:192.168.0.1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[::127.0.0.1]/",
+        "http://0177.0.0.1/",
+        "http://2130706433/",
+        "http://0x7f.1/",
     ],
 )
 def test_a_webhook_to_such_an_address_is_refused_before_anyone_is_asked(deployer, url) -> None:
@@ -195,3 +340,130 @@ def test_a_malformed_allowed_network_stops_the_settings_with_its_name() -> None:
     )
     assert result.returncode != 0
     assert "VIRGO_OUTBOUND_ALLOWED_NETWORKS: 'intranet' is not an IP address" in result.stderr
+
+
+# Redirects ---------------------------------------------------------------------------------------
+
+
+class Server:
+    """A real HTTP server on a loopback address: records every request (method, path, Host) and
+    answers each with `status`, `headers` and `body`."""
+
+    def __init__(
+        self, host: str = "127.0.0.1", *, status: int = 200, headers=None, body: bytes = b""
+    ) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                server.requests.append((self.command, self.path, self.headers.get("Host", "")))
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> "Server":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+CARD = (REPO / "tests" / "fixtures" / "cards" / "v1.json").read_bytes()
+
+
+@pytest.fixture
+def only_127_0_0_1(settings) -> None:
+    """Loopback allowed for the test's own servers at 127.0.0.1 only: 127.0.0.2 stays refused."""
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+
+
+@pytest.fixture
+def allowed_target() -> Iterator[Server]:
+    """Where a redirect points that the guard itself would allow: answers a card to GET."""
+    with Server(headers={"Content-Type": "application/json"}, body=CARD) as server:
+        yield server
+
+
+@pytest.fixture
+def refused_target() -> Iterator[Server]:
+    """Where a redirect points that the guard refuses (127.0.0.2, outside the allowed /32)."""
+    with Server("127.0.0.2", headers={"Content-Type": "application/json"}, body=CARD) as server:
+        yield server
+
+
+def redirecting(to: str, status: int = 302) -> Server:
+    return Server(status=status, headers={"Location": to})
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("target", ["allowed_target", "refused_target"])
+def test_a_request_never_follows_a_redirect(
+    status: int, target: str, only_127_0_0_1: None, request: pytest.FixtureRequest
+) -> None:
+    """VX-SEC-3: the guard's request answers the redirect itself; nothing is sent where it
+    points, whether the guard would allow that place (a redirect at all) or not (a redirect to
+    a loopback address outside the allowed network)."""
+    to: Server = request.getfixturevalue(target)
+    with redirecting(f"{to.url}/elsewhere", status) as first:
+        response = outbound.request("POST", f"{first.url}/hook", what="url", timeout=5, json={})
+    assert (response.status_code, response.headers["Location"]) == (status, f"{to.url}/elsewhere")
+    assert [method for method, *_ in first.requests] == ["POST"]
+    assert to.requests == []
+
+
+@pytest.mark.parametrize("target", ["allowed_target", "refused_target"])
+def test_a_webhook_answered_with_a_redirect_is_rejected_and_not_followed(
+    target: str, deployer, only_127_0_0_1: None, request: pytest.FixtureRequest
+) -> None:
+    """VX-SEC-3: a receiver that redirects is recorded as rejecting the delivery (its 307 kept);
+    the redirect's target gets nothing."""
+    to: Server = request.getfixturevalue(target)
+    with redirecting(f"{to.url}/hook", 307) as first:
+        url = f"{first.url}/hook"
+        ok(confirmed(deployer, "register_webhook", {"webhook": "ci", "url": url}))
+        result = ok(confirmed(deployer, "trigger_webhook", {"webhook": "ci"}))
+    assert (result["outcome"], result["status_code"]) == ("rejected", 307)
+    assert len(first.requests) == 1 and to.requests == []
+    assert WebhookDelivery.objects.get().url == url
+
+
+@pytest.mark.parametrize("target", ["allowed_target", "refused_target"])
+def test_a_card_import_answered_with_a_redirect_is_refused_and_not_followed(
+    target: str, only_127_0_0_1: None, request: pytest.FixtureRequest
+) -> None:
+    """VX-SEC-3, VX-IMP-1: the card is read from the URL given or not at all: a redirect, to a
+    card the guard would allow or to an address it refuses, is one clear error."""
+    from runtime import card_import
+
+    to: Server = request.getfixturevalue(target)
+    refused = pytest.raises(card_import.CardImportError, match=r"^url: answered HTTP 302")
+    with redirecting(f"{to.url}/.well-known/agent-card.json") as first, refused:
+        card_import.load_card(first.url)
+    assert [path for _, path, _ in first.requests] == ["/.well-known/agent-card.json"]
+    assert to.requests == []
+    # The target itself serves a card the guard lets through when it is asked directly.
+    if target == "allowed_target":
+        assert card_import.load_card(to.url).name

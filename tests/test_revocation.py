@@ -8,6 +8,7 @@ back, as a new generation.
 """
 
 import json
+from collections.abc import Iterator
 from io import StringIO
 from typing import Any
 
@@ -15,12 +16,15 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import IntegrityError, transaction
+from django.core.signals import request_finished, request_started
+from django.db import IntegrityError, close_old_connections, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
+from cards import fastpath
 from cards.keys import public_jwks
 from cards.models import PublishedCard
 from cards.signing import BadSignature, verify_document
@@ -39,8 +43,10 @@ from runtime.stamp import StampUnavailable, load_active_stamp
 from settling.publication import publish_generation
 from settling.reconciliation import owed_personas, reconcile
 from stamps.quarantine import quarantined_personas, restore
+from stamps.services import _record, _set_outcome
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
 from tests.runtime_support import call, correlation
+from tests.test_card_fastpath import call as call_wsgi
 
 pytestmark = pytest.mark.django_db
 
@@ -158,6 +164,81 @@ def test_a_revoked_generation_has_its_own_tombstone_and_a_new_generation_comes_b
     assert json.loads(card.content)["version"] == str(revoked + 1)
     old = Generation.objects.get(persona=back, number=revoked)
     assert old.revoked_at is not None and old.standing is False
+
+
+@pytest.fixture
+def card_app() -> Iterator[fastpath.PublicCardFastPath]:
+    """virgo.wsgi's stack, the card fast path in front of Django, inside the test's transaction."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield fastpath.PublicCardFastPath(WSGIHandler())
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+def assert_a_tombstone(
+    answer: tuple[int, dict[str, str], bytes], card_headers: dict[str, str], **expected: Any
+) -> dict[str, Any]:
+    """410 Gone, the card's security headers, never cached, and a tombstone signed by a key of
+    the JWKS saying what `expected` says."""
+    status, headers, body = answer
+    assert status == 410
+    assert headers["Content-Type"] == "application/json"
+    assert headers["Cache-Control"] == "no-store"
+    for header in SECURITY_HEADERS:
+        assert headers[header] == card_headers[header], header
+    tombstone = json.loads(body)
+    assert verify_document(tombstone) in {key["kid"] for key in public_jwks()["keys"]}
+    assert tombstone["type"] == TOMBSTONE_TYPE
+    assert {name: tombstone.get(name) for name in expected} == expected
+    return tombstone
+
+
+@pytest.mark.parametrize("scope", ["persona", "generation"])
+def test_the_fast_path_answers_410_at_once_even_where_the_card_was_in_memory(
+    persona: Persona, owner: Any, card_app: fastpath.PublicCardFastPath, scope: str
+) -> None:
+    """VX-TRUST-5, VX-TRUST-6: through virgo.wsgi's stack, a card served from this process's
+    memory answers 410 and the tombstone on the very next request after the revocation, and so
+    does another web process still holding the card in its memory (its entry is under the
+    token the revocation replaced); every request after answers it again, never the card."""
+    path = persona.card_path
+    card = call_wsgi(card_app, path)
+    assert card[0] == 200
+    assert call_wsgi(card_app, path) == card  # from memory
+    other_process = dict(fastpath._entries)
+    generation = persona.generation if scope == "generation" else None
+    revoke(persona, owner, generation=generation)
+    fastpath._entries.update(other_process)
+    expected: dict[str, Any] = {"persona": str(persona.uuid), "scope": scope}
+    if generation is not None:
+        expected["generation"] = generation
+    for _ in range(3):
+        assert_a_tombstone(call_wsgi(card_app, path), card[1], **expected)
+    assert call_wsgi(card_app, path, method="HEAD")[0] == 410
+
+
+def test_a_generation_that_stops_standing_after_an_older_one_was_revoked_is_404(
+    persona: Persona, owner: Any
+) -> None:
+    """VX-TRUST-5: a tombstone speaks for the generation the persona is at: once the owner's
+    edit made a new generation after a revoked one, that new generation not standing (here its
+    stamp failed) is a 404 like any card off the public path, not the old generation's 410."""
+    revoked = persona.generation
+    revoke(persona, owner, generation=revoked, reason_code="superseded")
+    back = update_persona(persona, description="A fresh start.")
+    assert get_card(back).status_code == 200
+    current = back.generations.get(number=back.generation)
+    _set_outcome(
+        current,
+        standing=False,
+        reasons=["not standing: missing tool list_tasks"],
+        stamp_hash=current.stamp_hash,
+        composition_hash=current.composition_hash,
+        grant_digest=current.grant_digest,
+    )
+    _record(current)
+    assert get_card(back).status_code == 404
 
 
 def test_an_unlisted_revoked_persona_is_404_for_everyone_but_its_owner(owner: Any) -> None:

@@ -10,15 +10,19 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import authenticate
+from django.contrib.auth.backends import ModelBackend
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client, override_settings
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from personas import api
 from tests.factories import make_owner
 from tests.live import REPO, RedisServer
 from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.test_admin_security import assert_secure_html
+from virgo import signin
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +119,86 @@ def test_the_address_is_the_client_behind_the_trusted_proxies(settings: Any) -> 
     # A client cannot step out of its budget by writing its own X-Forwarded-For.
     forged = "198.51.100.1, 203.0.113.5"
     assert via_proxy(forged, owners[2].username, PASSWORD) == 429
+
+
+def test_ipv6_clients_are_counted_per_64_and_ipv4_clients_per_address(settings: Any) -> None:
+    """VX-SEC-4: one IPv6 host holds a whole /64, so every address in it shares one budget (here
+    addresses differing in the last and in the 65th bit), while the /64s beside it keep their
+    own; an IPv4 client is counted by its own address alone, also when a dual-stack socket
+    shows it as ::ffff:a.b.c.d."""
+    settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS = 3
+    ada = make_owner()
+
+    def status(address: str, username: str = ada.username, password: str = PASSWORD) -> int:
+        return sign_in(Client(REMOTE_ADDR=address), username, password).status_code
+
+    spent = ("2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:7fff:ffff:ffff:ffff")
+    assert [status(address, f"nobody-{n}", "x") for n, address in enumerate(spent)] == [200] * 3
+    assert status("2001:db8:1:2:8000::9") == 429
+    assert status("2001:db8:1:2::1") == 429
+    assert status("2001:db8:1:3::1") == 302
+    assert status("2001:db8:1:1:ffff:ffff:ffff:ffff") == 302
+
+    grace = make_owner()
+    assert [status("192.0.2.1", f"nobody-{n}", "x") for n in range(3)] == [200] * 3
+    assert status("192.0.2.1", grace.username) == 429
+    assert status("::ffff:192.0.2.1", grace.username) == 429
+    assert status("192.0.2.2", grace.username) == 302
+    assert status("::ffff:192.0.2.3", grace.username) == 302
+    # Nor does an IPv4 client spend the budget of the IPv6 /64 its mapped form falls in.
+    assert [status("::ffff:198.51.100.1", f"nobody-{n}", "x") for n in range(3)] == [200] * 3
+    assert status("::ffff:198.51.100.2", grace.username) == 302
+    assert status("::1", grace.username) == 302
+
+
+@pytest.mark.parametrize(
+    ("backend", "fail_open"),
+    [
+        ("UnreachableCache", False),
+        ("RefusedCache", False),
+        ("ForgetfulCache", False),
+        ("ForgetfulCache", True),
+    ],
+    ids=["redis-error", "os-error", "lost-count", "lost-count-ratelimit-fail-open"],
+)
+def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
+    backend: str, fail_open: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-SEC-4, VX-REL-1: with a shared cache that fails (Redis's error, the operating system's,
+    or a backend that swallows its errors and keeps nothing), no password is checked and the
+    right one signs no one in: both doors answer 503 with Retry-After, and authenticate()
+    refuses. Not even django-ratelimit's RATELIMIT_FAIL_OPEN opens sign-in."""
+    ada = make_owner()
+    checked: list[str] = []
+    check_password = ModelBackend.authenticate
+
+    def counted(self: ModelBackend, request: Any, username: Any = None, **kwargs: Any) -> Any:
+        checked.append(username)
+        return check_password(self, request, username=username, **kwargs)
+
+    monkeypatch.setattr(ModelBackend, "authenticate", counted)
+    # The token endpoint's own per-address request limit is virgo.limits' (its outages are
+    # tests/test_redis_unreachable.py's); here only the sign-in budgets are at stake.
+    monkeypatch.setattr(api, "address_retry_after", lambda *args, **kwargs: None)
+    failing = {"default": {"BACKEND": f"tests.failing_caches.{backend}"}}
+    with override_settings(CACHES=failing, RATELIMIT_FAIL_OPEN=fail_open):
+        # First, while this process has not yet seen the cache fail: the failing call itself.
+        with pytest.raises(signin.Unavailable):
+            authenticate(username=ada.username, password=PASSWORD)
+        # Then, with the cache known to be down, what each door answers meanwhile.
+        browser = Client(REMOTE_ADDR=ATTACKER)
+        page = sign_in(browser, ada.username, PASSWORD)
+        assert page.status_code == 503
+        assert 0 < int(page["Retry-After"]) <= 5
+        assert "Sign-in is unavailable for a moment" in page.content.decode()
+        assert "_auth_user_id" not in browser.session
+        token = APIClient(REMOTE_ADDR=ATTACKER).post(
+            TOKEN, {"username": ada.username, "password": PASSWORD}, format="json"
+        )
+        assert (token.status_code, token.json()["code"]) == (503, "signin_unavailable")
+        assert 0 < int(token["Retry-After"]) <= 5
+    assert checked == []
+    assert not Token.objects.filter(user=ada).exists()
 
 
 def test_the_token_endpoint_shares_the_budgets_and_answers_json(settings: Any) -> None:

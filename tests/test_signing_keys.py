@@ -8,6 +8,7 @@ tests/test_signing_rotation_live.py.
 import json
 import os
 import stat
+import threading
 from datetime import timedelta
 from io import StringIO
 from pathlib import Path
@@ -291,3 +292,93 @@ def test_a_kid_that_begins_with_a_dash_is_a_kid_on_the_command_line() -> None:
     )
     assert "retired -dashed" in keys_command("retire", "-dashed")
     assert SigningKey.objects.get(kid="-dashed").state == "retired"
+
+
+# The private key file's guard ---------------------------------------------------------------------
+
+OTHER_UID = 4242
+
+
+def private_key_file(path: Path) -> tuple[Path, bytes]:
+    """An Ed25519 key written as the operator would: this user's, mode 0600."""
+    pem = ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    path.write_bytes(pem)
+    os.chmod(path, 0o600)
+    return path, pem
+
+
+@pytest.mark.parametrize(
+    "bit", [0o040, 0o020, 0o010, 0o004, 0o002, 0o001], ids=lambda bit: f"0{bit:03o}"
+)
+def test_a_key_file_with_any_group_or_other_bit_is_refused(bit: int, tmp_path: Path) -> None:
+    """VX-TRUST-1, VX-TRUST-3: each of the six group and other bits alone makes a key file
+    unusable, also for a key read (and kept in memory) before its mode changed; the error
+    names the file and its mode, never the key."""
+    path, pem = private_key_file(tmp_path / "operator-key.pem")
+    assert keys.read_private_key(path) is keys.read_private_key(path)
+    os.chmod(path, 0o600 | bit)
+    with pytest.raises(keys.UnusableKeyFile) as refused:
+        keys.read_private_key(path)
+    message = str(refused.value)
+    assert f"signing key file {path} is mode {0o600 | bit:o}, owner uid {os.geteuid()}" in message
+    assert pem.decode().splitlines()[1] not in message
+    os.chmod(path, 0o400)
+    keys.read_private_key(path)
+
+
+def test_a_key_file_another_user_owns_is_refused(tmp_path: Path) -> None:
+    """VX-TRUST-1, VX-TRUST-3: a 0600 key file owned by another user is theirs, not this
+    process's: refused when imported and, for a key already signing, when cards are signed;
+    nothing is written. (The tests run as root, so the file can be given away.)"""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    path, pem = private_key_file(tmp_path / "operator-key.pem")
+    os.chown(path, OTHER_UID, -1)
+    with pytest.raises(CommandError) as refused:
+        keys_command("create", "--import", str(path))
+    assert f"signing key file {path} is mode 600, owner uid {OTHER_UID}" in str(refused.value)
+    assert pem.decode().splitlines()[1] not in str(refused.value)
+    assert not SigningKey.objects.exists()
+
+    active = keys.ensure_active_key()
+    generated = Path(active.private_key_path)
+    assert keys.signers()[0].kid == active.kid
+    os.chown(generated, OTHER_UID, -1)
+    with pytest.raises(keys.UnusableKeyFile, match=rf"owner uid {OTHER_UID}: it must be"):
+        keys.signers()
+    # Its group alone is no one's access while the group has no bits.
+    os.chown(generated, os.geteuid(), OTHER_UID)
+    assert keys.signers()[0].kid == active.kid
+
+
+def test_a_link_or_a_fifo_in_place_of_a_key_file_is_refused(tmp_path: Path) -> None:
+    """VX-TRUST-1: the key is read from the named file itself: a symbolic link to a good key
+    file is refused, and a FIFO is refused at once rather than waited on."""
+    target, _ = private_key_file(tmp_path / "real.pem")
+    link = tmp_path / "link.pem"
+    link.symlink_to(target)
+    with pytest.raises(keys.UnusableKeyFile, match=rf"signing key file {link}: "):
+        keys.read_private_key(link)
+    fifo = tmp_path / "fifo.pem"
+    os.mkfifo(fifo, 0o600)
+    outcome: list[keys.UnusableKeyFile] = []
+
+    def read() -> None:
+        try:
+            keys.read_private_key(fifo)
+        except keys.UnusableKeyFile as refused:
+            outcome.append(refused)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(5)
+    try:
+        assert not reader.is_alive(), "read_private_key waited for a writer on a FIFO"
+    finally:
+        if reader.is_alive():  # let the blocked open return, so the thread ends
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert f"signing key file {fifo} is not a regular file" in str(outcome[0])

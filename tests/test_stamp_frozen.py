@@ -19,12 +19,14 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from personas.models import Generation, GenerationFrozen, Persona
+from personas.services import persona_set_discoverable
 from runtime.stamp import StampUnavailable, load_active_stamp
 from stamps.checks import active_stamp_messages
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import update_persona
 from tests.runtime_support import call, standing_persona
+from tests.test_pinned_grant import params as pinned_params
 from virgo.bulk import update_each
 from virgo.canonical import sha256_hex
 
@@ -67,36 +69,36 @@ def test_before_the_attack_a_path_outside_the_binding_is_not_mutable(persona: Pe
     assert result["code"] == "not_mutable"
 
 
-ORM_UPDATES: dict[str, Callable[[Generation, str], object]] = {
-    "queryset-update": lambda generation, digest: Generation.objects.filter(
+ORM_WRITES: dict[str, Callable[[Generation, str, str], object]] = {
+    "queryset-update": lambda generation, field, value: Generation.objects.filter(
         pk=generation.pk
-    ).update(stamp_hash=digest),
-    "related-manager-update": lambda generation, digest: generation.persona.generations.update(
-        stamp_hash=digest
+    ).update(**{field: value}),
+    "related-manager-update": lambda generation, field, value: (
+        generation.persona.generations.update(**{field: value})
     ),
-    "save": lambda generation, digest: (
-        setattr(generation, "stamp_hash", digest),
+    "save": lambda generation, field, value: (
+        setattr(generation, field, value),
         generation.save(),
     ),
-    "save-update-fields": lambda generation, digest: (
-        setattr(generation, "stamp_hash", digest),
-        generation.save(update_fields=["stamp_hash"]),
+    "save-update-fields": lambda generation, field, value: (
+        setattr(generation, field, value),
+        generation.save(update_fields=[field]),
     ),
-    "bulk-update": lambda generation, digest: (
-        setattr(generation, "stamp_hash", digest),
-        Generation.objects.bulk_update([generation], ["stamp_hash"]),
+    "bulk-update": lambda generation, field, value: (
+        setattr(generation, field, value),
+        Generation.objects.bulk_update([generation], [field]),
     ),
-    "update-each": lambda generation, digest: (
-        setattr(generation, "stamp_hash", digest),
-        update_each([generation], ["stamp_hash"]),
+    "update-each": lambda generation, field, value: (
+        setattr(generation, field, value),
+        update_each([generation], [field]),
     ),
-    "update-or-create": lambda generation, digest: Generation.objects.update_or_create(
-        pk=generation.pk, defaults={"stamp_hash": digest}
+    "update-or-create": lambda generation, field, value: Generation.objects.update_or_create(
+        pk=generation.pk, defaults={field: value}
     ),
 }
 
 
-@pytest.mark.parametrize("how", list(ORM_UPDATES))
+@pytest.mark.parametrize("how", list(ORM_WRITES))
 def test_the_orm_refuses_to_repoint_the_stamp_hash(persona: Persona, how: str) -> None:
     """VX-SEC-8: swapping the file and re-pointing stamp_hash through any ORM path fails at the
     column, and the swapped file is refused by the runtime."""
@@ -104,9 +106,29 @@ def test_the_orm_refuses_to_repoint_the_stamp_hash(persona: Persona, how: str) -
     recorded = generation.stamp_hash
     _, data = writable_everywhere(persona)
     with pytest.raises(GenerationFrozen, match="stamp_hash"):
-        ORM_UPDATES[how](generation, sha256_hex(data))
+        ORM_WRITES[how](generation, "stamp_hash", sha256_hex(data))
     assert current(persona).stamp_hash == recorded
     assert_refused(persona)
+
+
+@pytest.mark.parametrize("value", ["0" * 64, ""], ids=["repointed", "emptied"])
+@pytest.mark.parametrize("how", list(ORM_WRITES))
+def test_the_orm_refuses_to_change_a_set_grant_digest(
+    persona: Persona, how: str, value: str
+) -> None:
+    """VX-TRUST-4, VX-SEC-8: the grant digest a card pins is set once with the stamp hash: a
+    peer pinning it must never see it re-pointed (or emptied, to be set anew) beside an
+    unchanged generation, through any ORM path; the served card keeps the stored digest."""
+    persona = persona_set_discoverable(
+        persona=persona, actor=persona.agent.owner, discoverable=True, via="test"
+    )
+    generation = current(persona)
+    recorded = generation.grant_digest
+    assert len(recorded) == 64 and pinned_params(persona)["grantDigest"] == recorded
+    with pytest.raises(GenerationFrozen, match="grant_digest"):
+        ORM_WRITES[how](generation, "grant_digest", value)
+    assert current(persona).grant_digest == recorded
+    assert pinned_params(persona)["grantDigest"] == recorded
 
 
 @pytest.mark.parametrize(
@@ -115,6 +137,8 @@ def test_the_orm_refuses_to_repoint_the_stamp_hash(persona: Persona, how: str) -
         {"composition_hash": "0" * 64},
         {"composition_hash": ""},
         {"stamp_hash": ""},
+        {"grant_digest": "0" * 64},
+        {"grant_digest": ""},
         {"number": 7},
         {"base_composition_hash": "0" * 64},
         {"composition": {}},
@@ -122,8 +146,8 @@ def test_the_orm_refuses_to_repoint_the_stamp_hash(persona: Persona, how: str) -
     ids=lambda change: next(iter(change)) + ("-emptied" if "" in change.values() else ""),
 )
 def test_the_orm_refuses_every_frozen_column(persona: Persona, change: dict[str, object]) -> None:
-    """VX-SEC-8: the composition hash is frozen once set like the stamp hash; what a
-    generation is (number, composition, base hash) never changes."""
+    """VX-SEC-8, VX-TRUST-4: the composition hash and the grant digest are frozen once set
+    like the stamp hash; what a generation is (number, composition, base hash) never changes."""
     generation = current(persona)
     with pytest.raises(GenerationFrozen):
         Generation.objects.filter(pk=generation.pk).update(**change)
@@ -143,7 +167,8 @@ def test_what_is_not_frozen_still_updates(persona: Persona) -> None:
         standing=True, stamp_hash=generation.stamp_hash
     )
     generation.save()
-    update_each([generation], ["standing", "stamp_hash", "composition_hash"])
+    update_each([generation], ["standing", "stamp_hash", "composition_hash", "grant_digest"])
+    assert Generation.objects.filter(pk=generation.pk).update(grant_digest=generation.grant_digest)
 
 
 def test_the_first_set_goes_through_update_and_update_each(persona: Persona) -> None:
@@ -158,21 +183,27 @@ def test_the_first_set_goes_through_update_and_update_each(persona: Persona) -> 
         composition=current(persona).composition,
         base_composition_hash="1" * 64,
     )
-    owed.stamp_hash, owed.composition_hash = "2" * 64, "3" * 64
-    update_each([owed], ["stamp_hash", "composition_hash"])
+    owed.stamp_hash, owed.composition_hash, owed.grant_digest = "2" * 64, "3" * 64, "7" * 64
+    update_each([owed], ["stamp_hash", "composition_hash", "grant_digest"])
     assert Generation.objects.filter(pk=owed.pk, stamp_hash="2" * 64).exists()
+    assert Generation.objects.filter(pk=owed.pk, grant_digest="7" * 64).exists()
     owed.stamp_hash = "4" * 64
     with pytest.raises(GenerationFrozen):
         update_each([owed], ["stamp_hash"])
+    owed.stamp_hash, owed.grant_digest = "2" * 64, "8" * 64
+    with pytest.raises(GenerationFrozen, match="grant_digest"):
+        update_each([owed], ["grant_digest"])
     second = Generation.objects.create(
         persona=persona,
         number=persona.generation + 2,
         composition={},
         base_composition_hash="1" * 64,
     )
-    Generation.objects.filter(pk=second.pk).update(stamp_hash="5" * 64)
+    Generation.objects.filter(pk=second.pk).update(stamp_hash="5" * 64, grant_digest="9" * 64)
     with pytest.raises(GenerationFrozen):
         Generation.objects.filter(pk=second.pk).update(stamp_hash="6" * 64)
+    with pytest.raises(GenerationFrozen, match="grant_digest"):
+        Generation.objects.filter(pk=second.pk).update(grant_digest="a" * 64)
 
 
 def _quoted(value: str) -> str:
@@ -183,6 +214,8 @@ RAW_UPDATES = {
     "stamp_hash": "stamp_hash = {digest}",
     "stamp_hash-emptied": "stamp_hash = ''",
     "composition_hash": "composition_hash = {digest}",
+    "grant_digest": "grant_digest = {digest}",
+    "grant_digest-emptied": "grant_digest = ''",
     "number": "number = number + 10",
     "base_composition_hash": "base_composition_hash = {digest}",
     "composition": "composition = '{{}}'",
@@ -204,12 +237,17 @@ def test_the_database_refuses_raw_sql(persona: Persona, column: str) -> None:
         cursor.execute(
             f"UPDATE personas_generation SET {assignment} WHERE id = %s", [generation.pk]
         )
-    assert current(persona).stamp_hash == generation.stamp_hash
+    after = current(persona)
+    assert (after.stamp_hash, after.grant_digest) == (
+        generation.stamp_hash,
+        generation.grant_digest,
+    )
     assert_refused(persona)
 
 
 def test_the_database_lets_the_first_set_through(persona: Persona) -> None:
-    """VX-SEC-8: an empty hash may be set once by raw SQL too; standing stays writable."""
+    """VX-SEC-8, VX-TRUST-4: an empty hash or digest may be set once by raw SQL too; standing
+    stays writable."""
     generation = Generation.objects.create(
         persona=persona,
         number=persona.generation + 1,
@@ -219,11 +257,15 @@ def test_the_database_lets_the_first_set_through(persona: Persona) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE personas_generation SET stamp_hash = %s, composition_hash = %s, "
-            "standing = %s WHERE id = %s",
-            ["2" * 64, "3" * 64, True, generation.pk],
+            "grant_digest = %s, standing = %s WHERE id = %s",
+            ["2" * 64, "3" * 64, "4" * 64, True, generation.pk],
         )
     generation.refresh_from_db()
-    assert (generation.stamp_hash, generation.composition_hash) == ("2" * 64, "3" * 64)
+    assert (generation.stamp_hash, generation.composition_hash, generation.grant_digest) == (
+        "2" * 64,
+        "3" * 64,
+        "4" * 64,
+    )
 
 
 @contextmanager

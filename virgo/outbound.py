@@ -11,7 +11,13 @@ Refused, always: unspecified, multicast and cloud metadata addresses and names. 
 `VIRGO_OUTBOUND_ALLOWED_NETWORKS` lists a network holding the address (development, tests, an
 operator's own CI host): loopback, private (RFC 1918, ULA), link-local, shared (CGNAT) and every
 other address that is not globally reachable. An IPv4 address written in IPv6 form (mapped,
-compatible, 6to4, NAT64) is judged as the IPv4 address it carries.
+compatible, translated, 6to4, the well-known NAT64 prefix) is judged as the IPv4 address it
+carries. Where the IPv4 address cannot be told for certain (the local-use NAT64 prefix, whose
+layout only the local translator knows; a Teredo tunnel) the address is refused unless the
+setting lists the IPv6 network itself, and a metadata address it may carry is refused always.
+
+A URL whose host is no address and no name (`0177.0.0.1`: a leading zero, read as octal by
+some resolvers and refused by httpx) is refused as not a URL, naming why.
 """
 
 import ipaddress
@@ -53,6 +59,11 @@ METADATA_NAMES = frozenset(
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+# RFC 8215: a network's own NAT64 prefix, carved out of this /48 in any of RFC 6052's layouts.
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_NAT64_LOCAL_LAYOUTS = (48, 56, 64, 96)
+_TEREDO = ipaddress.ip_network("2001::/32")
 
 
 class DestinationRefused(ValueError):
@@ -88,15 +99,41 @@ class Destination:
 
 
 def _embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address certainly stands for, if it stands for one."""
     if not isinstance(address, ipaddress.IPv6Address):
         return None
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+    if (
+        address in _NAT64
+        or address in _IPV4_TRANSLATED
+        or (address in _IPV4_COMPATIBLE and int(address) > 1)
+    ):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
+
+
+def _rfc6052_ipv4(address: ipaddress.IPv6Address, prefix_length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address in a NAT64 address of a /prefix_length prefix (RFC 6052 section 2.2):
+    the 32 bits after the prefix, skipping bits 64-71 (the u octet)."""
+    if prefix_length == 96:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    bits = f"{int(address):0128b}"
+    bits = bits[:64] + bits[72:]
+    return ipaddress.IPv4Address(int(bits[prefix_length : prefix_length + 32], 2))
+
+
+def _possible_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address may stand for where which one is not certain."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    if address in _NAT64_LOCAL:
+        return [_rfc6052_ipv4(address, length) for length in _NAT64_LOCAL_LAYOUTS]
+    if address.teredo is not None:
+        return [address.teredo[1]]
+    return []
 
 
 def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -105,20 +142,34 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     ]
 
 
+NEVER = ", never allowed"
+
+
 def address_problem(address: Address) -> str | None:
-    """Why Virgo does not send to this address, or None when it may."""
+    """Why Virgo does not send to this address, or None when it may. A problem no setting
+    lifts ends with NEVER."""
     embedded = _embedded_ipv4(address)
     if embedded is not None:
         problem = address_problem(embedded)
-        return f"{problem} in IPv6 form" if problem else None
-    if address in METADATA_ADDRESSES:
-        return "a cloud metadata address, never allowed"
+        if problem is None:
+            return None
+        what, never, _ = problem.partition(NEVER)
+        return f"{what} in IPv6 form{never}"
+    if address in METADATA_ADDRESSES or any(
+        carried in METADATA_ADDRESSES for carried in _possible_ipv4(address)
+    ):
+        form = "" if address in METADATA_ADDRESSES else " in IPv6 form"
+        return f"a cloud metadata address{form}{NEVER}"
     if address.is_unspecified:
-        return "the unspecified address, never allowed"
+        return f"the unspecified address{NEVER}"
     if address.is_multicast:
-        return "a multicast address, never allowed"
+        return f"a multicast address{NEVER}"
     if any(address in network for network in _allowed_networks()):
         return None
+    if address in _NAT64_LOCAL:
+        return "a local-use NAT64 address, whose IPv4 address only the local translator knows"
+    if address in _TEREDO:
+        return "a Teredo tunnel address"
     if address.is_loopback:
         return "a loopback address"
     if address.is_link_local:
@@ -136,7 +187,7 @@ def address_problem(address: Address) -> str | None:
 
 def _refusal(what: str, host: str, address: str, problem: str) -> DestinationRefused:
     shown = host if host == address else f"{host} (resolves to {address})"
-    hint = "" if "never" in problem else f"; {SETTING} can allow its network"
+    hint = "" if problem.endswith(NEVER) else f"; {SETTING} can allow its network"
     return DestinationRefused(f"{what}: {shown} is {problem}{hint}")
 
 
@@ -150,7 +201,9 @@ def destination(url: str, *, what: str) -> Destination:
     try:
         parts = httpx.URL(url)
         host = parts.raw_host.decode("ascii").rstrip(".").lower()
-    except (httpx.InvalidURL, UnicodeError, TypeError):
+    except httpx.InvalidURL as invalid:
+        raise DestinationRefused(f"{what}: {url!r} is not a URL ({invalid})") from None
+    except (UnicodeError, TypeError):
         raise DestinationRefused(f"{what}: {url!r} is not a URL") from None
     if parts.scheme not in ("http", "https") or not host:
         raise DestinationRefused(f"{what}: only http(s) URLs with a host are sent to")

@@ -17,7 +17,9 @@ counts as a failure too.
 
 A shared cache that cannot be reached (VX-REL-1) neither opens sign-in nor counts it in the
 process (that would give a guesser a budget per web process): no password is checked, and both
-doors answer 503 with Retry-After (`signin_unavailable`) until Redis answers again.
+doors answer 503 with Retry-After (`signin_unavailable`) until Redis answers again. So does a
+cache that answers without a count (a backend that swallows its errors); django-ratelimit's
+RATELIMIT_FAIL_OPEN, which would read such an answer as "no limit", opens nothing here.
 
 `virgo signin unlock --username NAME | --address ADDRESS` lifts a lockout: each budget's count
 is keyed with a generation stored beside it, and unlocking starts a new one.
@@ -58,6 +60,15 @@ UNAVAILABLE = (
     "Sign-in is unavailable for a moment: failed sign-ins cannot be counted right now. "
     "Try again shortly."
 )
+
+
+class CountLost(Exception):
+    """The cache answered, but without the count: as unusable as a cache that cannot be reached."""
+
+
+# What a cache that cannot keep the counts raises: Redis's errors, the operating system's (a
+# client that reports a refused connection as it is), and a count the cache did not give.
+CACHE_ERRORS: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError, CountLost)
 
 
 class Unavailable(Exception):
@@ -106,8 +117,13 @@ def normal_username(username: Any) -> str:
 
 def normal_address(address: str) -> str:
     """The address as counted: an IPv6 client by its /64 (one host usually holds a whole one),
-    as django-ratelimit counts the other per-address limits. Raises ValueError."""
+    as django-ratelimit counts the other per-address limits; an IPv4 client by its address,
+    also when it is shown IPv4-mapped (::ffff:a.b.c.d). Raises ValueError."""
     parsed = ipaddress.ip_address(address.strip())
+    if parsed.version == 6 and parsed.ipv4_mapped is not None:
+        # An IPv4 client seen through a dual-stack socket: its own budget, not the one of the
+        # /64 (::) every such client would otherwise share.
+        return str(parsed.ipv4_mapped)
     if parsed.version == 6:
         return str(ipaddress.ip_network(f"{parsed}/64", strict=False).network_address)
     return str(parsed)
@@ -131,7 +147,7 @@ def usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -
         raise Unavailable(SHARED_CACHE.retry_after())
     try:
         found = _usage(budgets_, request=request, count=count)
-    except REDIS_ERRORS as error:
+    except CACHE_ERRORS as error:
         SHARED_CACHE.failed("signin", error)
         raise Unavailable(SHARED_CACHE.retry_after()) from error
     SHARED_CACHE.succeeded()
@@ -152,11 +168,15 @@ def _usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) 
             rate=f"{budget.limit}/{seconds}s",
             increment=count,
         )
-        if counted is None:  # RATELIMIT_ENABLE is off
-            continue
-        # A count the cache could not give reads as limit 0 with should_limit set: locked.
-        failures = counted["count"] if counted["limit"] else budget.limit
-        found.append(Usage(budget, failures, max(counted["time_left"], 1)))
+        if counted is None:
+            if not settings.RATELIMIT_ENABLE:  # the limits are switched off, this one too
+                continue
+            # RATELIMIT_FAIL_OPEN's answer for a count the cache did not give.
+            raise CountLost(f"no sign-in count for the {budget.kind} from the cache")
+        if not counted["limit"] and counted["time_left"] < 0:
+            # django-ratelimit's own answer for a count the cache did not give.
+            raise CountLost(f"no sign-in count for the {budget.kind} from the cache")
+        found.append(Usage(budget, counted["count"], max(counted["time_left"], 1)))
     return found
 
 

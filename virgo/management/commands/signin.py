@@ -13,7 +13,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from virgo import signin
 from virgo.checks import SHARED_CACHES
-from virgo.outages import REDIS_ERRORS
 
 
 class Command(BaseCommand):
@@ -50,7 +49,7 @@ class Command(BaseCommand):
         for budget in budgets:
             try:
                 failures = signin.lift(budget)
-            except (signin.Unavailable, *REDIS_ERRORS):
+            except (signin.Unavailable, *signin.CACHE_ERRORS):
                 raise CommandError(
                     "Redis, where the sign-in counts live, cannot be reached: nothing was "
                     "lifted. Try again once it answers (sign-in answers 503 until then)."
