@@ -236,6 +236,7 @@ def test_a_generation_that_stops_standing_after_an_older_one_was_revoked_is_404(
         stamp_hash=current.stamp_hash,
         composition_hash=current.composition_hash,
         grant_digest=current.grant_digest,
+        grant_definition=current.grant_definition,
     )
     _record(current)
     assert get_card(back).status_code == 404
