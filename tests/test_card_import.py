@@ -462,8 +462,12 @@ def test_the_admin_page_offers_and_accepts_only_the_owners_agents(agent: Agent) 
 
 ODD_SPELLINGS = {
     # httpx reads no leading zero: refused as not a URL, saying why.
-    "http://0177.0.0.1/": "url: 'http://0177.0.0.1/' is not a URL the client can send to (Invalid IPv4 address",
-    "http://0177.0.0.1:8080/card.json": "is not a URL the client can send to (Invalid IPv4 address: '0177.0.0.1')",
+    "http://0177.0.0.1/": (
+        "url: 'http://0177.0.0.1/' is not a URL the client can send to (Invalid IPv4 address"
+    ),
+    "http://0177.0.0.1:8080/card.json": (
+        "is not a URL the client can send to (Invalid IPv4 address: '0177.0.0.1')"
+    ),
     # The resolver reads these as 127.0.0.1: resolved, then refused as loopback.
     "http://2130706433/": "url: 2130706433 (resolves to 127.0.0.1) is a loopback address",
     "http://0x7f.1/": "url: 0x7f.1 (resolves to 127.0.0.1) is a loopback address",
