@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from channel.client import ChannelClient, ChannelNotConfigured, HubReply, Outcome
 from channel.models import Delivery
-from runtime.toolkit import ToolCall
-from runtime.workspace import WorkspaceError
+from runtime.tools.toolkit import ToolCall
+from runtime.tools.workspace import WorkspaceError
 
 
 class ChannelError(WorkspaceError):

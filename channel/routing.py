@@ -31,11 +31,11 @@ from channel.models import AuthoritySurface, Delivery
 from personas.models import Persona
 from personas.surfaces import PERSONA_MAILBOX, owned_surface
 from runtime.models import AuthorityKind, CoordinationMessage, DecisionRecord
-from runtime.params import SHOWN_WHOLE_MAX
+from runtime.tools.params import SHOWN_WHOLE_MAX
 
 ROUTE = "/confirmations"
 # Strings longer than this are cut in the card (the decision record keeps the whole operation);
-# no value a key holds as is is longer (runtime.params.check_declaration).
+# no value a key holds as is is longer (runtime.tools.params.check_declaration).
 _CARD_STRING_LIMIT = SHOWN_WHOLE_MAX
 _RETRYABLE = (Delivery.Status.PENDING, Delivery.Status.UNKNOWN, Delivery.Status.FAILED)
 

@@ -23,9 +23,9 @@ from channel import deliveries
 from channel.client import HubReply, Outcome, hub_code
 from channel.deliveries import HubRejected, OutcomeUnknown, Terminal
 from personas.surfaces import unowned_bindings
-from runtime.params import Choice, Key, Records, Text, date, url
-from runtime.toolkit import Arguments, ToolCall, takes
-from runtime.workspace import InvalidArgument, OutOfScope, TooLarge
+from runtime.tools.params import Choice, Key, Records, Text, date, url
+from runtime.tools.toolkit import Arguments, ToolCall, takes
+from runtime.tools.workspace import InvalidArgument, OutOfScope, TooLarge
 from stamps.profiles import WHOLE_WORKSPACE
 from stamps.registry import HANDLERS
 

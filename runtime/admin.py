@@ -25,7 +25,6 @@ from personas.forms import ServiceForm
 from personas.models import Agent, Persona, PersonaClass
 from personas.selectors import is_moderator
 from runtime import card_import, confirmations, registry
-from runtime import decisions as decision_services
 from runtime.models import (
     ArchivedStamp,
     Artifact,
@@ -46,6 +45,7 @@ from runtime.models import (
     Webhook,
     WebhookDelivery,
 )
+from runtime.tools import decisions as decision_services
 from virgo.admin_permissions import NoEditsMixin
 
 

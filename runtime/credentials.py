@@ -4,7 +4,7 @@ Two judgements, each made here and nowhere else:
 
 - **Locations** (`CREDENTIAL_LOCATIONS`, `is_secret_path`): the files and directories where tools
   keep credentials (`.envrc`, `.aws/`, `.kube/`, `*.tfstate`...). A path is judged by its name,
-  as asked and as it resolves on disk (runtime.workspace), before any byte of it is read, so
+  as asked and as it resolves on disk (runtime.tools.workspace), before any byte of it is read, so
   listing can hide it without opening it.
 - **Values** (`find_secret`, `looks_secret`): a credential in text, found by the plugins of
   Yelp's detect-secrets (pinned in requirements/base.txt), called directly on each line or value:

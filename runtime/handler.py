@@ -43,8 +43,8 @@ from runtime.policy import Verdict, classify
 from runtime.redaction import redact_text
 from runtime.rules import Outcome
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
-from runtime.toolkit import Arguments, Invalid, Tool, ToolCall
-from runtime.workspace import (
+from runtime.tools.toolkit import Arguments, Invalid, Tool, ToolCall
+from runtime.tools.workspace import (
     AuthorityPath,
     HardLinked,
     InvalidArgument,

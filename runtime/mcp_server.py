@@ -27,9 +27,9 @@ from mcp.shared.exceptions import McpError
 from personas.catalogue import VERBS_BY_NAME, Boundary, Mode
 from personas.models import Persona
 from runtime.handler import handle
-from runtime.params import object_schema
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
-from runtime.toolkit import Tool
+from runtime.tools.params import object_schema
+from runtime.tools.toolkit import Tool
 from stamps.profiles import HUMAN_SURFACE_BUNDLES
 from stamps.registry import HANDLERS
 

@@ -1,10 +1,10 @@
 """The normal form of a tool call: what the classifier judges, the prompt registry keys a learned
 choice on and the records keep.
 
-`normalise` splits a call by the tool's declaration (runtime.params `Key`): its target (where it
-acts) and its shape (what it does: every other argument, by value or by fingerprint, and what
-the tool resolves for the call). Together they are the key of a learned choice and what the
-human asked to confirm is shown; the classifier's rules (runtime.rules) read the arguments
+`normalise` splits a call by the tool's declaration (runtime.tools.params `Key`): its target
+(where it acts) and its shape (what it does: every other argument, by value or by fingerprint,
+and what the tool resolves for the call). Together they are the key of a learned choice and what
+the human asked to confirm is shown; the classifier's rules (runtime.rules) read the arguments
 themselves.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
 from runtime.credentials import is_secret_path
-from runtime.params import ArgumentError, Key, Param, fingerprint, parse
 from runtime.redaction import (
     CREDENTIAL_FILE_CONTENT,
     redact_secrets,
     redacted,
 )
-from runtime.workspace import (
+from runtime.tools.params import ArgumentError, Key, Param, fingerprint, parse
+from runtime.tools.workspace import (
     TOOL_ARGUMENTS,
     InvalidArgument,
     PathEscape,

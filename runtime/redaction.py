@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.credentials import looks_secret
-from runtime.params import fingerprint
+from runtime.tools.params import fingerprint
 
 SECRET_VALUE = "secret-value"
 CREDENTIAL_FILE_CONTENT = "credential-file-content"

@@ -20,7 +20,7 @@ from runtime.operations import (
     credential_files_written,
     touched_paths,
 )
-from runtime.workspace import is_authority_path
+from runtime.tools.workspace import is_authority_path
 
 
 class Outcome(StrEnum):
@@ -43,7 +43,7 @@ _DESTRUCTIVE_FLAGS = ("force", "purge", "hard")
 _DESTRUCTIVE_VERBS = frozenset({"delete", "purge", "drop", "destroy", "wipe", "reset"})
 _PUBLICATION_PREFIXES = ("deploy.", "publish.")
 # Run kinds that are deployments or publications, and the argument that records an artifact as
-# published outside (runtime.runs).
+# published outside (runtime.tools.runs).
 _PUBLICATION_RUN_KINDS = frozenset({"deploy", "publish"})
 _PUBLICATION_TARGET = "publish_to"
 

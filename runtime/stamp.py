@@ -18,7 +18,7 @@ from django.db.models import F
 
 from personas.models import Generation, Persona
 from runtime.operations import Binding
-from runtime.workspace import Workspace, workspace_root
+from runtime.tools.workspace import Workspace, workspace_root
 from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of
 from stamps.problems import StampRejected

@@ -8,7 +8,6 @@ import pytest
 
 from personas.catalogue import VERBS_BY_NAME, Boundary
 from runtime.operations import Binding, InvalidOperation, Operation, normalise, touched_paths
-from runtime.params import fingerprint
 from runtime.policy import Verdict, classify, classify_example
 from runtime.rules import (
     EXAMPLE_BINDING,
@@ -21,6 +20,7 @@ from runtime.rules import (
     Outcome,
     Rule,
 )
+from runtime.tools.params import fingerprint
 
 MATCHES = [(rule, example) for rule in RULES for example in rule.match]
 NEIGHBOURS = [(rule, example) for rule in RULES for example in rule.not_match]

@@ -14,11 +14,11 @@ from personas.models import PersonaClass
 from runtime import confirmations, registry
 from runtime.models import AuthorityKind, DecisionRecord, Presence, RefusalRecord, Webhook
 from runtime.operations import normalise
-from runtime.params import fingerprint
 from runtime.policy import Verdict
 from runtime.redaction import SECRET_VALUE
 from runtime.rules import Outcome
 from runtime.stamp import load_active_stamp
+from runtime.tools.params import fingerprint
 from stamps import profiles
 from stamps.registry import HANDLERS
 from stamps.services import owner_reference

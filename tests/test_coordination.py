@@ -5,7 +5,7 @@ import pytest
 from personas.models import PersonaClass
 from runtime.models import CoordinationMessage, RefusalRecord
 from runtime.stamp import load_active_stamp
-from runtime.work import create_todo
+from runtime.tools.work import create_todo
 from tests.factories import address, make_owner, update_persona
 from tests.runtime_support import call, standing_persona
 from tests.tools_support import make_team, ok, refused

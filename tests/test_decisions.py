@@ -4,8 +4,8 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from personas.models import PersonaClass
-from runtime.decisions import approve_in_lane, bind_lane, record_human_decision
 from runtime.models import Decision, HumanInstruction, LaneApproval
+from runtime.tools.decisions import approve_in_lane, bind_lane, record_human_decision
 from stamps.profiles import CLASSES
 from tests.factories import address, make_owner
 from tests.runtime_support import call, standing_persona

@@ -11,8 +11,6 @@ import pytest
 
 from personas.catalogue import VERB_NAMES, VERBS_BY_NAME
 from personas.models import Persona, PersonaClass
-from runtime import decisions as decision_services
-from runtime.graph import archive_conversation
 from runtime.models import (
     Artifact,
     CoordinationMessage,
@@ -27,7 +25,9 @@ from runtime.models import (
     WebhookDelivery,
 )
 from runtime.stamp import load_active_stamp
-from runtime.work import create_todo
+from runtime.tools import decisions as decision_services
+from runtime.tools.graph import archive_conversation
+from runtime.tools.work import create_todo
 from stamps.profiles import CLASSES, HUMAN_SURFACE_BUNDLES
 from tests.runtime_support import call
 from tests.tools_support import (

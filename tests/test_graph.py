@@ -6,9 +6,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from personas.models import PersonaClass
-from runtime.graph import MAX_DEPTH, MAX_NODES, archive_conversation
 from runtime.models import ConversationArchive
-from runtime.work import create_todo
+from runtime.tools.graph import MAX_DEPTH, MAX_NODES, archive_conversation
+from runtime.tools.work import create_todo
 from tests.factories import address, make_agent, make_owner
 from tests.runtime_support import call, standing_persona
 from tests.tools_support import every_tool, ok, refused

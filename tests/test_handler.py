@@ -10,7 +10,7 @@ import pytest
 from runtime.handler import handle
 from runtime.models import DecisionRecord, RefusalRecord
 from runtime.stamp import load_active_stamp
-from runtime.workspace import READ_MAX_LENGTH
+from runtime.tools.workspace import READ_MAX_LENGTH
 from stamps.registry import HANDLERS
 from stamps.storage import stamp_path
 from tests.factories import stop_standing

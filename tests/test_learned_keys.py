@@ -18,7 +18,9 @@ from personas.models import PersonaClass
 from runtime import confirmations, registry
 from runtime.models import DecisionRecord, PromptRegistryEntry, Webhook
 from runtime.operations import IDENTITY_KEYS
-from runtime.params import (
+from runtime.policy import classify_example
+from runtime.rules import RULES, Example, Outcome
+from runtime.tools.params import (
     TEXT_MAX,
     Choice,
     Id,
@@ -31,9 +33,7 @@ from runtime.params import (
     Strings,
     Text,
 )
-from runtime.policy import classify_example
-from runtime.rules import RULES, Example, Outcome
-from runtime.toolkit import Tool, takes
+from runtime.tools.toolkit import Tool, takes
 from stamps.profiles import CLASSES, access_for, allowed_tools
 from stamps.registry import HANDLERS
 from tests.channel_support import (

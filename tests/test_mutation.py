@@ -48,8 +48,8 @@ def test_a_mutant_belongs_to_its_source_file() -> None:
     assert Mutant("stamps.validation.x_hierarchy_of__mutmut_3", "killed").module == (
         "stamps/validation.py"
     )
-    assert Mutant("runtime.workspace.xǁWorkspaceǁwrite__mutmut_1", "survived").module == (
-        "runtime/workspace.py"
+    assert Mutant("runtime.tools.workspace.xǁWorkspaceǁwrite__mutmut_1", "survived").module == (
+        "runtime/tools/workspace.py"
     )
 
 

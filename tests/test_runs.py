@@ -5,7 +5,7 @@ import pytest
 from personas.models import PersonaClass
 from runtime import confirmations
 from runtime.models import Artifact, DecisionRecord, Run
-from runtime.work import create_todo
+from runtime.tools.work import create_todo
 from stamps.profiles import CLASSES
 from tests.factories import address
 from tests.runtime_support import call, correlation, standing_persona

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from runtime.checks import check_bound_handlers
-from runtime.tools import IMPLEMENTATIONS
+from runtime.tools.binding import IMPLEMENTATIONS
 from stamps.checks import verifying_every_stamp
 from stamps.registry import HANDLERS
 from tests.runtime_support import standing_persona

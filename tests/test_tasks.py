@@ -4,7 +4,7 @@ import pytest
 
 from personas.models import PersonaClass
 from runtime.models import DecisionRecord, Task, TaskReport
-from runtime.work import create_todo
+from runtime.tools.work import create_todo
 from tests.factories import address, make_owner
 from tests.runtime_support import call, standing_persona
 from tests.tools_support import make_team, ok, refused

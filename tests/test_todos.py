@@ -3,7 +3,7 @@
 import pytest
 
 from runtime.models import DecisionRecord, Task, Webhook
-from runtime.work import create_todo
+from runtime.tools.work import create_todo
 from tests.factories import DEPLOYER_VERBS, REVIEWER_VERBS, address, make_agent, make_owner
 from tests.runtime_support import call, standing_persona
 from tests.tools_support import make_team, ok, refused

@@ -8,8 +8,6 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from runtime.decisions import bind_lane
-from runtime.graph import archive_conversation
 from runtime.models import (
     ConversationArchive,
     CoordinationMessage,
@@ -20,7 +18,9 @@ from runtime.models import (
     Run,
     Task,
 )
-from runtime.work import create_todo
+from runtime.tools.decisions import bind_lane
+from runtime.tools.graph import archive_conversation
+from runtime.tools.work import create_todo
 from tests.factories import make_owner
 from tests.runtime_support import call
 from tests.tools_support import make_team, ok

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import workspace as ws
-from runtime.workspace import (
+from runtime.tools import workspace as ws
+from runtime.tools.workspace import (
     STANDARD_MUTABLE_PATHS,
     AuthorityPath,
     Conflict,

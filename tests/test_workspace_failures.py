@@ -20,7 +20,7 @@ import pytest
 from personas.models import Persona
 from runtime.models import RefusalRecord
 from runtime.stamp import load_active_stamp
-from runtime.workspace import STANDARD_MUTABLE_PATHS, HardLinked, Workspace
+from runtime.tools.workspace import STANDARD_MUTABLE_PATHS, HardLinked, Workspace
 from tests.channel_support import OPS, running_hub, surface_persona
 from tests.runtime_support import call, standing_persona
 

@@ -3,9 +3,9 @@
 work on (models.coordination, work, decisions, runs, webhooks).
 
 Every row of the tool records belongs to one owner (the installation a persona acts in) and is
-written only through the tool modules (runtime.coordination, runtime.decisions, runtime.work,
-runtime.runs, runtime.webhooks) or their owner-side services; the admin reads them. One app
-label (`runtime`) and the same tables as when they were one module.
+written only through the tool modules (runtime.tools: coordination, decisions, work, runs,
+webhooks) or their owner-side services; the admin reads them. One app label (`runtime`) and the
+same tables as when they were one module.
 """
 
 from runtime.models.coordination import CoordinationMessage, Presence, WakeMarker

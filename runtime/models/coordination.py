@@ -1,4 +1,5 @@
-"""The coordination tools' records: presence, wake markers and the inbox (runtime.coordination)."""
+"""The coordination tools' records: presence, wake markers and the inbox
+(runtime.tools.coordination)."""
 
 from django.conf import settings
 from django.db import models

@@ -1,5 +1,5 @@
 """The decision tools' records: decisions, the human instructions relayed into them, lanes and
-their approvals (runtime.decisions)."""
+their approvals (runtime.tools.decisions)."""
 
 from django.conf import settings
 from django.db import models

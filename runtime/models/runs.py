@@ -1,5 +1,5 @@
 """The run tools' records: runs, their events and artifacts, and conversation archives
-(runtime.runs)."""
+(runtime.tools.runs)."""
 
 from django.conf import settings
 from django.db import models

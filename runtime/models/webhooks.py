@@ -1,4 +1,4 @@
-"""The webhook tools' records: registered webhooks and their deliveries (runtime.webhooks)."""
+"""The webhook tools' records: registered webhooks and their deliveries (runtime.tools.webhooks)."""
 
 from django.db import models
 

@@ -1,4 +1,4 @@
-"""The work tools' records: tasks and their reports (runtime.work)."""
+"""The work tools' records: tasks and their reports (runtime.tools.work)."""
 
 from django.conf import settings
 from django.db import models

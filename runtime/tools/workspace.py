@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 
 from runtime.credentials import credential_location, find_secret, is_secret_path
-from runtime.params import Choice, Integer, Key, Param, Text, check_declaration
+from runtime.tools.params import Choice, Integer, Key, Param, Text, check_declaration
 
 SCOPE_WIDE_DIR = "_scope"
 STANDARD_MUTABLE_PATHS: tuple[str, ...] = ("QUEUE.md", "DECISIONS.md", "FINDINGS.md", "memory/**")

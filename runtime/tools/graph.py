@@ -24,8 +24,8 @@ from django.db.models import Q
 
 from personas.models import Agent, Persona
 from runtime.models import ConversationArchive, Decision, Run, Task
-from runtime.params import Integer, Strings, Text
-from runtime.toolkit import (
+from runtime.tools.params import Integer, Strings, Text
+from runtime.tools.toolkit import (
     Arguments,
     Invalid,
     Missing,

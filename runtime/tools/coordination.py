@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from personas.models import Generation, Persona
 from runtime.models import CoordinationMessage, Decision, Presence, Run, Task, WakeMarker
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Text
-from runtime.toolkit import (
+from runtime.tools.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Text
+from runtime.tools.toolkit import (
     PAGE,
     Arguments,
     Invalid,

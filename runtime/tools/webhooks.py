@@ -26,10 +26,10 @@ from django.conf import settings
 from django.db import transaction
 
 from personas.models import Persona
-from runtime.coordination import delivery_envelope
 from runtime.models import DecisionRecord, Webhook, WebhookDelivery
-from runtime.params import Key, Object, Text, url
-from runtime.toolkit import Arguments, Missing, Refused, ToolCall, iso, takes
+from runtime.tools.coordination import delivery_envelope
+from runtime.tools.params import Key, Object, Text, url
+from runtime.tools.toolkit import Arguments, Missing, Refused, ToolCall, iso, takes
 from virgo import outbound
 
 _NAME = Text(

@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from personas.models import Persona
 from runtime.models import Task, TaskReport
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Lines, Text
 from runtime.stamp import StampUnavailable, load_active_stamp
-from runtime.toolkit import (
+from runtime.tools.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Lines, Text
+from runtime.tools.toolkit import (
     PAGE,
     Arguments,
     Invalid,

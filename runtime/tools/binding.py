@@ -10,9 +10,9 @@ rather than any tool pretending to succeed.
 
 from typing import Any
 
-from runtime import coordination, decisions, graph, runs, webhooks, work
-from runtime.toolkit import Arguments, ToolCall, takes
-from runtime.workspace import TOOL_ARGUMENTS
+from runtime.tools import coordination, decisions, graph, runs, webhooks, work
+from runtime.tools.toolkit import Arguments, ToolCall, takes
+from runtime.tools.workspace import TOOL_ARGUMENTS
 from stamps.registry import HANDLERS
 
 

@@ -26,7 +26,8 @@ from django.db.models import Q, QuerySet
 from personas.addresses import ROOT_WORKSPACE
 from personas.models import Persona
 from runtime.operations import IDENTITY_KEYS, Binding, Operation
-from runtime.params import (
+from runtime.stamp import ActiveStamp, StampTool
+from runtime.tools.params import (
     ArgumentError,
     Integer,
     Param,
@@ -35,8 +36,7 @@ from runtime.params import (
     object_schema,
     parse,
 )
-from runtime.stamp import ActiveStamp, StampTool
-from runtime.workspace import Conflict, InvalidArgument, NotFound, OutOfScope, Workspace
+from runtime.tools.workspace import Conflict, InvalidArgument, NotFound, OutOfScope, Workspace
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200

@@ -28,8 +28,8 @@ from personas.addresses import address_problem
 from personas.models import Persona, PersonaClass
 from runtime.confirmations import human_authority
 from runtime.models import Decision, HumanInstruction, LaneApproval, LaneBinding
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Strings, Text
-from runtime.toolkit import (
+from runtime.tools.params import TEXT_MAX, TITLE_MAX, Choice, Id, Key, Strings, Text
+from runtime.tools.toolkit import (
     PAGE,
     Arguments,
     Invalid,
@@ -43,7 +43,7 @@ from runtime.toolkit import (
     scope_of,
     takes,
 )
-from runtime.work import visible_task
+from runtime.tools.work import visible_task
 from stamps.profiles import Condition
 
 OPTIONS_MAX = 20

@@ -18,8 +18,8 @@ from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from runtime.models import Artifact, Run, RunEvent, Task
-from runtime.params import TEXT_MAX, TITLE_MAX, Choice, Id, Integer, Key, Object, Text, url
-from runtime.toolkit import (
+from runtime.tools.params import TEXT_MAX, TITLE_MAX, Choice, Id, Integer, Key, Object, Text, url
+from runtime.tools.toolkit import (
     PAGE,
     Arguments,
     Invalid,
@@ -33,7 +33,7 @@ from runtime.toolkit import (
     scope_of,
     takes,
 )
-from runtime.work import visible_task
+from runtime.tools.work import visible_task
 from stamps.profiles import Condition
 
 EVENTS_SHOWN = 200
