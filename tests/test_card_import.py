@@ -13,10 +13,12 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -48,7 +50,9 @@ def private_home(tmp_path: Path, settings: Any) -> Path:
 
 @pytest.fixture
 def agent() -> Agent:
-    """An agent granting a coder deputy's tools and the reviewer verbs, but no webhooks."""
+    """An agent granting a coder deputy's tools and the reviewer verbs, but no webhooks; the
+    default skill map is there to map a card's skills to, even after a test that flushed it."""
+    import_module("personas.migrations.0002_default_skills").load(django_apps, None)
     address(ADDRESS)
     owner = make_owner()
     return make_agent(owner, granted_verbs=[*required_tools(CLASS), *REVIEWER_VERBS, "create_for"])
