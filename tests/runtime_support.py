@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractUser
 
 from personas.models import Generation, Persona, PersonaClass
 from runtime.handler import handle
+from runtime.stamp import load_active_stamp
 from stamps.factory import PersonaIdentity, build_stamp
 from stamps.models import CapabilityStamp
 from stamps.profiles import required_tools
@@ -47,6 +48,12 @@ def standing_persona(
     persona = make_persona(agent, persona_class=persona_class, **fields)
     assert persona.standing is True, persona.generations.first().not_standing_reasons
     return persona
+
+
+def root_of(persona: Persona) -> Path:
+    """The persona's workspace directory, made if it is not there yet."""
+    stamp = load_active_stamp(persona)
+    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
 
 
 def install_unchecked_stamp(persona: Persona, **changes: Any) -> Persona:

@@ -43,3 +43,20 @@ def store_as_stamp(persona: Persona, data: bytes) -> Path:
     path = stamp_path(persona.uuid, remade.number)
     path.write_bytes(data)
     return path
+
+
+def record_not_standing(generation: Generation, reason: str) -> None:
+    """Record the generation as not standing for `reason`, as a rebuild that failed would; its
+    stored stamp stays its stamp (the hashes and digest are set once, VX-SEC-8)."""
+    from stamps.services import _record, _set_outcome
+
+    _set_outcome(
+        generation,
+        standing=False,
+        reasons=[reason],
+        stamp_hash=generation.stamp_hash,
+        composition_hash=generation.composition_hash,
+        grant_digest=generation.grant_digest,
+        grant_definition=generation.grant_definition,
+    )
+    _record(generation)

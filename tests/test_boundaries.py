@@ -10,7 +10,7 @@ from personas.catalogue import Boundary
 from runtime.models import DecisionRecord, RefusalRecord
 from runtime.stamp import load_active_stamp
 from stamps.registry import HANDLERS
-from tests.runtime_support import call, standing_persona
+from tests.runtime_support import call, root_of, standing_persona
 
 pytestmark = pytest.mark.django_db
 
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.django_db
 def private_home(tmp_path: Path, settings) -> Path:
     settings.VIRGO_HOME = tmp_path / "home"
     return settings.VIRGO_HOME
-
-
-def root_of(persona) -> Path:
-    stamp = load_active_stamp(persona)
-    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
 
 
 def assert_loud_denial(result: dict, persona, boundary: Boundary, caplog) -> None:

@@ -24,7 +24,6 @@ from cards import fastpath
 from cards.models import PublishedCard
 from personas.models import Persona, PersonaClass
 from personas.services import persona_delete, persona_set_discoverable
-from stamps.services import _record, _set_outcome
 from tests.factories import (
     REVIEWER_VERBS,
     make_agent,
@@ -34,6 +33,7 @@ from tests.factories import (
     update_persona,
 )
 from tests.live import free_port
+from tests.stored_stamps import record_not_standing
 from virgo.settings import redis_cache
 
 pytestmark = pytest.mark.django_db
@@ -196,16 +196,7 @@ def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: 
     assert call(app, card_path(persona))[0] == 200
     generation = persona.generations.get(number=persona.generation)
     # Its stored stamp stays its stamp: the hashes are frozen once set (VX-SEC-8).
-    _set_outcome(
-        generation,
-        standing=False,
-        reasons=["not standing: missing tool list_tasks"],
-        stamp_hash=generation.stamp_hash,
-        composition_hash=generation.composition_hash,
-        grant_digest=generation.grant_digest,
-        grant_definition=generation.grant_definition,
-    )
-    _record(generation)
+    record_not_standing(generation, "not standing: missing tool list_tasks")
     assert call(app, card_path(persona))[0] == 404
 
 

@@ -24,7 +24,7 @@ from stamps.registry import HANDLERS
 from stamps.services import owner_reference
 from tests.channel_support import OPS, surface_persona
 from tests.factories import make_owner, update_persona
-from tests.runtime_support import call, correlation, standing_persona
+from tests.runtime_support import call, correlation, root_of, standing_persona
 
 pytestmark = pytest.mark.django_db
 
@@ -33,11 +33,6 @@ pytestmark = pytest.mark.django_db
 def private_home(tmp_path: Path, settings) -> Path:
     settings.VIRGO_HOME = tmp_path / "home"
     return settings.VIRGO_HOME
-
-
-def root_of(persona) -> Path:
-    stamp = load_active_stamp(persona)
-    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
 
 
 DELETE = {"path": "memory/old.md", "mode": "delete"}

@@ -11,11 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.test import Client
 from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
@@ -53,16 +50,6 @@ def dead_redis(settings: Settings) -> Iterator[str]:
     settings.CACHES = {"default": redis_cache(url)}
     with celery_publishing_to(url):
         yield url
-
-
-@pytest.fixture
-def card_app() -> Iterator[fastpath.PublicCardFastPath]:
-    """virgo.wsgi's stack (the fast path before Django) inside the test's transaction."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield fastpath.PublicCardFastPath(WSGIHandler())
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 def lead(**fields: Any) -> Persona:

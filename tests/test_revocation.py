@@ -8,7 +8,6 @@ back, as a new generation.
 """
 
 import json
-from collections.abc import Iterator
 from io import StringIO
 from typing import Any
 
@@ -16,11 +15,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.core.signals import request_finished, request_started
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -43,9 +40,9 @@ from runtime.stamp import StampUnavailable, load_active_stamp
 from settling.publication import publish_generation
 from settling.reconciliation import owed_personas, reconcile
 from stamps.quarantine import quarantined_personas, restore
-from stamps.services import _record, _set_outcome
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
 from tests.runtime_support import call, correlation
+from tests.stored_stamps import record_not_standing
 from tests.test_card_fastpath import call as call_wsgi
 
 pytestmark = pytest.mark.django_db
@@ -166,16 +163,6 @@ def test_a_revoked_generation_has_its_own_tombstone_and_a_new_generation_comes_b
     assert old.revoked_at is not None and old.standing is False
 
 
-@pytest.fixture
-def card_app() -> Iterator[fastpath.PublicCardFastPath]:
-    """virgo.wsgi's stack, the card fast path in front of Django, inside the test's transaction."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield fastpath.PublicCardFastPath(WSGIHandler())
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
-
-
 def assert_a_tombstone(
     answer: tuple[int, dict[str, str], bytes], card_headers: dict[str, str], **expected: Any
 ) -> dict[str, Any]:
@@ -229,16 +216,7 @@ def test_a_generation_that_stops_standing_after_an_older_one_was_revoked_is_404(
     back = update_persona(persona, description="A fresh start.")
     assert get_card(back).status_code == 200
     current = back.generations.get(number=back.generation)
-    _set_outcome(
-        current,
-        standing=False,
-        reasons=["not standing: missing tool list_tasks"],
-        stamp_hash=current.stamp_hash,
-        composition_hash=current.composition_hash,
-        grant_digest=current.grant_digest,
-        grant_definition=current.grant_definition,
-    )
-    _record(current)
+    record_not_standing(current, "not standing: missing tool list_tasks")
     assert get_card(back).status_code == 404
 
 

@@ -23,8 +23,7 @@ from django.apps import apps
 
 from runtime import credentials
 from runtime.models import RefusalRecord
-from runtime.stamp import load_active_stamp
-from tests.runtime_support import call, standing_persona
+from tests.runtime_support import call, root_of, standing_persona
 
 pytestmark = pytest.mark.django_db
 
@@ -326,11 +325,6 @@ KEPT = {
 def private_home(tmp_path: Path, settings) -> Path:
     settings.VIRGO_HOME = tmp_path / "home"
     return settings.VIRGO_HOME
-
-
-def root_of(persona) -> Path:
-    stamp = load_active_stamp(persona)
-    return stamp.workspace_for(stamp.tools["workspace_read"]).ensure()
 
 
 def place(root: Path, path: str, content: str, link_to: str | None = None) -> None:
