@@ -8,6 +8,8 @@ mutmut also runs pytest several times in one process (the stats pass, then the c
 session on a new test database; the plugin empties Django's content type cache at each start.
 """
 
+import itertools
+
 import pytest
 from django.apps import apps
 
@@ -23,10 +25,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_needs_database)
 
 
+_sessions = itertools.count(1)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if not apps.ready:
+        return
     # The last session's database numbered the content types differently: a cached id would be
     # a foreign key to nothing (the admin log's, say) and fail a test that is not broken.
-    if apps.ready:
-        from django.contrib.contenttypes.models import ContentType
+    from django.contrib.contenttypes.models import ContentType
+    from django.db import connections
 
-        ContentType.objects.clear_cache()
+    ContentType.objects.clear_cache()
+    # An in-memory SQLite test database lives while any connection to it is open, and a thread
+    # of the last session may still hold one: the next session would find it migrated, with the
+    # rows its migrations load (the default skill map) flushed by the last transactional test.
+    # Each session gets a database of its own name instead.
+    session_number = next(_sessions)
+    for connection in connections.all():
+        if connection.vendor == "sqlite":
+            name = f"file:mutation-{connection.alias}-{session_number}?mode=memory&cache=shared"
+            connection.settings_dict.setdefault("TEST", {})["NAME"] = name
