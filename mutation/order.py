@@ -46,3 +46,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if connection.vendor == "sqlite":
             name = f"file:mutation-{connection.alias}-{session_number}?mode=memory&cache=shared"
             connection.settings_dict.setdefault("TEST", {})["NAME"] = name
+    # The readyz pool's threads keep their own connection objects, named for the last session's
+    # database: the next session starts new threads.
+    from virgo import health
+
+    with health._pool_lock:
+        if health._pool is not None:
+            health._pool.shutdown(wait=True)
+            health._pool = None
+    health.BACKLOG.forget()
