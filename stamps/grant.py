@@ -96,9 +96,6 @@ class Grant:
     channel: str
     ask_first: tuple[str, ...]
 
-    def tool(self, name: str) -> ToolGrant | None:
-        return next((tool for tool in self.tools if tool.name == name), None)
-
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -176,32 +173,38 @@ def _added_removed(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[lis
     return sorted(set(after) - set(before)), sorted(set(before) - set(after))
 
 
-def namespace_relation(before: str, after: str) -> str:
-    """`same`, `below` (narrower), `above` (wider) or `beside` (elsewhere) of `before`."""
-    if before == after:
-        return "same"
-    if after.startswith(f"{before}/"):
-        return "below"
-    if before.startswith(f"{after}/"):
-        return "above"
-    return "beside"
+def namespace_widening(before: str, after: str) -> str | None:
+    """How `after` reaches past `before`: `above` it (wider), `beside` it (elsewhere), or None
+    when it is the same namespace or one below it (narrower)."""
+    if after == before or after.startswith(f"{before}/"):
+        return None
+    return "above" if before.startswith(f"{after}/") else "beside"
 
 
 def _authority_label(authority: str) -> str:
     return "the human owner" if authority == OWNER else f"owning lead {authority.split(':', 1)[1]}"
 
 
+def _place_widening(
+    old_workspace: str, old_project: str | None, new_workspace: str, new_project: str | None
+) -> str | None:
+    """Another workspace, another project, or the whole workspace instead of one project widens;
+    one project of the same workspace instead of all of it narrows."""
+    if new_workspace != old_workspace:
+        return f"moves to workspace {new_workspace} from {old_workspace}"
+    if new_project == old_project or old_project is None:
+        return None
+    if new_project is None:
+        return f"reaches all of workspace {new_workspace}, not project {old_project}"
+    return f"moves to project {new_project} from {old_project}"
+
+
 def _scope_widening(before: Grant, after: Grant) -> list[str]:
     """The persona's own scope: its workspace, project and graph namespace."""
-    widening = []
-    if after.workspace != before.workspace:
-        widening.append(f"moves to workspace {after.workspace} from {before.workspace}")
-    elif after.project != before.project and after.project is None:
-        widening.append(f"reaches all of workspace {after.workspace}, not project {before.project}")
-    elif after.project != before.project and before.project is not None:
-        widening.append(f"moves to project {after.project} from {before.project}")
-    relation = namespace_relation(before.graph_namespace, after.graph_namespace)
-    if relation in ("above", "beside"):
+    place = _place_widening(before.workspace, before.project, after.workspace, after.project)
+    widening = [place] if place else []
+    relation = namespace_widening(before.graph_namespace, after.graph_namespace)
+    if relation is not None:
         widening.append(
             f"graph namespace {after.graph_namespace} is {relation} {before.graph_namespace}"
         )
@@ -233,8 +236,9 @@ def _tool_widening(old: ToolGrant, new: ToolGrant, *, already: dict[str, set[str
         widening.append(f"{new.name}: no longer crosses boundary {old.boundary}")
     if new.handler_action != old.handler_action:
         widening.append(f"{new.name}: runs as {new.handler_action}, not {old.handler_action}")
-    if (new.workspace, new.project) != (old.workspace, old.project) and not already["scope"]:
-        widening.append(f"{new.name}: its scope moves to {new.workspace}/{new.project}")
+    place = _place_widening(old.workspace, old.project, new.workspace, new.project)
+    if place and place not in already["scope"]:
+        widening.append(f"{new.name}: {place}")
     for field in ("queues", "paths", "surfaces"):
         added = sorted(set(getattr(new, field)) - set(getattr(old, field)) - already[field])
         if added:

@@ -64,21 +64,11 @@ def _grant(generation: Generation | None) -> tuple[Grant | None, str]:
     return grant_of(document), sha256_hex(stamp_bytes(document))
 
 
-def field_of(problem: Problem, composition: dict[str, Any]) -> str:
-    """The persona field a stamp problem is about, so a refusal can name it."""
-    if problem.code is Code.ADDRESS:
-        return "address"
-    if problem.code is Code.NOT_THE_OWNERS:
-        return (
-            "owning_lead"
-            if problem.item == composition.get("owning_lead")
-            else ("human_surface_bindings")
-        )
-    if problem.code is Code.SCHEMA and problem.item == "class":
-        return "persona_class"
-    if problem.code is Code.SCOPE and problem.item in composition.get("ask_first_verbs", []):
-        return "ask_first_verbs"
-    return "verb_subset"
+def field_of(problem: Problem) -> str:
+    """The persona field a stamp problem is about, so a refusal can name it. The records check
+    the class, the ask-first verbs, bindings and lead before the factory is asked, so what is
+    left for it to reject is the address (one the class may not take) or the verb subset."""
+    return "address" if problem.code is Code.ADDRESS else "verb_subset"
 
 
 def _refusals(
@@ -98,7 +88,7 @@ def _refusals(
         if problem.code is Code.MISSING_TOOL:
             missing.append(problem.item)
             continue
-        field = field_of(problem, proposed.composition)
+        field = field_of(problem)
         refusals.setdefault(field, []).append(problem.message.removeprefix("not standing: "))
     if missing:
         persona_class = proposed.composition["persona_class"]

@@ -14,12 +14,22 @@ from rest_framework.test import APIClient
 
 from cards.rendering import PINNED_GRANT_EXTENSION
 from personas import services
+from personas.catalogue import VERBS
 from personas.models import GrantProposal, Persona, PersonaClass
 from personas.services.generations import _next_generation, _settle_generation
 from settling.publication import publish_generation
 from stamps.factory import build_stamp
-from stamps.grant import GRANT_DEFINITION, GRANT_FIELDS, NOT_GRANT, compare, digest, grant_of
+from stamps.grant import (
+    GRANT_DEFINITION,
+    GRANT_FIELDS,
+    NOT_GRANT,
+    class_refusals,
+    compare,
+    digest,
+    grant_of,
+)
 from stamps.models import CapabilityStamp
+from stamps.profiles import class_may_have
 from stamps.review import grant_diff
 from stamps.validation import schema as stamp_schema
 from tests.factories import (
@@ -630,3 +640,55 @@ def test_every_field_of_a_proposals_diff_says_what_changes(persona: Persona) -> 
         GrantProposal.Via.API,
         persona.generation,
     )
+
+
+def test_the_verbs_a_class_may_not_have_are_the_factorys_and_each_says_why() -> None:
+    """VX-GRANT-4: what the admin shows disabled is exactly what the factory refuses the class,
+    each with the cell of the class matrix that refuses it."""
+    for persona_class in PersonaClass.values:
+        refusals = class_refusals(persona_class)
+        barred = {verb.name for verb in VERBS if not class_may_have(persona_class, verb.name)}
+        assert set(refusals) == barred
+        for reason in refusals.values():
+            assert f"a {persona_class} may not have it" in reason and "' is '" in reason
+
+
+def test_an_allowed_verb_the_persona_lacks_stays_offered(persona: Persona) -> None:
+    """VX-GRANT-4: the admin form disables only what the class may not have: a verb the class
+    may have, not yet in the subset, stays a plain checkbox."""
+    from tests.test_admin_personas import change_url, signed_in
+
+    assert "complete" not in persona.verb_subset
+    html = signed_in(persona.agent.owner).get(change_url(persona)).content.decode()
+    [tag] = re.findall(r'<input[^>]*name="verb_subset" value="complete"[^>]*>', html)
+    assert " disabled" not in tag and "checked" not in tag
+
+
+def test_an_address_the_class_may_not_take_is_refused_naming_the_address(
+    persona: Persona,
+) -> None:
+    """VX-GRANT-4: a class change that leaves the persona at an address its new class may not
+    take (a secretary at a project's address) is refused naming `address`, and why."""
+    before = state(persona)
+    response = patch(persona, persona_class=PersonaClass.SECRETARY)
+    assert response.status_code == 422, response.content
+    [reason] = response.json()["address"]
+    assert "not canonical for a secretary" in reason
+    assert state(persona) == before
+
+
+def test_a_project_binding_moved_or_dropped_says_so() -> None:
+    """VX-GRANT-2, VX-REV-3: another project, or the whole workspace instead of one project,
+    widens, and the diff says which; a project taken from a workspace-wide binding narrows."""
+    deputy = grant_of(build_stamp(**stamp_kwargs(PersonaClass.CODER_DEPUTY)))
+    elsewhere = grant_of(
+        build_stamp(**stamp_kwargs(PersonaClass.CODER_DEPUTY, address="work/other/deputy"))
+    )
+    moved = compare(deputy, elsewhere)["widening"]
+    assert "moves to project other from core" in moved
+    lead = grant_of(build_stamp(**stamp_kwargs(PersonaClass.PROJECT_LEAD)))
+    coordinator = grant_of(build_stamp(**stamp_kwargs(PersonaClass.TEAM_COORDINATOR)))
+    dropped = compare(lead, coordinator)["widening"]
+    assert "reaches all of workspace work, not project core" in dropped
+    narrowed = compare(coordinator, lead)["widening"]
+    assert narrowed and not [r for r in narrowed if "project" in r or "workspace" in r]
