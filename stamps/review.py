@@ -13,7 +13,7 @@ from typing import Any
 
 from personas.models import Generation
 from stamps.factory import SCHEMA_VERSION, build_stamp
-from stamps.grant import Grant, class_refusals, compare, grant_of
+from stamps.grant import Grant, compare, grant_of
 from stamps.models import CapabilityStamp
 from stamps.problems import Code, Problem, StampRejected
 from stamps.services import stamp_inputs
@@ -136,8 +136,3 @@ def _skill_ids(generation: Generation | None) -> set[str]:
     if generation is None:
         return set()
     return {skill["id"] for skill in generation.composition.get("skills", [])}
-
-
-def verb_refusals(persona_class: str) -> dict[str, str]:
-    """settings.VIRGO_CLASS_REFUSALS: the verbs a class may not have, each with its reason."""
-    return class_refusals(persona_class)

@@ -160,7 +160,7 @@ VIRGO_BACKLOG = "settling.reconciliation.owed_work"
 VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
 # The verbs a persona class may not have, each with the factory's reason: the admin form offers
 # only the others.
-VIRGO_CLASS_REFUSALS = "stamps.review.verb_refusals"
+VIRGO_CLASS_REFUSALS = "stamps.grant.class_refusals"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
