@@ -15,6 +15,8 @@ DISCOVERY_EXTENSION = "https://virgo.dev/a2a/extensions/discovery-only/v1"
 # Data only (VX-TRUST-4): what a peer stores to tell, on its next fetch, that the grant changed.
 PINNED_GRANT_EXTENSION = "https://virgo.dev/a2a/extensions/pinned-grant/v1"
 GRANT_DIGEST_ALGORITHM = "hmac-sha256"
+# Data only (VX-ID-3): the owner's identity chain and how each part of it was proven.
+IDENTITY_EXTENSION = "https://virgo.dev/a2a/extensions/identity-chain/v1"
 # What a digest stored before grant definitions were named covers: the tools and their access.
 # Later ones name their own (stamps.grant.GRANT_DEFINITION), stored with the digest.
 FIRST_GRANT_DEFINITION = "virgo-grant/1"
@@ -78,6 +80,24 @@ def pinned_grant(
     }
 
 
+def identity_chain(identity: dict[str, Any]) -> dict[str, Any]:
+    """The card extension carrying the owner's identity chain, as the composition holds it
+    (personas.services.derivation.provider_and_identity): signed with the card, so a peer who
+    verifies the signature knows this installation vouches for each part and how it was proven."""
+    return {
+        "uri": IDENTITY_EXTENSION,
+        "description": (
+            "The owning human's identity chain. provider says whom the card's provider names: "
+            "the owner's organization (its domain proven by dns-txt, https-well-known or operator "
+            "approval) or this installation. owner names the OpenID Connect issuer and subject "
+            "only when a verified ID token proved them (oidc); unverified means nothing was "
+            "proven and nothing is named. verifiedAt is since when the proof has held."
+        ),
+        "required": False,
+        "params": identity,
+    }
+
+
 def build_card(
     composition: dict[str, Any],
     *,
@@ -102,6 +122,8 @@ def build_card(
             "params": {"grantsAccess": False, "workIntake": "todos"},
         }
     ]
+    if "identity" in composition:
+        extensions.append(identity_chain(composition["identity"]))
     if pin is not None:
         extensions.append(pin)
     return {

@@ -816,9 +816,9 @@ class OwnerIdentityAdmin(OwnedAdmin):
     """The identity chain cards name as provider; each owner edits their own."""
 
     form = OwnerIdentityForm
-    list_display = ("display_name", "user", "organization", "issuer", "identity_subject")
+    list_display = ("display_name", "user", "organization_domain", "issuer", "identity_subject")
     list_select_related = ("user",)
-    search_fields = ("display_name", "organization")
+    search_fields = ("display_name", "organization_domain__domain")
 
     @admin.display(description="identity issuer", ordering="identity_issuer")
     def issuer(self, obj: OwnerIdentity) -> str:

@@ -275,13 +275,7 @@ class SkillForm(ServiceForm):
 class OwnerIdentityForm(ServiceForm):
     class Meta:
         model = OwnerIdentity
-        fields = (
-            "display_name",
-            "organization",
-            "organization_url",
-            "identity_issuer",
-            "identity_subject",
-        )
+        fields = ("display_name", "organization_domain")
 
     def call_service(self) -> OwnerIdentity:
         # A fresh user each call: the service reaches the identity through the user's cached

@@ -35,32 +35,135 @@ class RevocationReason(models.TextChoices):
     POLICY_VIOLATION = "policy-violation", "Policy violation (moderator)"
 
 
+class Verification(models.TextChoices):
+    """How a part of an owner's identity chain was proven (VX-ID-1, VX-ID-2)."""
+
+    OIDC = "oidc", "OpenID Connect sign-in"
+    DNS_TXT = "dns-txt", "DNS TXT record"
+    HTTPS_WELL_KNOWN = "https-well-known", "HTTPS well-known file"
+    OPERATOR = "operator", "Approved by the installation"
+    UNVERIFIED = "unverified", "Not verified"
+
+
+def new_domain_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
 class OwnerIdentity(models.Model):
-    """The owning human's identity chain: what cards name as provider (SPEC-0009, ADR-0008)."""
+    """The owning human's identity chain, which every card of theirs carries (SPEC-0009).
+
+    Nothing in it that a card names is typed: the issuer and subject are written only by an
+    OpenID Connect sign-in from the verified ID token (`identity_verified_at` says when), and the
+    organization is a domain the owner proved (OrganizationDomain). What owners typed before
+    proofs existed stays as `claimed_*`, shown to them and never put on a card.
+    """
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identity"
     )
     display_name = models.CharField(max_length=200)
-    organization = models.CharField(max_length=200, blank=True)
-    organization_url = models.URLField(blank=True)
     identity_issuer = models.URLField(blank=True, help_text="OIDC issuer that attests this owner")
     identity_subject = models.CharField(max_length=255, blank=True)
+    identity_verified_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a verified ID token last proved the issuer and subject; empty: unproven.",
+    )
+    organization_domain = models.ForeignKey(
+        "OrganizationDomain",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The proven domain this owner's cards name as their provider.",
+    )
+    claimed_organization = models.CharField(max_length=200, blank=True)
+    claimed_organization_url = models.URLField(blank=True)
 
     class Meta:
         verbose_name_plural = "owner identities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["identity_issuer", "identity_subject"],
+                condition=models.Q(identity_verified_at__isnull=False),
+                name="one_owner_per_verified_subject",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(identity_verified_at__isnull=True)
+                | (~models.Q(identity_issuer="") & ~models.Q(identity_subject="")),
+                name="verified_subject_names_issuer_and_subject",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.display_name
 
     @property
-    def provider_organization(self) -> str:
-        return self.organization or self.display_name
+    def subject_verified(self) -> bool:
+        return self.identity_verified_at is not None
+
+
+class OrganizationDomain(models.Model):
+    """A domain an owner claims for their organization, and whether and how it was proven.
+
+    The owner publishes `token` in a DNS TXT record or an HTTPS well-known file on the domain,
+    or a superuser approves the claim; until then (and again once a proof lapses) no card names
+    it. A verified domain belongs to one owner: another may use it only when shared with them.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="organization_domains"
+    )
+    domain = models.CharField(
+        max_length=253, help_text="Lower-case, IDNA A-labels, no dot at the end."
+    )
+    token = models.CharField(max_length=64, default=new_domain_token, editable=False)
+    verification = models.CharField(
+        max_length=24, choices=Verification.choices, default=Verification.UNVERIFIED
+    )
+    verified_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when the current proof has held."
+    )
+    checked_at = models.DateTimeField(null=True, blank=True)
+    last_failure = models.CharField(max_length=500, blank=True)
+    shared_with = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="shared_organization_domains"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["domain", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "domain"], name="one_claim_per_owner_domain"),
+            models.UniqueConstraint(
+                fields=["domain"],
+                condition=models.Q(verified_at__isnull=False),
+                name="verified_domain_has_one_owner",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(verified_at__isnull=True, verification="unverified")
+                    | (models.Q(verified_at__isnull=False) & ~models.Q(verification="unverified"))
+                ),
+                name="verified_domain_says_how",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(verification="oidc"), name="domain_not_proven_by_oidc"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.domain
 
     @property
-    def provider_url(self) -> str:
-        """The most verifiable URL of the chain: the organisation's, else the OIDC issuer's."""
-        return self.organization_url or self.identity_issuer
+    def is_verified(self) -> bool:
+        return self.verified_at is not None
+
+    def may_be_named_by(self, user: Any) -> bool:
+        """Whether `user`'s cards may name this domain: verified, and theirs or shared with them."""
+        if not self.is_verified:
+            return False
+        return self.owner_id == user.pk or self.shared_with.filter(pk=user.pk).exists()
 
 
 class Agent(models.Model):
@@ -322,9 +425,10 @@ IMMUTABLE_FIELDS = ("persona", "number", "composition", "base_composition_hash")
 SET_ONCE_FIELDS = ("stamp_hash", "composition_hash", "grant_digest", "grant_definition")
 
 
-# The organisation a generation's card names as provider, in lower case: the directory's
-# `provider` filter (personas.search) and the index that answers it are this one expression.
-PROVIDER_ORGANIZATION = Lower(KT("composition__provider__organization"))
+# The proven organization domain a generation's card names as provider, in lower case (absent
+# when the card names the installation): the directory's `provider` filter (personas.search)
+# and the index that answers it are this one expression, so it matches proven domains only.
+PROVIDER_ORGANIZATION = Lower(KT("composition__identity__organization__domain"))
 
 
 class GenerationQuerySet(models.QuerySet["Generation"]):
@@ -397,7 +501,7 @@ class Generation(models.Model):
                 fields=["persona", "number"], name="generation_unique_number_per_persona"
             ),
         ]
-        indexes = [models.Index(PROVIDER_ORGANIZATION, name="generation_provider_idx")]
+        indexes = [models.Index(PROVIDER_ORGANIZATION, name="generation_proven_provider_idx")]
         ordering = ["persona", "-number"]
 
     def __str__(self) -> str:
@@ -459,6 +563,11 @@ class AuditEvent(models.Model):
         STAMP_QUARANTINED = "stamp-quarantined", "Stamp quarantined"
         STAMP_RESTORED = "stamp-restored", "Stamp file restored"
         REVOKED = "revoked", "Persona or generation revoked"
+        IDENTITY_LINKED = "identity-linked", "OpenID Connect identity linked"
+        ORGANIZATION_VERIFIED = "organization-verified", "Organization domain verified"
+        ORGANIZATION_APPROVED = "organization-approved", "Organization domain approved"
+        ORGANIZATION_LAPSED = "organization-lapsed", "Organization domain proof lapsed"
+        ORGANIZATION_SHARED = "organization-shared", "Organization domain shared"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(

@@ -6,6 +6,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser
 from django.test import TestCase
+from django.utils import timezone
 
 from personas import services, surfaces
 from personas.catalogue import REQUIRED_TOOL_NAMES
@@ -54,18 +55,27 @@ def run_on_commit() -> Any:
 
 
 def make_owner(username: str | None = None, **identity: Any) -> AbstractUser:
+    """A staff owner whose identity is proven: an OIDC subject (as a sign-in leaves it) and an
+    organization domain the installation approved, `<username>.example.org` unless `organization`
+    names another (empty: none). `oidc=False` leaves the subject unproven."""
     username = username or f"owner{next(_counter)}"
     user = get_user_model().objects.create_user(
         username=username, password="correct horse battery staple", is_staff=True
     )
+    proven_subject = identity.pop("oidc", True)
+    domain = identity.pop("organization", f"{username}.example.org")
     OwnerIdentity.objects.create(
         user=user,
         display_name=identity.pop("display_name", username.title()),
-        organization=identity.pop("organization", f"{username.title()} Labs"),
-        organization_url=identity.pop("organization_url", f"https://{username}.example.org/"),
         identity_issuer=identity.pop("identity_issuer", "https://id.example.org/"),
         identity_subject=identity.pop("identity_subject", f"sub-{username}"),
+        identity_verified_at=timezone.now() if proven_subject else None,
+        **identity,
     )
+    if domain:
+        claim = services.organization_claim(owner=user, domain=domain)
+        services.organization_approve(claim=claim, actor=services.INSTALLATION)
+        services.owner_identity_update(user=user, organization_domain=claim)
     return user
 
 

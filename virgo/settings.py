@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -162,6 +163,19 @@ VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
 # only the others.
 VIRGO_CLASS_REFUSALS = "stamps.grant.class_refusals"
 VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Whom a card names as provider when its owner has proven no organization (VX-ID-2): this
+# installation, which the card's identity extension then says.
+VIRGO_PROVIDER_ORGANIZATION = env_str(
+    "VIRGO_PROVIDER_ORGANIZATION", f"Virgo at {urlsplit(VIRGO_PUBLIC_BASE_URL).netloc}"
+)
+VIRGO_PROVIDER_URL = env_str("VIRGO_PROVIDER_URL", VIRGO_PUBLIC_BASE_URL + "/")
+# How a card names its owner's OIDC subject: as the issuer gave it (`public`), or as an
+# identifier of this installation's own that peers cannot join across installations (`pairwise`).
+VIRGO_IDENTITY_SUBJECTS = env_str("VIRGO_IDENTITY_SUBJECTS", "public")
+if VIRGO_IDENTITY_SUBJECTS not in ("public", "pairwise"):
+    raise ImproperlyConfigured(
+        f"VIRGO_IDENTITY_SUBJECTS: {VIRGO_IDENTITY_SUBJECTS!r} is neither public nor pairwise"
+    )
 VIRGO_CARD_RATE_LIMIT = env_rate("VIRGO_CARD_RATE_LIMIT", "60/m")
 VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_rate("VIRGO_MUTATION_RATE_LIMIT", "120/m")

@@ -7,9 +7,9 @@ with transaction.on_commit so a task never sees uncommitted state.
 Callers import from here; the functions live in a module per record family, each importing only
 the ones before it in this list: `derivation` (what a persona is: its skills and composition),
 `validation` (what a write must pass), `addresses`, `generations` (opening, diffing and settling
-a persona's generations), `revocation`, `identities`, `skills` (the verb->skill map), `agents`,
-`discoverability`, `personas` and `proposals` (the owner's decision on a held change). No module
-of the package imports this one.
+a persona's generations), `revocation`, `identities`, `organizations` (proven domains), `skills`
+(the verb->skill map), `agents`, `discoverability`, `personas` and `proposals` (the owner's
+decision on a held change). No module of the package imports this one.
 """
 
 from personas.services.addresses import address_register, resolve_address
@@ -29,7 +29,16 @@ from personas.services.generations import (
     grant_diff,
     settle_persona_batch,
 )
-from personas.services.identities import owner_identity_update
+from personas.services.identities import OWNER_FIELDS, owner_identity_update
+from personas.services.organizations import (
+    INSTALLATION,
+    normalise_domain,
+    organization_approve,
+    organization_claim,
+    organization_lapsed,
+    organization_proven,
+    organization_share,
+)
 from personas.services.personas import (
     GRANT_FIELDS,
     PERSONA_FIELDS,
@@ -49,6 +58,8 @@ from personas.services.validation import User, validate_grant, validate_scope
 __all__ = [
     "FAN_OUT_SKILL_MAP",
     "GRANT_FIELDS",
+    "INSTALLATION",
+    "OWNER_FIELDS",
     "PERSONA_FIELDS",
     "REVOCATION_REASON_LIMIT",
     "SETTLE_PERSONA",
@@ -66,6 +77,12 @@ __all__ = [
     "current_skill_map",
     "derive_skills",
     "grant_diff",
+    "normalise_domain",
+    "organization_approve",
+    "organization_claim",
+    "organization_lapsed",
+    "organization_proven",
+    "organization_share",
     "owner_identity_update",
     "persona_create",
     "persona_delete",

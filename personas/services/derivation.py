@@ -8,9 +8,13 @@ package: every other one may import it.
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from personas.models import OwnerIdentity, Persona, Skill, SkillMapRevision
+from django.conf import settings
+from django.utils.crypto import salted_hmac
+
+from personas.models import OwnerIdentity, Persona, Skill, SkillMapRevision, Verification
 from virgo.canonical import canonical_bytes, sha256_hex
 
 
@@ -64,14 +68,65 @@ def composition_of(persona: Persona) -> dict[str, Any]:
         "graph_namespace": persona.effective_graph_namespace,
         "human_surface_bindings": sorted(persona.human_surface_bindings),
         "owning_lead": str(persona.owning_lead.uuid) if persona.owning_lead else None,
-        "provider": {
-            "organization": identity.provider_organization,
-            "url": identity.provider_url,
-        },
+        **provider_and_identity(identity),
     }
     if persona.ask_first_verbs:
         composition["ask_first_verbs"] = sorted(persona.ask_first_verbs)
     return composition
+
+
+def provider_and_identity(identity: OwnerIdentity) -> dict[str, Any]:
+    """The card's provider and the owner's identity chain: only what was proven (VX-ID-2, 3).
+
+    The provider is the owner's proven organization domain, or else this installation; the chain
+    says which, and names the OIDC issuer and subject only when a verified ID token proved them.
+    Each part says how it was verified and since when, never when it was last checked, so a
+    re-verification that finds the same proof changes no composition.
+    """
+    owner: dict[str, Any] = {"verification": Verification.UNVERIFIED.value}
+    if identity.subject_verified:
+        assert identity.identity_verified_at is not None
+        owner = {
+            "issuer": identity.identity_issuer,
+            "subject": shown_subject(identity.identity_issuer, identity.identity_subject),
+            "subjectType": settings.VIRGO_IDENTITY_SUBJECTS,
+            "verification": Verification.OIDC.value,
+            "verifiedAt": _instant(identity.identity_verified_at),
+        }
+    domain = identity.organization_domain
+    if domain is not None and domain.may_be_named_by(identity.user):
+        assert domain.verified_at is not None
+        organization: dict[str, Any] = {
+            "domain": domain.domain,
+            "verification": domain.verification,
+            "verifiedAt": _instant(domain.verified_at),
+        }
+        provider = {"organization": domain.domain, "url": f"https://{domain.domain}/"}
+        named = "organization"
+    else:
+        organization = {"verification": Verification.UNVERIFIED.value}
+        provider = {
+            "organization": settings.VIRGO_PROVIDER_ORGANIZATION,
+            "url": settings.VIRGO_PROVIDER_URL,
+        }
+        named = "installation"
+    return {
+        "provider": provider,
+        "identity": {"provider": named, "owner": owner, "organization": organization},
+    }
+
+
+def shown_subject(issuer: str, subject: str) -> str:
+    """The subject as cards show it: the issuer's own, or this installation's pairwise one."""
+    if settings.VIRGO_IDENTITY_SUBJECTS == "public":
+        return subject
+    return salted_hmac(
+        "virgo.identity.pairwise-subject", f"{issuer}\n{subject}", algorithm="sha256"
+    ).hexdigest()
+
+
+def _instant(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def composition_hash(composition: dict[str, Any]) -> str:

@@ -124,7 +124,7 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
     with transaction.atomic():
         personas = list(
             Persona.objects.select_for_update(of=("self",))
-            .select_related("agent__owner__identity", "address", "owning_lead")
+            .select_related("agent__owner__identity__organization_domain", "address", "owning_lead")
             .filter(pk__in=list(persona_ids))
             .order_by("pk")
         )

@@ -35,6 +35,7 @@ def class_and(persona_class: str, verbs: list[str]) -> list[str]:
     return [*required_tools(persona_class), *verbs]
 
 
+DEMO_DOMAIN = "demo.virgo.example"
 DEMO_PERSONAS: list[dict[str, Any]] = [
     {
         "name": "Reviewer",
@@ -97,6 +98,10 @@ class Command(BaseCommand):
         else:
             self.stdout.write("Demo owner: demo (password unchanged: as printed when it was made)")
         self.stdout.write(f"Reset it:   {command('load_demo --new-password')}")
+        self.stdout.write(
+            f"Provider:   {DEMO_DOMAIN} (approved by this installation: nobody can publish "
+            "a proof on the demo's domain)"
+        )
         self.stdout.write(f"Admin:      {base}/admin/")
         self.stdout.write(f"Card:       {personas[DEMO_PERSONAS[0]['name']].card_url}")
         self.stdout.write(f"Directory:  {base}/api/directory/ (sign in first)")
@@ -122,16 +127,16 @@ class Command(BaseCommand):
             user.set_password(password)
         user.is_staff = True
         user.save()
-        OwnerIdentity.objects.update_or_create(
-            user=user,
-            defaults={
-                "display_name": "Demo Owner",
-                "organization": "Virgo Demo",
-                "organization_url": "https://demo.virgo.example/",
-                "identity_issuer": "https://id.virgo.example/",
-                "identity_subject": "demo",
-            },
+        identity, _ = OwnerIdentity.objects.update_or_create(
+            user=user, defaults={"display_name": "Demo Owner"}
         )
+        # Nobody can publish a token on the demo's domain: the installation vouches for it,
+        # as a superuser may for any owner (the audit trail says so).
+        claim = services.organization_claim(owner=user, domain=DEMO_DOMAIN)
+        if not claim.is_verified:
+            services.organization_approve(claim=claim, actor=services.INSTALLATION)
+        if identity.organization_domain_id != claim.pk:
+            services.owner_identity_update(user=user, organization_domain=claim)
         return user, password
 
     def _agent(self, owner: Any) -> Agent:
