@@ -32,6 +32,7 @@ run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
 	$(PY) -m virgo.envfile embedded
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py reconcile
 	$(PY) manage.py load_demo
 	$(PY) manage.py runserver 127.0.0.1:$(PORT)
 

@@ -3,9 +3,11 @@
 Every request for `/a/<uuid>/.well-known/agent-card.json` makes exactly one call to the shared
 cache (Redis in production): a small Lua script that counts the request against its source
 address (the SPEC-0009 per-IP limit) and, in the same round trip, reads the persona's card
-token. The token is a random value written whenever anything the public card depends on
-changes (a new generation, a published card, discoverability, standing, deletion), both inside
-the changing transaction and again right after it commits.
+token. Without Redis (the embedded default) the count is the one server process's, and the
+token is a small file under VIRGO_HOME that every process on the machine shares. The token is
+a random value written whenever anything the public card depends on changes (a new generation,
+a published card, discoverability, standing, deletion), both inside the changing transaction
+and again right after it commits.
 
 Each web process keeps the public cards it has served, with the token it read before loading
 them. A request whose token still matches is answered from memory, with bytes and headers
@@ -32,6 +34,7 @@ once; other processes serve what they hold for at most VIRGO_CARD_PROCESS_CACHE_
 
 import enum
 import io
+import logging
 import os
 import re
 import secrets
@@ -39,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -72,7 +76,11 @@ LIMIT_NAME = "virgo.agent-card"
 # How many cards one process keeps. A card is ~2 KB; only advertised cards are kept.
 MAX_ENTRIES = 4096
 _KEY_COUNT = "virgo:card-rl:"
+logger = logging.getLogger(__name__)
 _KEY_TOKEN = "virgo:card-token:"
+# Where the embedded default keeps the card tokens, under VIRGO_HOME; a token is 16 hex digits.
+TOKEN_DIRECTORY = "card-tokens"
+_TOKEN_BYTES = 16
 
 # KEYS[1] the address's counter, KEYS[2] the persona's card token; ARGV[1] the window.
 # The window starts at an address's first request: INCR, and EXPIRE only when no TTL is set,
@@ -116,12 +124,20 @@ class _Entry:
 
 
 class _Store:
-    """The rate-limit counter and the card tokens on the configured cache, one call each way."""
+    """The rate-limit counter and the card tokens on the configured cache, one call each way.
+
+    Without Redis (the embedded default), the counter stays in the one server process's memory,
+    but the tokens are files under VIRGO_HOME: every process on the machine (the server, the
+    CLI, an eager task) writes and reads the same ones, so a change made by any of them is seen
+    on the server's next request (VX-TRUST-6). A token file is only ever replaced, never
+    removed, so no token read after a change can equal one read before it.
+    """
 
     def __init__(self) -> None:
         self.cache = caches[settings.RATELIMIT_USE_CACHE]
         self.redis = _redis_client(self.cache)
         self.script = self.redis.register_script(_COUNT_AND_TOKEN) if self.redis else None
+        self.token_files = Path(settings.VIRGO_HOME) / TOKEN_DIRECTORY
         # Tokens outlive every entry stored under them (see the module docstring).
         self.token_ttl = 3 * card_cache_seconds() + 60
         # Each server thread keeps one connection of its own for the script: redis-py's pool,
@@ -134,7 +150,8 @@ class _Store:
         count_key = self.cache.make_key(_KEY_COUNT + address)
         token_key = self.cache.make_key(_KEY_TOKEN + persona)
         if self.script is None:
-            return self._count_in_process(count_key, token_key, window)
+            count, ttl = self._count_in_process(count_key, window)
+            return count, ttl, self._read_token_file(persona)
         if SHARED_CACHE.should_try("card"):
             try:
                 count, ttl, token = self._run_script(count_key, token_key, window)
@@ -178,10 +195,8 @@ class _Store:
             self._local.connection = None
             raise
 
-    def _count_in_process(
-        self, count_key: str, token_key: str, window: int
-    ) -> tuple[int, int, str | None]:
-        """Any other cache backend (the embedded local-memory one): add, incr and get."""
+    def _count_in_process(self, count_key: str, window: int) -> tuple[int, int]:
+        """Any other cache backend (the embedded local-memory one): add and incr."""
         cache = self.cache
         now = time.time()
         if cache.add(count_key + ":ends", now + window, window):
@@ -192,28 +207,52 @@ class _Store:
         except ValueError:
             cache.set(count_key, 1, window)
             count = 1
-        return count, max(int(ends - now + 0.999), 0), cache.get(token_key)
+        return count, max(int(ends - now + 0.999), 0)
 
-    def replace_tokens(self, personas: Iterable[str]) -> None:
-        keys = [self.cache.make_key(_KEY_TOKEN + persona) for persona in personas]
-        if not keys:
+    def _read_token_file(self, persona: str) -> str | None:
+        """The persona's token file, None if none was ever written; unreadable, a token no
+        entry was kept under (so the card comes from the database)."""
+        try:
+            with open(self.token_files / persona, "rb") as handle:
+                return handle.read(_TOKEN_BYTES).decode("ascii", "replace")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return secrets.token_hex(8)
+
+    def _write_token_files(self, personas: Iterable[str]) -> None:
+        """A new token for each persona, each file replaced whole (readers see old or new)."""
+        self.token_files.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for persona in personas:
+            token = secrets.token_hex(8)
+            temporary = self.token_files / f".{persona}.{token}"
+            temporary.write_bytes(token.encode())
+            os.replace(temporary, self.token_files / persona)
+
+    def replace_tokens(self, personas: list[str]) -> None:
+        if not personas:
             return
-        if self.redis is not None:
-            # Lost while Redis is unreachable: entries that other processes hold expire instead.
-            if not SHARED_CACHE.should_try("card_token"):
-                return
-            pipeline = self.redis.pipeline(transaction=False)
-            for key in keys:
-                pipeline.set(key, secrets.token_hex(8), ex=self.token_ttl)
+        if self.redis is None:
             try:
-                pipeline.execute()
-            except REDIS_ERRORS as error:
-                SHARED_CACHE.failed("card_token", error)
-            else:
-                SHARED_CACHE.succeeded()
+                self._write_token_files(personas)
+            except OSError as error:
+                # The change itself stands; other processes serve what they hold until it
+                # expires (VIRGO_CARD_PROCESS_CACHE_SECONDS), as while Redis is unreachable.
+                logger.warning("card tokens under %s not written: %s", self.token_files, error)
+            return
+        # Lost while Redis is unreachable: entries that other processes hold expire instead.
+        if not SHARED_CACHE.should_try("card_token"):
+            return
+        pipeline = self.redis.pipeline(transaction=False)
+        for persona in personas:
+            key = self.cache.make_key(_KEY_TOKEN + persona)
+            pipeline.set(key, secrets.token_hex(8), ex=self.token_ttl)
+        try:
+            pipeline.execute()
+        except REDIS_ERRORS as error:
+            SHARED_CACHE.failed("card_token", error)
         else:
-            for key in keys:
-                self.cache.set(key, secrets.token_hex(8), self.token_ttl)
+            SHARED_CACHE.succeeded()
 
 
 def _redis_client(cache: Any) -> Any:

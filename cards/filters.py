@@ -14,7 +14,7 @@ from rest_framework import exceptions
 MAX_VALUES = 8
 SKILL_ID_LENGTH = 80  # Skill.slug
 TAG_LENGTH = 100
-PROVIDER_LENGTH = 200  # OwnerIdentity.organization and display_name
+PROVIDER_LENGTH = 253  # OrganizationDomain.domain: a DNS name's limit
 Q_LENGTH = 200
 MAX_WORDS = 8
 
@@ -133,7 +133,10 @@ PARAMETERS = [
     OpenApiParameter(
         "provider",
         type=PROVIDER_RULE.schema(),
-        description=("The organisation the persona's card names as provider, in any case (ASCII)."),
+        description=(
+            "The proven organization domain the persona's card names as provider, in any case "
+            "(ASCII). A card that names this installation, not a proven domain, never matches."
+        ),
     ),
     OpenApiParameter(
         "q",

@@ -813,17 +813,48 @@ class HumanSurfaceAdmin(OwnedAdmin):
 
 @admin.register(OwnerIdentity)
 class OwnerIdentityAdmin(OwnedAdmin):
-    """The identity chain cards name as provider; each owner edits their own."""
+    """The identity chain cards carry. Each owner writes only a display name and which proven
+    domain their cards name; the OIDC subject and the domains' proofs are shown, never typed."""
 
     form = OwnerIdentityForm
-    list_display = ("display_name", "user", "organization_domain", "issuer", "identity_subject")
-    list_select_related = ("user",)
+    list_display = ("display_name", "user", "organization_domain", "issuer", "subject_proof")
+    list_select_related = ("user", "organization_domain")
     search_fields = ("display_name", "organization_domain__domain")
+    fields = (
+        "display_name",
+        "organization_domain",
+        "identity_issuer",
+        "identity_subject",
+        "subject_proof",
+        "typed_before_proofs",
+    )
+    readonly_fields = (
+        "identity_issuer",
+        "identity_subject",
+        "subject_proof",
+        "typed_before_proofs",
+    )
 
     @admin.display(description="identity issuer", ordering="identity_issuer")
     def issuer(self, obj: OwnerIdentity) -> str:
         # Plain text, not Django's link for URL fields: admin pages point only at this site.
         return obj.identity_issuer
+
+    @admin.display(description="how the subject was proven")
+    def subject_proof(self, obj: OwnerIdentity) -> str:
+        if obj.identity_verified_at is None:
+            return (
+                "Unverified: cards name no issuer or subject. Sign in with OpenID Connect to "
+                "prove them."
+            )
+        return f"OpenID Connect sign-in, since {obj.identity_verified_at:%Y-%m-%d %H:%M} UTC"
+
+    @admin.display(description="typed before proofs existed")
+    def typed_before_proofs(self, obj: OwnerIdentity) -> str:
+        typed = ", ".join(v for v in (obj.claimed_organization, obj.claimed_organization_url) if v)
+        if not typed:
+            return "-"
+        return f"{typed} (never on a card; prove the domain to name it)"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OwnerIdentity]:
         return selectors.identities_visible_to(request.user)

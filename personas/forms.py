@@ -17,7 +17,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import models, transaction
 from django.utils.module_loading import import_string
 
-from personas import services, surfaces
+from personas import selectors, services, surfaces
 from personas.addresses import address_problem
 from personas.catalogue import VERBS
 from personas.models import (
@@ -273,16 +273,30 @@ class SkillForm(ServiceForm):
 
 
 class OwnerIdentityForm(ServiceForm):
+    """What an owner writes of their identity: a display name for the admin, and which of their
+    proven domains their cards name. The rest is proven elsewhere and shown read-only."""
+
     class Meta:
         model = OwnerIdentity
         fields = ("display_name", "organization_domain")
+        labels = {"organization_domain": "Organization named on cards"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["organization_domain"]
+        field.queryset = selectors.domains_nameable_by(self.actor)  # type: ignore[attr-defined]
+        field.empty_label = "None: cards name this installation"
+        field.help_text = (
+            "Only a domain proven for you (a DNS TXT record, an HTTPS well-known file or an "
+            "operator's approval), or shared with you by its owner, can be named."
+        )
 
     def call_service(self) -> OwnerIdentity:
         # A fresh user each call: the service reaches the identity through the user's cached
         # relation, which a rolled-back rehearsal would otherwise leave holding its row.
         user = get_user_model().objects.get(pk=self.actor.pk)
         return services.owner_identity_update(
-            user=user, **{name: self.cleaned_data[name] for name in self.Meta.fields}
+            user=user, **{name: self.cleaned_data[name] for name in services.OWNER_FIELDS}
         )
 
 

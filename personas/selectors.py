@@ -14,6 +14,7 @@ from personas.models import (
     AuditEvent,
     GrantProposal,
     HumanSurface,
+    OrganizationDomain,
     OwnerIdentity,
     Persona,
 )
@@ -60,6 +61,17 @@ def identities_visible_to(user: Any) -> QuerySet[OwnerIdentity]:
     if is_moderator(user):
         return OwnerIdentity.objects.all()
     return OwnerIdentity.objects.filter(user=user)
+
+
+def domains_nameable_by(user: Any) -> QuerySet[OrganizationDomain]:
+    """The proven domains `user`'s cards may name: their own and those shared with them."""
+    if not (user.is_authenticated and user.is_active):
+        return OrganizationDomain.objects.none()
+    return (
+        OrganizationDomain.objects.filter(verified_at__isnull=False)
+        .filter(Q(owner=user) | Q(shared_with=user))
+        .distinct()
+    )
 
 
 def proposals_visible_to(user: Any) -> QuerySet[GrantProposal]:

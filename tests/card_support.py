@@ -1,6 +1,7 @@
 """The public card's WSGI stack for tests that call it in-process."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
@@ -8,6 +9,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
 from cards import fastpath
+from cards.rendering import IDENTITY_EXTENSION
 
 
 @pytest.fixture
@@ -19,3 +21,14 @@ def card_app() -> Iterator[fastpath.PublicCardFastPath]:
     yield fastpath.PublicCardFastPath(WSGIHandler())
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
+
+
+def extension(card: dict[str, Any], uri: str) -> dict[str, Any]:
+    """The card's one extension with this URI (a test fails if there is none or several)."""
+    found = [e for e in card["capabilities"]["extensions"] if e["uri"] == uri]
+    assert len(found) == 1, f"{len(found)} extensions {uri} on the card"
+    return found[0]
+
+
+def identity_extension(card: dict[str, Any]) -> dict[str, Any]:
+    return extension(card, IDENTITY_EXTENSION)

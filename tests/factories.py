@@ -60,7 +60,10 @@ def make_owner(username: str | None = None, **identity: Any) -> AbstractUser:
     names another (empty: none). `oidc=False` leaves the subject unproven."""
     username = username or f"owner{next(_counter)}"
     user = get_user_model().objects.create_user(
-        username=username, password="correct horse battery staple", is_staff=True
+        username=username,
+        password="correct horse battery staple",
+        is_staff=True,
+        is_superuser=identity.pop("is_superuser", False),
     )
     proven_subject = identity.pop("oidc", True)
     domain = identity.pop("organization", f"{username}.example.org")

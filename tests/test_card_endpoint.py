@@ -17,6 +17,7 @@ from cards.models import PublishedCard
 from cards.rendering import DISCOVERY_BINDING, DISCOVERY_EXTENSION
 from personas.models import Persona, PersonaClass
 from personas.services import persona_set_discoverable, settle_persona_batch
+from tests.card_support import identity_extension
 from tests.factories import (
     DEPLOYER_VERBS,
     REVIEWER_VERBS,
@@ -88,8 +89,7 @@ def owner() -> Any:
     return make_owner(
         "ada",
         display_name="Ada Lovelace",
-        organization="Analytical Engines Ltd",
-        organization_url="https://engines.example.org/",
+        organization="engines.example.org",
     )
 
 
@@ -133,7 +133,7 @@ def test_card_fields_map_from_the_persona_and_its_owner(reviewer: Persona) -> No
     assert card["description"] == "Reviews pull requests in the reviews queue."
     assert card["supportedInterfaces"][0]["url"] == f"{BASE_URL}/a/{reviewer.uuid}/"
     assert card["provider"] == {
-        "organization": "Analytical Engines Ltd",
+        "organization": "engines.example.org",
         "url": "https://engines.example.org/",
     }
     assert skill_ids(card) == [skill["id"] for skill in reviewer.skills]
@@ -156,22 +156,30 @@ def test_provider_is_the_owner_never_the_agents_self_description(reviewer: Perso
     """S9-SCN-5: provider comes from the owner's identity chain; the agent's self-asserted
     identity appears nowhere on the card."""
     card = fetch_card(reviewer)
-    assert card["provider"]["organization"] == "Analytical Engines Ltd"
+    assert card["provider"]["organization"] == "engines.example.org"
     raw = json.dumps(card)
     assert "Mallory" not in raw
     assert "mallory.example" not in raw
 
 
-def test_provider_falls_back_to_the_owners_oidc_issuer(agent: Any) -> None:
-    """S9-SCN-5: without an organisation URL the chain's OIDC issuer vouches for the owner."""
-    owner = make_owner(
-        "grace", organization="", organization_url="", identity_issuer="https://id.example.org/"
-    )
+def test_without_a_proven_organization_the_provider_is_the_installation(
+    settings: Any,
+) -> None:
+    """S9-SCN-5, VX-ID-2: an owner who proved no organization is vouched for by this
+    installation, and the card says so; nothing the owner typed is named."""
+    settings.VIRGO_PROVIDER_ORGANIZATION = "Virgo at cards.example.net"
+    settings.VIRGO_PROVIDER_URL = "https://cards.example.net/"
+    owner = make_owner("grace", organization="", display_name="Grace Hopper Industries")
     persona = make_persona(make_agent(owner), discoverable=True)
-    assert fetch_card(persona)["provider"] == {
-        "organization": "Grace",
-        "url": "https://id.example.org/",
+    card = fetch_card(persona)
+    assert card["provider"] == {
+        "organization": "Virgo at cards.example.net",
+        "url": "https://cards.example.net/",
     }
+    chain = identity_extension(card)["params"]
+    assert chain["provider"] == "installation"
+    assert chain["organization"] == {"verification": "unverified"}
+    assert "Grace Hopper Industries" not in json.dumps(card)
 
 
 def test_card_claims_no_delegation_and_its_url_takes_no_work(reviewer: Persona) -> None:

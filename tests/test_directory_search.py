@@ -16,7 +16,12 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from personas.models import Persona, PersonaClass
-from personas.services import owner_identity_update
+from personas.services import (
+    INSTALLATION,
+    organization_approve,
+    organization_claim,
+    owner_identity_update,
+)
 from tests.factories import (
     DEPLOYER_VERBS,
     REVIEWER_VERBS,
@@ -58,8 +63,8 @@ def fleet() -> dict[str, Persona]:
     Skills (tags): work-todos (todos) on all; deploy-releases (deployment) with DEPLOYS;
     delegate-work (todos) with DELEGATES.
     """
-    ada = make_agent(make_owner("ada", organization="Ada Labs"))
-    grace = make_agent(make_owner("grace", organization="Grace Works"))
+    ada = make_agent(make_owner("ada", organization="ada-labs.example"))
+    grace = make_agent(make_owner("grace", organization="grace-works.example"))
     personas = {
         "captain": make_persona(
             ada,
@@ -182,9 +187,9 @@ def test_provider_filters_by_the_organisation_the_card_names(
     reader: Client, fleet: dict[str, Persona]
 ) -> None:
     """VX-DIR-1: `provider` is the card's provider organisation, in any case, exactly."""
-    assert names(reader, "provider=Grace+Works") == ["Release Reviewer"]
-    assert names(reader, "provider=grace+works") == ["Release Reviewer"]
-    assert names(reader, "provider=ADA+LABS") == [
+    assert names(reader, "provider=Grace-Works.example") == ["Release Reviewer"]
+    assert names(reader, "provider=grace-works.example") == ["Release Reviewer"]
+    assert names(reader, "provider=ADA-LABS.EXAMPLE") == [
         "Release Captain",
         "Code Reviewer",
         "Delegator",
@@ -192,27 +197,35 @@ def test_provider_filters_by_the_organisation_the_card_names(
     ]
     assert names(reader, "provider=Grace") == []
     card = reader.get(fleet["graces"].card_path)
-    assert json.loads(card.content)["provider"]["organization"] == "Grace Works"
+    assert json.loads(card.content)["provider"]["organization"] == "grace-works.example"
 
 
-def test_provider_follows_the_owners_identity_and_its_fallback(
-    reader: Client, fleet: dict[str, Persona]
+def test_provider_follows_the_owners_proven_domain_and_never_the_installation(
+    reader: Client, fleet: dict[str, Persona], settings: Any
 ) -> None:
-    """VX-DIR-1: when the owner renames their organisation, the new card's provider is what
-    the filter finds; an owner with no identity row is found by the name their cards carry."""
+    """VX-DIR-1, VX-ID-2: when the owner names another proven domain, the new card's provider is
+    what the filter finds; an owner who proved none is found by no provider, not even the
+    installation's name their cards carry, nor the name they typed."""
     grace = fleet["graces"].agent.owner
+    hopper = organization_claim(owner=grace, domain="hopper.example")
+    organization_approve(claim=hopper, actor=INSTALLATION)
     with run_on_commit():
-        owner_identity_update(user=grace, organization="Hopper & Co")
+        owner_identity_update(user=grace, organization_domain=hopper)
     # The change settled every persona of grace's anew, the failing one among them.
     Persona.objects.filter(pk=fleet["failing"].pk).update(standing=False)
-    assert names(reader, "provider=Grace+Works") == []
-    assert names(reader, "provider=hopper+%26+co") == ["Release Reviewer"]
+    assert names(reader, "provider=grace-works.example") == []
+    assert names(reader, "provider=HOPPER.example") == ["Release Reviewer"]
 
     plain = get_user_model().objects.create_user(
         username="linus", password="correct horse battery staple", is_staff=True
     )
     make_persona(make_agent(plain), name="No Identity", discoverable=True)
-    assert names(reader, "provider=linus") == ["No Identity"]
+    unproven = make_owner("torvalds", organization="", display_name="Linux Foundation")
+    make_persona(make_agent(unproven), name="Unproven", discoverable=True)
+    assert names(reader, "provider=linus") == []
+    assert names(reader, "provider=Linux+Foundation") == []
+    installation = settings.VIRGO_PROVIDER_ORGANIZATION.replace(" ", "+")
+    assert names(reader, f"provider={installation}") == []
 
 
 def test_q_finds_every_word_in_name_or_description(
@@ -254,19 +267,19 @@ def test_q_takes_wildcards_literally_and_never_reads_the_prompt(
 def test_every_filter_combines_with_every_other(reader: Client, fleet: dict[str, Persona]) -> None:
     """VX-DIR-1: filters combine by AND, and still list only advertised personas."""
     assert names(reader, "skill=deploy-releases&q=reviewer") == ["Release Reviewer"]
-    assert names(reader, "skill=deploy-releases&provider=ada+labs") == [
+    assert names(reader, "skill=deploy-releases&provider=ada-labs.example") == [
         "Release Captain",
         "Chief of Staff",
     ]
     assert names(reader, "tag=todos&q=review") == ["Code Reviewer", "Delegator", "Release Reviewer"]
     assert names(
-        reader, "skill=deploy-releases&tag=todos&provider=grace+works&q=checks+release"
+        reader, "skill=deploy-releases&tag=todos&provider=grace-works.example&q=checks+release"
     ) == ["Release Reviewer"]
-    assert names(reader, "skill=delegate-work&tag=deployment&provider=ada+labs&q=staff") == [
-        "Chief of Staff"
-    ]
-    assert names(reader, "skill=delegate-work&provider=grace+works") == []
-    assert names(reader, "skill=deploy-releases&q=captain&provider=grace+works") == []
+    assert names(
+        reader, "skill=delegate-work&tag=deployment&provider=ada-labs.example&q=staff"
+    ) == ["Chief of Staff"]
+    assert names(reader, "skill=delegate-work&provider=grace-works.example") == []
+    assert names(reader, "skill=deploy-releases&q=captain&provider=grace-works.example") == []
 
 
 def test_filtered_results_are_paged_by_the_cursor_with_the_filters_kept(
@@ -317,7 +330,7 @@ BAD_VALUES = [
     ("tag", [f"tag=t{n}" for n in range(9)], "give at most 8 values"),
     ("provider", ["provider="], "must not be empty"),
     ("provider", ["provider=+"], "must hold a character that is not white space"),
-    ("provider", ["provider=" + "p" * 201], "must be at most 200 characters"),
+    ("provider", ["provider=" + "p" * 254], "must be at most 253 characters"),
     ("provider", ["provider=a", "provider=b"], "give it once"),
     ("q", ["q="], "must not be empty"),
     ("q", ["q=++"], "must be 1 to 8 words"),
@@ -355,7 +368,7 @@ def test_eight_values_of_the_maximum_length_are_accepted(
     skills = "&".join(f"skill={'s' * 79}{n}" for n in range(8))
     tags = "&".join(f"tag={'t' * 99}{n}" for n in range(8))
     words = "+".join(["w" * 24] * 8)
-    query = f"{skills}&{tags}&provider={'p' * 200}&q={words}"
+    query = f"{skills}&{tags}&provider={'p' * 253}&q={words}"
     assert names(reader, query) == []
     assert names(reader, "q=+captain+&skill=deploy-releases&tag=todos") == ["Release Captain"]
 
@@ -371,7 +384,7 @@ def test_filtered_requests_count_against_the_principals_limit(
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     assert client.get(URL + "?skill=deploy-releases").status_code == 200
     assert client.get(URL + "?q=").status_code == 400
-    assert client.get(URL + "?q=release&provider=grace+works").status_code == 200
+    assert client.get(URL + "?q=release&provider=grace-works.example").status_code == 200
     limited = client.get(URL + "?tag=deployment")
     assert limited.status_code == 429
     assert limited.json()["code"] == "rate_limited"
@@ -387,7 +400,7 @@ def test_a_filtered_page_costs_the_same_few_queries(
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     with django_assert_max_num_queries(3):
         response = client.get(
-            URL + "?skill=deploy-releases&tag=todos&provider=grace+works&q=checks+release"
+            URL + "?skill=deploy-releases&tag=todos&provider=grace-works.example&q=checks+release"
         )
     assert [entry["name"] for entry in response.json()["results"]] == ["Release Reviewer"]
 
@@ -408,7 +421,7 @@ def test_the_schema_documents_every_filter_with_its_bounds() -> None:
         assert schema["items"]["minLength"] == 1 and "pattern" in schema["items"]
     assert parameters["skill"]["schema"]["items"]["maxLength"] == 80
     assert parameters["tag"]["schema"]["items"]["maxLength"] == 100
-    assert parameters["provider"]["schema"]["maxLength"] == 200
+    assert parameters["provider"]["schema"]["maxLength"] == 253
     assert parameters["q"]["schema"]["maxLength"] == 200
     assert "{0,7}" in parameters["q"]["schema"]["pattern"]
     for parameter in parameters.values():

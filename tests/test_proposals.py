@@ -222,7 +222,9 @@ def test_a_proposal_whose_next_composition_moved_is_stale(persona: Persona) -> N
     ).proposal
     assert proposal is not None
     # Written without its follow-up work, so the generation has not moved on yet.
-    services.owner_identity_update(user=owner, display_name="Renamed", organization="Other")
+    other = services.organization_claim(owner=owner, domain="other.example")
+    services.organization_approve(claim=other, actor=services.INSTALLATION)
+    services.owner_identity_update(user=owner, organization_domain=other)
     with pytest.raises(services.StaleProposal):
         services.proposal_approve(proposal=proposal, actor=owner)
     proposal.refresh_from_db()

@@ -1,0 +1,309 @@
+"""A card names only what was proven: the provider and the signed identity-chain extension.
+
+Read as a peer reads them: the served card, its signature checked by the a2a-sdk's verifier
+against Virgo's JWKS (tests/test_card_signatures.py), and the directory's provider filter.
+"""
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from a2a.utils.signing import InvalidSignaturesError
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.test import Client
+from django.utils import timezone
+
+from cards.rendering import IDENTITY_EXTENSION
+from personas import services
+from personas.models import AuditEvent, OrganizationDomain, OwnerIdentity, Persona, Verification
+from tests.card_support import identity_extension
+from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from tests.test_card_signatures import peer_verifier, served_jwks
+
+pytestmark = pytest.mark.django_db
+
+DIRECTORY = "/api/directory/"
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits() -> None:
+    cache.clear()
+
+
+def served(persona: Persona) -> dict[str, Any]:
+    response = Client().get(persona.card_path)
+    assert response.status_code == 200, response.content
+    card: dict[str, Any] = json.loads(response.content)
+    return card
+
+
+def listed(persona: Persona) -> Persona:
+    with run_on_commit():
+        services.persona_set_discoverable(
+            persona=persona, actor=persona.agent.owner, discoverable=True, via="test"
+        )
+    return persona
+
+
+@pytest.fixture
+def ada() -> Any:
+    return make_owner("ada", organization="engines.example.org")
+
+
+@pytest.fixture
+def adas_persona(ada: Any) -> Persona:
+    return make_persona(make_agent(ada), name="Reviewer", discoverable=True)
+
+
+def test_the_card_carries_the_proven_chain_and_how_each_part_was_proven(
+    ada: Any, adas_persona: Persona
+) -> None:
+    """VX-ID-3: a data-only extension (required false) names the OIDC issuer and subject a
+    verified ID token proved, the proven organization domain, and for each how and since when;
+    the provider is that domain."""
+    card = served(adas_persona)
+    extension = identity_extension(card)
+    assert extension["required"] is False
+    identity = ada.identity
+    assert extension["params"] == {
+        "provider": "organization",
+        "owner": {
+            "issuer": "https://id.example.org/",
+            "subject": "sub-ada",
+            "subjectType": "public",
+            "verification": "oidc",
+            "verifiedAt": identity.identity_verified_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "organization": {
+            "domain": "engines.example.org",
+            "verification": "operator",
+            "verifiedAt": identity.organization_domain.verified_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
+    assert card["provider"] == {
+        "organization": "engines.example.org",
+        "url": "https://engines.example.org/",
+    }
+
+
+def test_the_identity_chain_is_signed_with_the_card(adas_persona: Persona) -> None:
+    """VX-ID-3, VX-TRUST-2: the a2a-sdk verifier accepts the served card against Virgo's JWKS,
+    and refuses it once any part of the chain is changed (a peer cannot be handed another
+    owner's subject or domain under this signature)."""
+    card = served(adas_persona)
+    verify = peer_verifier(served_jwks())
+    verify(card)
+    tampered_parts = [
+        ("owner", "subject", "sub-grace"),
+        ("owner", "issuer", "https://evil.example/"),
+        ("owner", "verification", "unverified"),
+        ("organization", "domain", "evil.example"),
+        ("organization", "verification", "dns-txt"),
+    ]
+    for part, key, value in tampered_parts:
+        forged = copy.deepcopy(card)
+        identity_extension(forged)["params"][part][key] = value
+        with pytest.raises(InvalidSignaturesError):
+            verify(forged)
+    dropped = copy.deepcopy(card)
+    dropped["capabilities"]["extensions"] = [
+        e for e in dropped["capabilities"]["extensions"] if e["uri"] != IDENTITY_EXTENSION
+    ]
+    with pytest.raises(InvalidSignaturesError):
+        verify(dropped)
+
+
+def test_an_unproven_subject_and_organization_are_named_nowhere() -> None:
+    """VX-ID-1, VX-ID-3: an issuer and subject stored but never proven by a sign-in, and a domain
+    claimed but never proven, appear nowhere on the card; the chain says unverified."""
+    owner = make_owner(
+        "grace",
+        organization="",
+        oidc=False,
+        identity_issuer="https://id.hopper.example/",
+        identity_subject="sub-grace-typed",
+    )
+    services.organization_claim(owner=owner, domain="hopper.example")
+    persona = make_persona(make_agent(owner), discoverable=True)
+    card = served(persona)
+    assert identity_extension(card)["params"] == {
+        "provider": "installation",
+        "owner": {"verification": "unverified"},
+        "organization": {"verification": "unverified"},
+    }
+    raw = json.dumps(card)
+    for unproven in ("id.hopper.example", "sub-grace-typed", "hopper.example"):
+        assert unproven not in raw
+
+
+def test_a_pairwise_subject_is_this_installations_own(settings: Any, ada: Any) -> None:
+    """VX-ID-3: with VIRGO_IDENTITY_SUBJECTS=pairwise the card names an identifier derived for
+    this installation, not the issuer's subject; the same owner gets the same one each time."""
+    settings.VIRGO_IDENTITY_SUBJECTS = "pairwise"
+    first = services.composition_of(make_persona(make_agent(ada)))["identity"]["owner"]
+    again = services.composition_of(make_persona(make_agent(ada)))["identity"]["owner"]
+    assert first["subjectType"] == "pairwise"
+    assert first["subject"] == again["subject"]
+    assert "sub-ada" not in first["subject"] and len(first["subject"]) == 64
+    other = make_owner("grace")
+    assert services.composition_of(make_persona(make_agent(other)))["identity"]["owner"][
+        "subject"
+    ] not in (first["subject"], "sub-grace")
+
+
+def test_a_second_owner_cannot_get_a_card_naming_anothers_organization(
+    ada: Any, adas_persona: Persona
+) -> None:
+    """VX-ID-4: the impersonation of issue 23, end to end. Mallory copies Ada's display name,
+    claims Ada's domain, copies the persona's name and description: her claim cannot be
+    proven (the domain is Ada's), naming it is refused, and her card, the directory's provider
+    filter and her issuer/subject name nothing of Ada's."""
+    mallory = make_owner("mallory", organization="", oidc=False, display_name="Ada")
+    claim = services.organization_claim(owner=mallory, domain="ENGINES.example.org.")
+    assert claim.domain == "engines.example.org"
+    with pytest.raises(ValidationError) as taken:
+        services.organization_approve(claim=claim, actor=services.INSTALLATION)
+    assert "another owner" in taken.value.message_dict["domain"][0]
+    with pytest.raises(ValidationError):
+        services.owner_identity_update(user=mallory, organization_domain=claim)
+    with pytest.raises(ValidationError):
+        services.owner_identity_update(
+            user=mallory, organization_domain=ada.identity.organization_domain
+        )
+    with pytest.raises(ValidationError):
+        services.owner_identity_update(user=mallory, identity_issuer="https://id.example.org/")
+    # The database holds the same line: one verified owner per domain, per OIDC subject.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        OrganizationDomain.objects.filter(pk=claim.pk).update(
+            verified_at=timezone.now(), verification=Verification.DNS_TXT
+        )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        OwnerIdentity.objects.filter(user=mallory).update(
+            identity_issuer="https://id.example.org/",
+            identity_subject="sub-ada",
+            identity_verified_at=timezone.now(),
+        )
+    impostor = make_persona(
+        make_agent(mallory),
+        name=adas_persona.name,
+        description=adas_persona.description,
+        discoverable=True,
+    )
+    card = served(impostor)
+    assert "engines.example.org" not in json.dumps(card)
+    assert "sub-ada" not in json.dumps(card)
+    reader = Client()
+    reader.force_login(make_owner("reader"))
+    found = reader.get(DIRECTORY, {"provider": "engines.example.org"}).json()["results"]
+    assert [entry["id"] for entry in found] == [str(adas_persona.uuid)]
+
+
+def test_a_shared_domain_may_be_named_by_whom_it_is_shared_with(ada: Any) -> None:
+    """VX-ID-2, VX-ID-4: the domain's owner shares it, and only then may another owner's cards
+    name it; a third owner still may not, and only the owner (or a superuser) may share."""
+    domain = ada.identity.organization_domain
+    grace = make_owner("grace", organization="")
+    eve = make_owner("eve", organization="")
+    with pytest.raises(PermissionDenied):
+        services.organization_share(claim=domain, with_user=eve, actor=grace)
+    services.organization_share(claim=domain, with_user=grace, actor=ada)
+    services.owner_identity_update(user=grace, organization_domain=domain)
+    grace_card = served(make_persona(make_agent(grace), discoverable=True))
+    assert grace_card["provider"]["organization"] == "engines.example.org"
+    with pytest.raises(ValidationError):
+        services.owner_identity_update(user=eve, organization_domain=domain)
+
+
+def test_a_lapsed_proof_republishes_the_card_without_the_domain(
+    ada: Any, adas_persona: Persona
+) -> None:
+    """VX-ID-2: once a proof lapses, the owner's personas settle again and the new card names
+    the installation; an operator's approval is no proof a check can find missing."""
+    approved = ada.identity.organization_domain
+    claim = services.organization_claim(owner=ada, domain="lapsing.example")
+    services.organization_proven(claim=claim, verification=Verification.DNS_TXT)
+    with run_on_commit():
+        services.owner_identity_update(user=ada, organization_domain=claim)
+    assert served(adas_persona)["provider"]["organization"] == "lapsing.example"
+    with run_on_commit():
+        services.organization_lapsed(claim=claim, reason="the TXT record is gone")
+    card = served(adas_persona)
+    assert card["provider"]["organization"] != "lapsing.example"
+    assert identity_extension(card)["params"]["organization"] == {"verification": "unverified"}
+    services.organization_lapsed(claim=approved, reason="no record")
+    approved.refresh_from_db()
+    assert approved.is_verified and approved.last_failure == "no record"
+
+
+def test_only_a_superuser_or_the_installation_approves_a_domain(ada: Any) -> None:
+    """VX-ID-2: approval by hand is a superuser's, and it is audited."""
+    grace = make_owner("grace", organization="")
+    claim = services.organization_claim(owner=grace, domain="hopper.example")
+    for refused in (grace, ada):
+        with pytest.raises(PermissionDenied):
+            services.organization_approve(claim=claim, actor=refused)
+    root = make_owner("root", organization="", is_superuser=True)
+    services.organization_approve(claim=claim, actor=root)
+    claim.refresh_from_db()
+    assert claim.verification == Verification.OPERATOR
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_APPROVED, actor=root)
+    assert event.data == {"domain": "hopper.example", "owner": grace.pk, "by": "superuser"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "https://engines.example.org/",
+        "engines.example.org/path",
+        "127.0.0.1",
+        "localhost",
+        "-bad.example",
+        "a..example",
+        "x" * 64 + ".example",
+        "ada@engines.example.org",
+    ],
+)
+def test_a_domain_that_is_not_one_is_refused_naming_the_field(ada: Any, text: str) -> None:
+    """VX-ID-2: a claim is a registered domain name; anything else is a `domain` error."""
+    with pytest.raises(ValidationError) as refused:
+        services.organization_claim(owner=ada, domain=text)
+    assert list(refused.value.message_dict) == ["domain"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_typed_identities_become_unverified_on_upgrade_and_every_persona_settles_again() -> None:
+    """VX-ID-1, VX-ID-2: after the upgrade, what owners typed is kept as a claim, proves
+    nothing (no verified subject, no domain named), and every persona is behind, so the
+    reconciler publishes a card naming only what was proven."""
+    executor = MigrationExecutor(connection)
+    leaves = executor.loader.graph.leaf_nodes()
+    before = [("personas", "0011_grant_definition")]
+    executor.migrate(before)
+    old = MigrationExecutor(connection).loader.project_state(before).apps
+    try:
+        user = old.get_model("auth", "User").objects.create(username="typist")
+        old.get_model("personas", "OwnerIdentity").objects.create(
+            user_id=user.pk,
+            display_name="Typist",
+            organization="Virgo Demo",
+            organization_url="https://demo.virgo.example/",
+            identity_issuer="https://id.virgo.example/",
+            identity_subject="demo",
+        )
+        revision = old.get_model("personas", "SkillMapRevision")
+        revision.objects.update_or_create(pk=1, defaults={"revision": 4})
+    finally:
+        MigrationExecutor(connection).migrate(leaves)
+    identity = OwnerIdentity.objects.get(user__username="typist")
+    assert identity.claimed_organization == "Virgo Demo"
+    assert identity.claimed_organization_url == "https://demo.virgo.example/"
+    assert identity.identity_verified_at is None
+    assert identity.organization_domain is None
+    assert services.skill_map_revision() == 5
+    get_user_model().objects.filter(username="typist").delete()
