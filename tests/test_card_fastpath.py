@@ -380,3 +380,62 @@ def test_one_redis_call_counts_and_reads_the_token(
     fastpath.card_changed([persona.uuid])
     assert store.redis.get(token_key) not in (None, before)
     assert store.redis.ttl(token_key) > fastpath.card_cache_seconds()
+
+
+# The embedded default's shared card tokens -----------------------------------------------------
+
+
+def test_a_change_another_process_makes_is_seen_through_the_token_files(
+    app: Any, persona: Persona, django_assert_num_queries: Any
+) -> None:
+    """VX-TRUST-6: without Redis, a card token is a file under VIRGO_HOME that every process
+    reads: a change written by another process's store (the CLI's) moves the token this process
+    reads next, so the card held in memory is not served again; before any change there is no
+    file and no token."""
+    other_process = fastpath._Store()
+    uuid_text = str(persona.uuid)
+    assert other_process._read_token_file(str(uuid.uuid4())) is None
+    call(app, card_path(persona))
+    with django_assert_num_queries(0):
+        call(app, card_path(persona))
+    before = fastpath._shared()._read_token_file(uuid_text)
+    other_process.replace_tokens([uuid_text])
+    after = fastpath._shared()._read_token_file(uuid_text)
+    assert after is not None and after != before and len(after) == 16
+    assert (other_process.token_files / uuid_text).read_text() == after
+    served = call(app, card_path(persona))
+    assert served[0] == 200
+    assert fastpath._entries[uuid_text].token == after
+
+
+def test_an_unreadable_token_file_sends_every_request_to_the_database(
+    app: Any, persona: Persona, django_assert_max_num_queries: Any
+) -> None:
+    """VX-TRUST-6: a token that cannot be read (here a directory in the file's place) is never
+    one a card was kept under, so nothing is answered from memory; the card is still served."""
+    store = fastpath._shared()
+    token_file = store.token_files / str(persona.uuid)
+    token_file.unlink()
+    token_file.mkdir()
+    first = store._read_token_file(str(persona.uuid))
+    assert first is not None and first != store._read_token_file(str(persona.uuid))
+    call(app, card_path(persona))
+    second = call(app, card_path(persona))
+    assert second[0] == 200
+    assert fastpath._entries[str(persona.uuid)].token != store._read_token_file(str(persona.uuid))
+
+
+def test_a_token_that_cannot_be_written_leaves_the_change_standing(
+    persona: Persona, settings: Any, tmp_path: Any, caplog: Any
+) -> None:
+    """VX-TRUST-6: with VIRGO_HOME unwritable (a file where the token directory should be),
+    the change commits and the failure is logged, naming where."""
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    settings.VIRGO_HOME = blocked
+    with caplog.at_level("WARNING", logger="cards.fastpath"):
+        persona_set_discoverable(
+            persona=persona, actor=persona.agent.owner, discoverable=False, via="test"
+        )
+    assert Persona.objects.get(pk=persona.pk).discoverable is False
+    assert f"card tokens under {blocked / 'card-tokens'} not written" in caplog.text
