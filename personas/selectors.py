@@ -84,13 +84,26 @@ def proposals_visible_to(user: Any) -> QuerySet[GrantProposal]:
     )
 
 
+# What became of an owner's organization domain: the owner is named in the event's data.
+ORGANIZATION_EVENTS = (
+    AuditEvent.Kind.ORGANIZATION_VERIFIED,
+    AuditEvent.Kind.ORGANIZATION_APPROVED,
+    AuditEvent.Kind.ORGANIZATION_LAPSED,
+    AuditEvent.Kind.ORGANIZATION_SHARED,
+)
+
+
 def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
     """Moderators see every event; an owner sees the events about their own agents and personas."""
     if not (user.is_authenticated and user.is_active):
         return AuditEvent.objects.none()
     if is_moderator(user):
         return AuditEvent.objects.all()
-    return AuditEvent.objects.filter(Q(agent__owner=user) | Q(persona__agent__owner=user))
+    return AuditEvent.objects.filter(
+        Q(agent__owner=user)
+        | Q(persona__agent__owner=user)
+        | Q(kind__in=ORGANIZATION_EVENTS, data__owner=user.pk)
+    )
 
 
 def owns(user: Any, obj: Agent | Persona | OwnerIdentity | HumanSurface) -> bool:

@@ -19,7 +19,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cards.rendering import IDENTITY_EXTENSION
-from personas import services
+from personas import selectors, services
 from personas.models import AuditEvent, OrganizationDomain, OwnerIdentity, Persona, Verification
 from tests.card_support import identity_extension
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
@@ -307,3 +307,19 @@ def test_typed_identities_become_unverified_on_upgrade_and_every_persona_settles
     assert identity.organization_domain is None
     assert services.skill_map_revision() == 5
     get_user_model().objects.filter(username="typist").delete()
+
+
+def test_the_owner_sees_what_became_of_their_domain_and_nobody_else_does(ada: Any) -> None:
+    """VX-ID-2: approval, proof, sharing and lapse of a domain are audit events its owner sees
+    in the admin's audit trail; another owner sees none of them."""
+    claim = services.organization_claim(owner=ada, domain="lapsing.example")
+    services.organization_proven(claim=claim, verification=Verification.DNS_TXT)
+    services.organization_share(claim=claim, with_user=make_owner("grace"), actor=ada)
+    services.organization_lapsed(claim=claim, reason="the TXT record is gone")
+    mine = selectors.audit_events_visible_to(ada).values_list("kind", flat=True)
+    assert sorted(mine) == [
+        AuditEvent.Kind.ORGANIZATION_LAPSED,
+        AuditEvent.Kind.ORGANIZATION_SHARED,
+        AuditEvent.Kind.ORGANIZATION_VERIFIED,
+    ]
+    assert not selectors.audit_events_visible_to(make_owner("eve")).exists()

@@ -111,7 +111,11 @@ def organization_proven(
         AuditEvent.objects.create(
             kind=AuditEvent.Kind.ORGANIZATION_VERIFIED,
             actor=claim.owner,
-            data={"domain": claim.domain, "verification": verification.value},
+            data={
+                "domain": claim.domain,
+                "owner": claim.owner_id,
+                "verification": verification.value,
+            },
         )
         _republish(claim)
     return claim
@@ -156,7 +160,7 @@ def organization_lapsed(*, claim: OrganizationDomain, reason: str) -> Organizati
         AuditEvent.objects.create(
             kind=AuditEvent.Kind.ORGANIZATION_LAPSED,
             actor=None,
-            data={"domain": claim.domain, "reason": claim.last_failure},
+            data={"domain": claim.domain, "owner": claim.owner_id, "reason": claim.last_failure},
         )
         _republish(claim)
     return claim
@@ -173,7 +177,7 @@ def organization_share(
     AuditEvent.objects.create(
         kind=AuditEvent.Kind.ORGANIZATION_SHARED,
         actor=actor,
-        data={"domain": claim.domain, "with": with_user.pk},
+        data={"domain": claim.domain, "owner": claim.owner_id, "with": with_user.pk},
     )
     _republish(claim)
     return claim
