@@ -226,7 +226,10 @@ class _Store:
         for persona in personas:
             token = secrets.token_hex(8)
             temporary = self.token_files / f".{persona}.{token}"
-            temporary.write_bytes(token.encode())
+            # Owner-private like everything under VIRGO_HOME.
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(token.encode())
             os.replace(temporary, self.token_files / persona)
 
     def replace_tokens(self, personas: list[str]) -> None:
