@@ -596,3 +596,16 @@ if VIRGO_OUTBOUND_CA_BUNDLE and not Path(VIRGO_OUTBOUND_CA_BUNDLE).is_file():
         f"VIRGO_OUTBOUND_CA_BUNDLE: {VIRGO_OUTBOUND_CA_BUNDLE!r} is not a file; name a PEM file "
         "of certificate authorities, or unset it for httpx's own bundle"
     )
+# How old a DNS or HTTPS proof may get before it is checked again; beat looks for those due
+# every hour (or every interval, if shorter). A proof no longer found un-verifies its domain.
+VIRGO_DOMAIN_RECHECK_SECONDS = env_int("VIRGO_DOMAIN_RECHECK_SECONDS", 86400)
+if VIRGO_DOMAIN_RECHECK_SECONDS < 1:
+    raise _unusable(
+        "VIRGO_DOMAIN_RECHECK_SECONDS", str(VIRGO_DOMAIN_RECHECK_SECONDS), "at least 1", 86400
+    )
+VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS = min(VIRGO_DOMAIN_RECHECK_SECONDS, 3600)
+CELERY_BEAT_SCHEDULE["recheck-organization-domains"] = {
+    "task": "settling.tasks.recheck_organization_domains",
+    "schedule": VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS,
+    "options": {"expires": VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS},
+}
