@@ -564,3 +564,28 @@ def test_numeric_hosts_are_not_asked_of_the_dns_servers(
     proof_world.zone.add("public.proof.example", "A", "8.8.4.4")
     found = outbound.destination("https://public.proof.example/", what="url")
     assert (found.address, found.host) == ("8.8.4.4", "public.proof.example")
+
+
+def test_a_domain_is_named_as_stored_not_as_the_callers_copy(ada: Any) -> None:
+    """VX-ID-2, VX-ID-4: owner_identity_update judges the domain as the database has it: a copy
+    read before its approval is named, one read before it lapsed is refused."""
+    claim = claim_for(ada)
+    services.organization_approve(claim=claim, actor=services.INSTALLATION)
+    assert not claim.is_verified  # the caller's copy, from before the approval
+    name_on_cards(ada, claim)
+    stale = OrganizationDomain.objects.get(pk=claim.pk)
+    services.organization_lapsed(claim=stale, reason="test")  # an approval does not lapse...
+    OrganizationDomain.objects.filter(pk=claim.pk).update(  # ...so un-verify it by hand
+        verified_at=None, verification=Verification.UNVERIFIED
+    )
+    assert stale.is_verified
+    with pytest.raises(ValidationError) as refused:
+        services.owner_identity_update(user=ada, organization_domain=stale)
+    assert "is not proven for you" in refused.value.message_dict["organization_domain"][0]
+
+
+def test_check_all_with_nothing_to_check_says_so() -> None:
+    """VX-ID-2"""
+    out = StringIO()
+    call_command("organization", "check", "--all", stdout=out)
+    assert out.getvalue() == "no claim to check: every claim is approved, or there is none\n"

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from personas.models import OwnerIdentity, Persona
+from personas.models import OrganizationDomain, OwnerIdentity, Persona
 from personas.services.derivation import _identity_of
 from personas.services.generations import SETTLE_PERSONA
 from virgo.queueing import queue_after_commit
@@ -29,6 +29,10 @@ def owner_identity_update(*, user: AbstractBaseUser, **fields: Any) -> OwnerIden
     if unknown:
         raise ValidationError({name: "not the owner's to write" for name in sorted(unknown)})
     domain = fields.get("organization_domain")
+    if domain is not None:
+        # Judged as stored, never as the caller's copy says: a copy read before an approval
+        # would refuse it, one read before a lapse would let a lapsed domain through.
+        domain = fields["organization_domain"] = OrganizationDomain.objects.get(pk=domain.pk)
     if domain is not None and not domain.may_be_named_by(user):
         raise ValidationError(
             {

@@ -61,6 +61,9 @@ class Command(BaseCommand):
             chosen = claims.filter(domain=domain)
             if not chosen.exists():
                 raise CommandError(f"nobody claims {domain}")
+        if not chosen.exists():
+            self.stdout.write("no claim to check: every claim is approved, or there is none")
+            return
         unverified = 0
         for claim in chosen:
             checked = proofs.check_domain(claim)
