@@ -28,10 +28,12 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas import selectors, services, surfaces
+from personas import proofs, selectors, services, surfaces
 from personas.forms import (
     AgentForm,
     HumanSurfaceForm,
+    OrganizationClaimForm,
+    OrganizationShareForm,
     OwnerIdentityForm,
     PersonaForm,
     RegisteredAddressForm,
@@ -44,10 +46,12 @@ from personas.models import (
     AuditEvent,
     GrantProposal,
     HumanSurface,
+    OrganizationDomain,
     OwnerIdentity,
     Persona,
     RegisteredAddress,
     Skill,
+    Verification,
 )
 from personas.ratelimits import mutation_retry_after
 from virgo.admin_permissions import NoEditsMixin
@@ -275,6 +279,8 @@ def describe_audit(event: AuditEvent) -> str:
         aside = data.get("set_aside")
         kept = f" (the file found there kept as {aside})" if aside else ""
         return f"generation {data.get('generation')}: {data.get('path')} restored{kept}"
+    if event.kind in ORGANIZATION_EVENTS:
+        return describe_organization_event(event)
     return f"skill {data.get('skill')} {data.get('change')}"
 
 
@@ -891,3 +897,201 @@ class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:
         return describe_audit(obj)
+
+
+# Organization domains (VX-ID-2) ----------------------------------------------------------------
+
+
+@admin.register(OrganizationDomain)
+class OrganizationDomainAdmin(OwnedAdmin):
+    """The domains owners claim for their organization, and their proofs.
+
+    An owner adds a claim by its domain, reads the token and where to publish it, and asks for
+    a check ("Verify now", personas.proofs); once verified they may share it with another
+    owner by username. They see their own claims, and the ones shared with them read-only. A
+    superuser sees every claim and may approve one by hand or share it. Every write is a
+    service's (personas.services), which audits it and settles the cards that name the domain.
+    """
+
+    list_display = ("domain", "owner", "standing", "verified_at", "checked_at", "shared")
+    list_select_related = ("owner",)
+    list_filter = ("verification",)
+    search_fields = ("domain",)
+    actions = ("verify_now", "approve")
+    readonly_fields = (
+        "domain",
+        "owner",
+        "standing",
+        "how_to_prove",
+        "verified_at",
+        "checked_at",
+        "last_failure",
+        "shared",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[OrganizationDomain]:
+        return selectors.organization_domains_visible_to(request.user).prefetch_related(
+            "shared_with"
+        )
+
+    def _may_manage(self, request: HttpRequest, obj: OrganizationDomain) -> bool:
+        return selectors.owns(request.user, obj) or selectors.is_moderator(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (
+            obj is None
+            or self._may_manage(request, obj)
+            or obj.shared_with.filter(pk=request.user.pk).exists()
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_staff(request) and (obj is None or self._may_manage(request, obj))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_change_permission(request, obj)
+
+    def has_verify_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request)
+
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return _is_staff(request) and selectors.is_moderator(request.user)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ServiceForm]:
+        kwargs["form"] = OrganizationShareForm if obj else OrganizationClaimForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.readonly_fields if obj else ()
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ((None, {"fields": ("domain",)}),)
+        manage = self._may_manage(request, obj)
+        status = ("domain", "owner", "standing", "verified_at", "checked_at", "last_failure")
+        fieldsets: list[Any] = [(None, {"fields": status})]
+        if manage:
+            fieldsets.append(("How to prove it", {"fields": ("how_to_prove",)}))
+        sharing = ("shared", "share_with") if manage else ("shared",)
+        fieldsets.append(("Sharing", {"fields": sharing}))
+        return fieldsets
+
+    def response_add(
+        self, request: HttpRequest, obj: OrganizationDomain, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        """To the claim's page, where its token and the instructions are."""
+        if "_addanother" in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(
+            request,
+            f'Claimed {obj.domain}. Publish its token as shown below, then choose "Verify now".',
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(
+            reverse("admin:personas_organizationdomain_change", args=[obj.pk])
+        )
+
+    def delete_model(self, request: HttpRequest, obj: OrganizationDomain) -> None:
+        services.organization_remove(claim=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[OrganizationDomain]) -> None:
+        for claim in queryset:
+            services.organization_remove(claim=claim, actor=request.user)
+
+    # Derived, read-only -------------------------------------------------------------------------
+
+    @admin.display(description="standing")
+    def standing(self, obj: OrganizationDomain) -> str:
+        if obj.is_verified:
+            return f"verified: {Verification(obj.verification).label}"
+        if obj.last_failure:
+            return "not verified (see the last failure)"
+        return "not verified: waiting for its proof"
+
+    @admin.display(description="shared with")
+    def shared(self, obj: OrganizationDomain) -> str:
+        return ", ".join(user.get_username() for user in obj.shared_with.all()) or "-"
+
+    @admin.display(description="publish one of these")
+    def how_to_prove(self, obj: OrganizationDomain) -> str:
+        steps = proofs.instructions(obj)
+        return format_html(
+            "<p><strong>A DNS TXT record</strong> named <code>{}</code> holding "
+            "<code>{}</code></p>"
+            "<p><strong>or an HTTPS file</strong> at <code>{}</code> holding only "
+            "<code>{}</code> (served with status 200, no redirect, by a certificate browsers "
+            "trust)</p>"
+            '<div class="help">Then choose "Verify now". Virgo checks again daily (by '
+            "default); once neither is found, no card names {} until it is proven again.</div>",
+            steps.txt_name,
+            steps.txt_value,
+            steps.url,
+            steps.file_content,
+            obj.domain,
+        )
+
+    # Actions ------------------------------------------------------------------------------------
+
+    @admin.action(
+        description="Verify now",
+        description_plural="Verify the selected domains now",
+        permissions=["verify"],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def verify_now(self, request: HttpRequest, queryset: QuerySet[OrganizationDomain]) -> None:
+        for claim in queryset:
+            try:
+                checked = proofs.check_domain(claim, actor=request.user)
+            except PermissionDenied as refused:
+                self.message_user(request, f"{claim.domain}: {refused}", messages.ERROR)
+                continue
+            if checked.is_verified:
+                how = Verification(checked.verification).label
+                self.message_user(request, f"{checked.domain}: verified ({how}).", messages.SUCCESS)
+            else:
+                self.message_user(
+                    request,
+                    f"{checked.domain}: not verified. {checked.last_failure}",
+                    messages.WARNING,
+                )
+
+    @admin.action(
+        description="Approve (superuser)",
+        description_plural="Approve the selected domains without a proof (superuser)",
+        permissions=["approve"],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def approve(self, request: HttpRequest, queryset: QuerySet[OrganizationDomain]) -> None:
+        for claim in queryset.select_related("owner"):
+            try:
+                services.organization_approve(claim=claim, actor=request.user)
+            except (PermissionDenied, ValidationError) as refused:
+                reason = " ".join(getattr(refused, "messages", [str(refused)]))
+                self.message_user(request, f"{claim.domain}: {reason}", messages.ERROR)
+                continue
+            self.message_user(
+                request, f"{claim.domain}: approved for {claim.owner}.", messages.SUCCESS
+            )
+
+
+ORGANIZATION_EVENTS = frozenset(
+    {
+        AuditEvent.Kind.ORGANIZATION_VERIFIED,
+        AuditEvent.Kind.ORGANIZATION_APPROVED,
+        AuditEvent.Kind.ORGANIZATION_LAPSED,
+        AuditEvent.Kind.ORGANIZATION_SHARED,
+    }
+)
+
+
+def describe_organization_event(event: AuditEvent) -> str:
+    data = event.data
+    domain = data.get("domain", "?")
+    if event.kind == AuditEvent.Kind.ORGANIZATION_VERIFIED:
+        return f"{domain} verified ({data.get('verification')})"
+    if event.kind == AuditEvent.Kind.ORGANIZATION_APPROVED:
+        return f"{domain} approved by the {data.get('by')} for owner #{data.get('owner')}"
+    if event.kind == AuditEvent.Kind.ORGANIZATION_LAPSED:
+        return f"{domain} no longer proven: {data.get('reason')}"
+    return f"{domain} shared with owner #{data.get('with')}"

@@ -24,6 +24,7 @@ from personas.models import (
     Agent,
     GrantProposal,
     HumanSurface,
+    OrganizationDomain,
     OwnerIdentity,
     Persona,
     PersonaClass,
@@ -284,7 +285,7 @@ class OwnerIdentityForm(ServiceForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["organization_domain"]
-        field.queryset = selectors.domains_nameable_by(self.actor)  # type: ignore[attr-defined]
+        field.queryset = selectors.organization_domains_nameable_by(self.actor)  # type: ignore[attr-defined]
         field.empty_label = "None: cards name this installation"
         field.help_text = (
             "Only a domain proven for you (a DNS TXT record, an HTTPS well-known file or an "
@@ -347,3 +348,61 @@ class RevokeForm(forms.Form):
         max_length=services.REVOCATION_REASON_LIMIT,
         help_text="Why: kept in the audit event; peers see only the code.",
     )
+
+
+# Organization domains (VX-ID-2) ----------------------------------------------------------------
+
+
+class OrganizationClaimForm(ServiceForm):
+    """Claim a domain: the service normalises it, refuses what is not one and makes the token."""
+
+    class Meta:
+        model = OrganizationDomain
+        fields = ("domain",)
+        help_texts = {
+            "domain": "Your organization's registered domain, e.g. example.org (no scheme, no "
+            "path). You then publish its token in DNS or on its HTTPS site to prove it is yours."
+        }
+
+    def validate_unique(self) -> None:
+        # The service says who holds a domain, in words an owner can act on.
+        return
+
+    def call_service(self) -> OrganizationDomain:
+        return services.organization_claim(owner=self.actor, domain=self.cleaned_data["domain"])
+
+
+class OrganizationShareForm(ServiceForm):
+    """Let another owner's cards name this verified domain (its owner's or a superuser's call)."""
+
+    share_with = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Share with (username)",
+        help_text="Another owner whose cards may then name this domain too. Leave empty to "
+        "change nothing.",
+    )
+
+    class Meta:
+        model = OrganizationDomain
+        fields = ()
+
+    def clean_share_with(self) -> Any:
+        username = self.cleaned_data["share_with"].strip()
+        if not username:
+            return None
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise ValidationError(f"no owner is named {username!r}")
+        return user
+
+    def _add_service_errors(self, exc: ValidationError) -> None:
+        if hasattr(exc, "error_dict") and "shared_with" in exc.error_dict:
+            exc = ValidationError({"share_with": exc.error_dict["shared_with"]})
+        super()._add_service_errors(exc)
+
+    def call_service(self) -> OrganizationDomain:
+        user = self.cleaned_data.get("share_with")
+        if user is None:
+            return self.instance
+        return services.organization_share(claim=self.instance, with_user=user, actor=self.actor)

@@ -63,17 +63,6 @@ def identities_visible_to(user: Any) -> QuerySet[OwnerIdentity]:
     return OwnerIdentity.objects.filter(user=user)
 
 
-def domains_nameable_by(user: Any) -> QuerySet[OrganizationDomain]:
-    """The proven domains `user`'s cards may name: their own and those shared with them."""
-    if not (user.is_authenticated and user.is_active):
-        return OrganizationDomain.objects.none()
-    return (
-        OrganizationDomain.objects.filter(verified_at__isnull=False)
-        .filter(Q(owner=user) | Q(shared_with=user))
-        .distinct()
-    )
-
-
 def proposals_visible_to(user: Any) -> QuerySet[GrantProposal]:
     """A persona's proposals are its owner's alone: nobody else, moderators included, sees or
     decides them (a moderator never widens an owner's grant)."""
@@ -106,10 +95,14 @@ def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
     )
 
 
-def owns(user: Any, obj: Agent | Persona | OwnerIdentity | HumanSurface) -> bool:
+def owns(
+    user: Any, obj: Agent | Persona | OwnerIdentity | HumanSurface | OrganizationDomain
+) -> bool:
     """Whether `user` is the owner of `obj`, the only one who may change it."""
     if not (user.is_authenticated and user.is_active):
         return False
+    if isinstance(obj, OrganizationDomain):
+        return obj.owner_id == user.pk
     if isinstance(obj, Agent):
         return obj.owner_id == user.pk
     if isinstance(obj, Persona):
@@ -117,3 +110,25 @@ def owns(user: Any, obj: Agent | Persona | OwnerIdentity | HumanSurface) -> bool
     if isinstance(obj, HumanSurface):
         return obj.owner_id == user.pk
     return obj.user_id == user.pk
+
+
+def _own_or_shared(user: Any) -> Q:
+    shared = OrganizationDomain.shared_with.through.objects.filter(user=user)
+    return Q(owner=user) | Q(pk__in=shared.values("organizationdomain_id"))
+
+
+def organization_domains_visible_to(user: Any) -> QuerySet[OrganizationDomain]:
+    """An owner sees their own domain claims and the domains shared with them (VX-ID-2); a
+    moderator sees every claim, to approve it."""
+    if not (user.is_authenticated and user.is_active):
+        return OrganizationDomain.objects.none()
+    if is_moderator(user):
+        return OrganizationDomain.objects.all()
+    return OrganizationDomain.objects.filter(_own_or_shared(user))
+
+
+def organization_domains_nameable_by(user: Any) -> QuerySet[OrganizationDomain]:
+    """The domains `user`'s cards may name now: verified, and theirs or shared with them."""
+    if not (user.is_authenticated and user.is_active):
+        return OrganizationDomain.objects.none()
+    return OrganizationDomain.objects.filter(_own_or_shared(user), verified_at__isnull=False)

@@ -123,7 +123,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     TLS server name kept), and bounds what comes back."""
 
     def __init__(self, limit: int = CARD_LIMIT) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+        self._inner = httpx.AsyncHTTPTransport(verify=outbound.tls_verify())
         self._limit = limit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

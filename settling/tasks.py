@@ -5,12 +5,17 @@ them by name), so they keep the names they were registered under when they lived
 personas.tasks.
 """
 
+from datetime import timedelta
+
 from celery import Task, shared_task
 from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
 
 from cards.keys import retire_due_keys
 from cards.publishing import cards_owed_signatures, resign_cards
-from personas.models import Persona
+from personas.models import OrganizationDomain, Persona, Verification
+from personas.proofs import check_domain
 from personas.services import settle_persona_batch, skill_map_revision
 from settling.publication import publish_generation, publish_generations
 from settling.reconciliation import owed_personas, reconcile
@@ -106,3 +111,32 @@ def resign_card_range(self, first_id: int, last_id: int) -> int:  # type: ignore
 def retire_signing_keys() -> int:
     """Celery beat's sweep: retire the rotated-out keys whose grace has ended."""
     return len(retire_due_keys())
+
+
+# Organization domains (VX-ID-2) ----------------------------------------------------------------
+
+
+@shared_task(name="settling.tasks.recheck_organization_domains", acks_late=True)
+def recheck_organization_domains() -> int:
+    """Celery beat's sweep: queue a check of every domain proven by DNS or HTTPS whose last
+    check is older than VIRGO_DOMAIN_RECHECK_SECONDS; how many it queued. An operator's
+    approval is no proof a check could find missing, so approved domains are left alone."""
+    due = timezone.now() - timedelta(seconds=settings.VIRGO_DOMAIN_RECHECK_SECONDS)
+    claims = OrganizationDomain.objects.filter(
+        Q(checked_at__isnull=True) | Q(checked_at__lte=due),
+        verification__in=[Verification.DNS_TXT, Verification.HTTPS_WELL_KNOWN],
+    )
+    ids = list(claims.order_by("pk").values_list("pk", flat=True))
+    for claim_id in ids:
+        recheck_organization_domain.delay(claim_id)
+    return len(ids)
+
+
+@shared_task(name="settling.tasks.recheck_organization_domain", acks_late=True)
+def recheck_organization_domain(claim_id: int) -> bool:
+    """Check one domain's proof again; whether it still holds. A proof no longer found
+    un-verifies the domain, and every card that named it is settled again without it."""
+    claim = OrganizationDomain.objects.filter(pk=claim_id).first()
+    if claim is None:
+        return False  # removed since the sweep listed it
+    return check_domain(claim).is_verified

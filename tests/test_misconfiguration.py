@@ -96,6 +96,17 @@ MORE_MISTAKES = {
         "VIRGO_CHANNEL_SECRET",
         "set VIRGO_CHANNEL_SECRET",
     ),
+    # VX-ID-2: where organization proofs are asked and whom their HTTPS is trusted by.
+    "a DNS server named by name": (
+        {"VIRGO_EMBEDDED": "1", "VIRGO_DNS_NAMESERVERS": "dns.example:53"},
+        "VIRGO_DNS_NAMESERVERS",
+        "write servers such as 127.0.0.1:5353",
+    ),
+    "a CA bundle that is not there": (
+        {"VIRGO_EMBEDDED": "1", "VIRGO_OUTBOUND_CA_BUNDLE": "{a_file}.gone"},
+        "VIRGO_OUTBOUND_CA_BUNDLE",
+        "name a PEM file",
+    ),
 }
 
 

@@ -16,21 +16,32 @@ carries. Where the IPv4 address cannot be told for certain (the local-use NAT64 
 layout only the local translator knows; a Teredo tunnel) the address is refused unless the
 setting lists the IPv6 network itself, and a metadata address it may carry is refused always.
 
+Names resolve through the servers `VIRGO_DNS_NAMESERVERS` names when it is set (virgo.resolvers),
+through the system's resolver otherwise. A certificate is checked against the bundle
+`VIRGO_OUTBOUND_CA_BUNDLE` names, or httpx's own (`tls_verify`); `fetch` reads a bounded body.
+
 A URL whose host is no address and no name (`0177.0.0.1`: a leading zero, read as octal by
 some resolvers and refused by httpx) is refused as not a URL, naming why.
 """
 
 import ipaddress
 import socket
+import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from django.conf import settings
 
+from virgo import resolvers
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 SETTING = "VIRGO_OUTBOUND_ALLOWED_NETWORKS"
+CA_BUNDLE_SETTING = "VIRGO_OUTBOUND_CA_BUNDLE"
+# How long a name may take to resolve through VIRGO_DNS_NAMESERVERS, both address families.
+RESOLVE_SECONDS = 5.0
 
 # Instance metadata services (AWS, Azure, GCP, OCI, DigitalOcean: 169.254.169.254; AWS IPv6,
 # its DNS and its ECS task endpoint; Alibaba) and the names they answer to.
@@ -214,15 +225,7 @@ def destination(url: str, *, what: str) -> Destination:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host in METADATA_NAMES:
         raise DestinationRefused(f"{what}: {host} is a cloud metadata service, never allowed")
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-        raise Unresolvable(f"{what}: {host} does not resolve to any address") from None
-    addresses: list[str] = []
-    for *_, sockaddr in found:
-        text = str(sockaddr[0]).split("%", 1)[0]
-        if text not in addresses:
-            addresses.append(text)
+    addresses = _resolve(host, port, what=what)
     if not addresses:
         raise Unresolvable(f"{what}: {host} does not resolve to any address")
     for text in addresses:
@@ -230,6 +233,86 @@ def destination(url: str, *, what: str) -> Destination:
         if problem:
             raise _refusal(what, host, text, problem)
     return Destination(url=url, host=host, address=addresses[0], addresses=tuple(addresses))
+
+
+def _resolve(host: str, port: int, *, what: str) -> list[str]:
+    """Every address of `host`, in the resolver's order, without repeats.
+
+    An address written as a number (in any spelling the C library reads) is itself; a name is
+    asked of the servers VIRGO_DNS_NAMESERVERS names, or else of the system's resolver.
+    """
+    found: list[str] = []
+    try:
+        numeric = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+        )
+    except (socket.gaierror, UnicodeError):
+        numeric = []
+    try:
+        if numeric:
+            found = [str(sockaddr[0]) for *_, sockaddr in numeric]
+        elif resolvers.configured():
+            found = resolvers.addresses(host, lifetime=RESOLVE_SECONDS)
+        else:
+            found = [
+                str(sockaddr[0])
+                for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            ]
+    except (socket.gaierror, UnicodeError):
+        raise Unresolvable(f"{what}: {host} does not resolve to any address") from None
+    except resolvers.LookupFailed as failed:
+        raise Unresolvable(f"{what}: {host} could not be resolved ({failed})") from None
+    addresses: list[str] = []
+    for text in (address.split("%", 1)[0] for address in found):
+        if text not in addresses:
+            addresses.append(text)
+    return addresses
+
+
+def tls_verify() -> ssl.SSLContext | bool:
+    """How a server's certificate is checked: against the PEM bundle VIRGO_OUTBOUND_CA_BUNDLE
+    names, or else httpx's own (certifi's copy of Mozilla's trusted authorities)."""
+    bundle = getattr(settings, CA_BUNDLE_SETTING, "")
+    return ssl.create_default_context(cafile=bundle) if bundle else True
+
+
+class TooLarge(ValueError):
+    """The answer was longer than the caller reads; the message names the argument."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
+def fetch(url: str, *, what: str, timeout: float, limit: int) -> Fetched:
+    """GET `url` from its checked address, never following a redirect, reading at most `limit`
+    bytes of the body as sent (no content decoding) within `timeout` seconds in all.
+
+    Raises DestinationRefused like `destination`, TooLarge past the limit, httpx.TimeoutException
+    past the time, and httpx's errors for what happens on the wire.
+    """
+    target = destination(url, what=what)
+    deadline = time.monotonic() + timeout
+    with (
+        httpx.Client(timeout=timeout, follow_redirects=False, verify=tls_verify()) as client,
+        client.stream(
+            "GET",
+            target.pinned,
+            headers={"Host": target.host_header, "Accept-Encoding": "identity"},
+            extensions=target.extensions,
+        ) as response,
+    ):
+        body = bytearray()
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > limit:
+                raise TooLarge(f"{what}: the answer is longer than {limit} bytes")
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"{what}: no whole answer within {timeout:g} s")
+        return Fetched(status=response.status_code, headers=response.headers, body=bytes(body))
 
 
 def request(
@@ -247,7 +330,7 @@ def request(
     for what happens on the wire.
     """
     target = destination(url, what=what)
-    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+    with httpx.Client(timeout=timeout, follow_redirects=False, verify=tls_verify()) as client:
         return client.request(
             method,
             target.pinned,

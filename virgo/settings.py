@@ -20,6 +20,7 @@ from redis.retry import Retry
 
 from virgo.envfile import home_env_file, load_env_file
 from virgo.home import private_embedded_home
+from virgo.resolvers import parse_nameserver
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -572,4 +573,39 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": VIRGO_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": VIRGO_RECONCILE_INTERVAL_SECONDS},
     },
+}
+
+# Organization domains (VX-ID-2): how proofs are checked and rechecked (personas.proofs) -------
+
+# DNS servers for proofs and outbound names, `address[:port]` comma-separated (`[v6]:port`);
+# empty: the system's resolver (virgo.resolvers).
+VIRGO_DNS_NAMESERVERS = env_list("VIRGO_DNS_NAMESERVERS")
+for _nameserver in VIRGO_DNS_NAMESERVERS:
+    try:
+        parse_nameserver(_nameserver)
+    except ValueError as _problem:
+        raise ImproperlyConfigured(
+            f"VIRGO_DNS_NAMESERVERS: {_problem}; write servers such as 127.0.0.1:5353,9.9.9.9, "
+            "comma-separated, or unset it for the system's resolver"
+        ) from None
+# A PEM bundle of the certificate authorities outbound HTTPS trusts instead of httpx's own
+# (certifi): an operator's private CA, the test suite's. Empty: httpx's.
+VIRGO_OUTBOUND_CA_BUNDLE = env_str("VIRGO_OUTBOUND_CA_BUNDLE")
+if VIRGO_OUTBOUND_CA_BUNDLE and not Path(VIRGO_OUTBOUND_CA_BUNDLE).is_file():
+    raise ImproperlyConfigured(
+        f"VIRGO_OUTBOUND_CA_BUNDLE: {VIRGO_OUTBOUND_CA_BUNDLE!r} is not a file; name a PEM file "
+        "of certificate authorities, or unset it for httpx's own bundle"
+    )
+# How old a DNS or HTTPS proof may get before it is checked again; beat looks for those due
+# every hour (or every interval, if shorter). A proof no longer found un-verifies its domain.
+VIRGO_DOMAIN_RECHECK_SECONDS = env_int("VIRGO_DOMAIN_RECHECK_SECONDS", 86400)
+if VIRGO_DOMAIN_RECHECK_SECONDS < 1:
+    raise _unusable(
+        "VIRGO_DOMAIN_RECHECK_SECONDS", str(VIRGO_DOMAIN_RECHECK_SECONDS), "at least 1", 86400
+    )
+VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS = min(VIRGO_DOMAIN_RECHECK_SECONDS, 3600)
+CELERY_BEAT_SCHEDULE["recheck-organization-domains"] = {
+    "task": "settling.tasks.recheck_organization_domains",
+    "schedule": VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS,
+    "options": {"expires": VIRGO_DOMAIN_RECHECK_SWEEP_SECONDS},
 }

@@ -37,6 +37,7 @@ from personas.services.organizations import (
     organization_claim,
     organization_lapsed,
     organization_proven,
+    organization_remove,
     organization_share,
 )
 from personas.services.personas import (
@@ -82,6 +83,7 @@ __all__ = [
     "organization_claim",
     "organization_lapsed",
     "organization_proven",
+    "organization_remove",
     "organization_share",
     "owner_identity_update",
     "persona_create",

@@ -30,7 +30,8 @@ def owner_identity_update(*, user: AbstractBaseUser, **fields: Any) -> OwnerIden
         raise ValidationError({name: "not the owner's to write" for name in sorted(unknown)})
     domain = fields.get("organization_domain")
     if domain is not None:
-        # As it stands now, not as the caller's copy says.
+        # Judged as stored, never as the caller's copy says: a copy read before an approval
+        # would refuse it, one read before a lapse would let a lapsed domain through.
         domain = fields["organization_domain"] = OrganizationDomain.objects.get(pk=domain.pk)
     if domain is not None and not domain.may_be_named_by(user):
         raise ValidationError(

@@ -72,8 +72,15 @@ def normalise_domain(text: str) -> str:
 def organization_claim(*, owner: AbstractBaseUser, domain: str) -> OrganizationDomain:
     """The owner's claim on a domain, with the token they publish to prove it (made once)."""
     name = normalise_domain(domain)
+    holder = OrganizationDomain.objects.filter(domain=name, verified_at__isnull=False).first()
+    if holder is not None and holder.owner_id != owner.pk:
+        raise ValidationError({"domain": _taken(name)})
     claim, _ = OrganizationDomain.objects.get_or_create(owner=owner, domain=name)
     return claim
+
+
+def _taken(domain: str) -> str:
+    return f"{domain} is proven by another owner; ask them to share it with you"
 
 
 def _republish(claim: OrganizationDomain) -> None:
@@ -90,7 +97,9 @@ def organization_proven(
     """A check found the proof: the domain is verified (since now, or since it already was).
 
     Another owner's verified claim on the same domain refuses it: a proven domain belongs to
-    one owner, who may share it.
+    one owner, who may share it. The claim says how it is proven now: a check that finds the
+    proof the other way (the TXT record gone, the file there) says so, and an operator's
+    approval stays an approval, which no check can find missing.
     """
     claim = OrganizationDomain.objects.select_for_update().get(pk=claim.pk)
     now = timezone.now()
@@ -99,14 +108,16 @@ def organization_proven(
     claim.last_failure = ""
     if newly:
         claim.verified_at = now
+    how_changed = claim.verification != verification and (
+        newly or claim.verification != Verification.OPERATOR
+    )
+    if how_changed:
         claim.verification = verification
     try:
         with transaction.atomic():
             claim.save()
     except IntegrityError:
-        raise ValidationError(
-            {"domain": f"{claim.domain} is proven by another owner; they may share it with you"}
-        ) from None
+        raise ValidationError({"domain": _taken(claim.domain)}) from None
     if newly:
         AuditEvent.objects.create(
             kind=AuditEvent.Kind.ORGANIZATION_VERIFIED,
@@ -117,6 +128,8 @@ def organization_proven(
                 "verification": verification.value,
             },
         )
+    if how_changed:
+        # The card says how the domain was proven.
         _republish(claim)
     return claim
 
@@ -170,14 +183,35 @@ def organization_lapsed(*, claim: OrganizationDomain, reason: str) -> Organizati
 def organization_share(
     *, claim: OrganizationDomain, with_user: AbstractBaseUser, actor: Any
 ) -> OrganizationDomain:
-    """Let another owner's cards name this domain too: its owner's or a superuser's decision."""
+    """Let another owner's cards name this domain too: its owner's or a superuser's decision.
+
+    Only a verified domain is shared (sharing vouches for it), and never with its own owner.
+    """
     if claim.owner_id != actor.pk and not getattr(actor, "is_superuser", False):
         raise PermissionDenied("only the domain's owner or a superuser may share it")
+    claim = OrganizationDomain.objects.select_for_update().get(pk=claim.pk)
+    if not claim.is_verified:
+        raise ValidationError(
+            {"domain": f"{claim.domain} is not proven yet: share it once it is verified"}
+        )
+    if with_user.pk == claim.owner_id:
+        raise ValidationError({"shared_with": f"{with_user} owns {claim.domain} already"})
     claim.shared_with.add(with_user)
     AuditEvent.objects.create(
         kind=AuditEvent.Kind.ORGANIZATION_SHARED,
-        actor=actor,
+        actor=None if actor is INSTALLATION else actor,
         data={"domain": claim.domain, "owner": claim.owner_id, "with": with_user.pk},
     )
     _republish(claim)
     return claim
+
+
+@transaction.atomic
+def organization_remove(*, claim: OrganizationDomain, actor: Any) -> None:
+    """Withdraw a claim (its owner, or a superuser): no card names the domain any longer, and
+    those of the owners it was shared with are settled again too."""
+    if claim.owner_id != actor.pk and not getattr(actor, "is_superuser", False):
+        raise PermissionDenied("only the domain's owner or a superuser may remove it")
+    claim = OrganizationDomain.objects.select_for_update().get(pk=claim.pk)
+    _republish(claim)  # listed before the delete clears who it was shared with
+    claim.delete()
