@@ -74,7 +74,7 @@ def make_owner(username: str | None = None, **identity: Any) -> AbstractUser:
     )
     if domain:
         claim = services.organization_claim(owner=user, domain=domain)
-        services.organization_approve(claim=claim, actor=services.INSTALLATION)
+        claim = services.organization_approve(claim=claim, actor=services.INSTALLATION)
         services.owner_identity_update(user=user, organization_domain=claim)
     return user
 
