@@ -275,6 +275,8 @@ def describe_audit(event: AuditEvent) -> str:
         aside = data.get("set_aside")
         kept = f" (the file found there kept as {aside})" if aside else ""
         return f"generation {data.get('generation')}: {data.get('path')} restored{kept}"
+    if event.kind == AuditEvent.Kind.IDENTITY_LINKED:
+        return f"OpenID Connect {data.get('issuer')} subject {data.get('subject')} proven"
     return f"skill {data.get('skill')} {data.get('change')}"
 
 

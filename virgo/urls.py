@@ -14,6 +14,8 @@ urlpatterns = [
     # Before the admin's own URLs: its login page, held to the sign-in limit (virgo.signin).
     path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
+    # OpenID Connect sign-in and linking for owners (personas.oidc).
+    path("oidc/", include("personas.oidc")),
     path("", include("cards.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", api_docs, name="api-docs"),
