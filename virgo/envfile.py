@@ -10,9 +10,10 @@ used. The format is dotenv, read with python-dotenv (no `${...}` interpolation: 
 as written). Real environment variables win over both files, and the first file over the second.
 
 A file is loaded only when it is owner-private: a regular file (not a symlink) owned by this
-user, with no group or other permission bits. Anything else is a configuration error naming the
-variable and the fix, since a readable copy of these secrets is the leak the file exists to
-prevent.
+user, with no group or other permission bits; so is a file holding a single secret
+(`read_secret_file`: VIRGO_OIDC_<NAME>_CLIENT_SECRET_FILE, an OpenID Connect client secret).
+Anything else is a configuration error naming the variable and the fix, since a readable copy
+of these secrets is the leak the file exists to prevent.
 """
 
 import argparse
