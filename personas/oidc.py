@@ -22,8 +22,8 @@ its callback view signs the account in. Virgo adds what the library leaves to it
   start or already used, an error from the issuer, a token that fails a check, an issuer that
   cannot be reached) ends on a page that says which, never a 500.
 
-URLs (virgo.urls mounts them under /oidc/): `<name>/login/` starts a sign-in, `<name>/link/`
-(POST) a link, `<name>/callback/` takes the issuer's answer, and `/oidc/` is the signed-in
+URLs (virgo.urls mounts them under /admin/oidc/): `<name>/login/` starts a sign-in, `<name>/link/`
+(POST) a link, `<name>/callback/` takes the issuer's answer, and `/admin/oidc/` is the signed-in
 owner's page with a Link button per issuer.
 """
 

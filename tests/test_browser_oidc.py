@@ -20,7 +20,7 @@ LOOPBACK = {"localhost", "127.0.0.1"}
 @pytest.fixture
 def configured(settings: Any, live_server: Any, oidc_provider: Provider) -> Provider:
     """Virgo at the live server, registered with the provider as "Mock ID"."""
-    registered = oidc_provider.register(f"{live_server.url}/oidc/mock/callback/")
+    registered = oidc_provider.register(f"{live_server.url}/admin/oidc/mock/callback/")
     settings.VIRGO_OIDC_ISSUERS = {"mock": issuer_setting(oidc_provider, registered)}
     oidc_provider.set_claims("grace-sub", name="Grace Hopper", email="grace@example.org")
     return oidc_provider
@@ -68,7 +68,7 @@ def test_an_owner_signs_in_to_the_admin_through_the_provider(
         browsers.screenshot("grace", "oidc-signed-in")
 
         # An answer that cannot finish a sign-in (here: no code, no state) is a page saying so.
-        page.goto("/oidc/mock/callback/?error=access_denied&error_description=Declined")
+        page.goto("/admin/oidc/mock/callback/?error=access_denied&error_description=Declined")
         expect(page.locator(".errornote")).to_contain_text(
             "Mock ID ended the sign-in with an error: access_denied (Declined)"
         )

@@ -32,7 +32,7 @@ from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autou
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
-CALLBACK = "http://testserver/oidc/mock/callback/"
+CALLBACK = "http://testserver/admin/oidc/mock/callback/"
 User = get_user_model()
 
 
@@ -55,7 +55,7 @@ def issuer(
 # The person's part ---------------------------------------------------------------------------
 
 
-def start(client: Client, url: str = "/oidc/mock/login/?next=/admin/", **post: str) -> str:
+def start(client: Client, url: str = "/admin/oidc/mock/login/?next=/admin/", **post: str) -> str:
     """The client starts a sign-in (GET) or a link (POST): the provider's authorization URL."""
     response = client.post(url, post) if post or "link" in url else client.get(url)
     assert response.status_code == 302, response.content
@@ -198,7 +198,7 @@ def password_session(user: Any) -> Client:
 
 
 def csrf_of(client: Client) -> str:
-    page = client.get("/oidc/")
+    page = client.get("/admin/oidc/")
     assert page.status_code == 200
     return client.cookies["csrftoken"].value
 
@@ -214,14 +214,14 @@ def test_a_password_owner_links_the_identity_and_their_cards_follow(
     persona = make_persona(make_agent(dora))
     assert identity_card(persona, password_session(dora))["owner"] == {"verification": "unverified"}
     client = password_session(dora)
-    page = client.get("/oidc/").content.decode()
+    page = client.get("/admin/oidc/").content.decode()
     assert "No OpenID Connect identity is linked" in page and "Link Mock ID" in page
-    assert client.post("/oidc/mock/link/").status_code == 403  # no CSRF token: refused
+    assert client.post("/admin/oidc/mock/link/").status_code == 403  # no CSRF token: refused
 
-    location = start(client, "/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
+    location = start(client, "/admin/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
     response = come_back(client, oidc_provider.authorize(location, "dora-sub"))
-    assert (response.status_code, response["Location"]) == (302, "/oidc/")
-    page = client.get("/oidc/").content.decode()
+    assert (response.status_code, response["Location"]) == (302, "/admin/oidc/")
+    page = client.get("/admin/oidc/").content.decode()
     assert "Your account is linked to Mock ID" in page  # the message, once
     assert f"linked to <strong>{oidc_provider.issuer}</strong>, subject <code>dora-sub" in page
     assert signed_in_user(client) == dora
@@ -256,7 +256,7 @@ def test_linking_an_identity_that_is_another_accounts_is_refused(
     mallory = make_owner("mallory", oidc=False)
 
     client = password_session(mallory)
-    location = start(client, "/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
+    location = start(client, "/admin/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
     response = come_back(client, oidc_provider.authorize(location, "erin-sub"))
     refused(response, 403, "already linked to another Virgo account")
     assert signed_in_user(client) == mallory
@@ -273,7 +273,7 @@ def test_a_link_finishes_only_for_the_account_that_started_it(
     frank = make_owner("frank", oidc=False)
     grace = make_owner("grace", oidc=False)
     client = password_session(frank)
-    location = start(client, "/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
+    location = start(client, "/admin/oidc/mock/link/", csrfmiddlewaretoken=csrf_of(client))
     answer = oidc_provider.authorize(location, "frank-sub")
     client.logout()
     assert client.login(username="grace", password=PASSWORD)
@@ -418,13 +418,13 @@ def test_callbacks_without_a_usable_state_or_code_end_on_a_clear_page(
     an answer used twice: each is a page saying why (400), never a 500, and nobody is signed
     in."""
     browser = Client()
-    refused(browser.get("/oidc/mock/callback/"), 400, "lacks its code or its state")
-    refused(browser.get("/oidc/mock/callback/?code=abc"), 400, "Start the sign-in again")
-    refused(browser.get("/oidc/mock/callback/?code=abc&state=%00%ff"), 400, "state")
+    refused(browser.get("/admin/oidc/mock/callback/"), 400, "lacks its code or its state")
+    refused(browser.get("/admin/oidc/mock/callback/?code=abc"), 400, "Start the sign-in again")
+    refused(browser.get("/admin/oidc/mock/callback/?code=abc&state=%00%ff"), 400, "state")
 
     start(browser)  # a started flow: its state is in the session
     (state,) = browser.session["oidc_states"]
-    page = browser.get(f"/oidc/mock/callback/?state={state}&code=garbled")
+    page = browser.get(f"/admin/oidc/mock/callback/?state={state}&code=garbled")
     refused(page, 400, "refused the sign-in code", "invalid_grant")
 
     answer = oidc_provider.authorize(start(browser), "henry-sub")
@@ -468,6 +468,6 @@ def test_an_issuer_that_cannot_be_reached_or_is_unknown_ends_on_a_clear_page(
     gone["discovery_url"] = "http://127.0.0.1:9/.well-known/openid-configuration"
     settings.VIRGO_OIDC_ISSUERS = {**settings.VIRGO_OIDC_ISSUERS, "gone": gone}
     browser = Client()
-    refused(browser.get("/oidc/gone/login/"), 502, "Gone ID could not be reached")
-    assert browser.get("/oidc/nobody/login/").status_code == 404
-    assert browser.get("/oidc/nobody/callback/?code=a&state=b").status_code == 404
+    refused(browser.get("/admin/oidc/gone/login/"), 502, "Gone ID could not be reached")
+    assert browser.get("/admin/oidc/nobody/login/").status_code == 404
+    assert browser.get("/admin/oidc/nobody/callback/?code=a&state=b").status_code == 404

@@ -137,8 +137,8 @@ def test_the_login_page_has_a_button_per_issuer(settings: Any) -> None:
     assert "Sign in with" not in page
     configured(settings)
     page = Client().get("/admin/login/?next=/admin/personas/").content.decode()
-    assert 'href="/oidc/corp/login/?next=/admin/personas/">Sign in with Example Corp' in page
-    assert 'href="/oidc/google/login/?next=/admin/personas/">Sign in with Google' in page
+    assert 'href="/admin/oidc/corp/login/?next=/admin/personas/">Sign in with Example Corp' in page
+    assert 'href="/admin/oidc/google/login/?next=/admin/personas/">Sign in with Google' in page
     assert 'id="login-form"' in page
 
 
@@ -147,13 +147,13 @@ def test_the_link_page_is_for_signed_in_owners(settings: Any) -> None:
     """VX-ID-1: the OpenID Connect page (linked from every admin page) needs a signed-in owner,
     and a link is started only by a POST."""
     configured(settings)
-    assert Client().get("/oidc/")["Location"] == "/admin/login/?next=/oidc/"
+    assert Client().get("/admin/oidc/")["Location"] == "/admin/login/?next=/admin/oidc/"
     client = Client()
     client.force_login(make_owner("ada", oidc=False))
-    assert 'href="/oidc/">OpenID Connect</a>' in client.get("/admin/").content.decode()
-    page = client.get("/oidc/").content.decode()
-    assert 'action="/oidc/corp/link/"' in page and 'value="Link Google"' in page
-    assert client.get("/oidc/corp/link/").status_code == 405
+    assert 'href="/admin/oidc/">OpenID Connect</a>' in client.get("/admin/").content.decode()
+    page = client.get("/admin/oidc/").content.decode()
+    assert 'action="/admin/oidc/corp/link/"' in page and 'value="Link Google"' in page
+    assert client.get("/admin/oidc/corp/link/").status_code == 405
 
 
 # Typed text proves nothing ------------------------------------------------------------------------

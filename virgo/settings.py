@@ -107,8 +107,8 @@ def check_url(name: str, schemes: Collection[str]) -> None:
         )
 
 
-# An issuer's short name: lower case, as it appears in URLs (/oidc/<name>/...) and, upper-cased
-# with `-` as `_`, in the names of its variables.
+# An issuer's short name: lower case, as it appears in URLs (/admin/oidc/<name>/...) and,
+# upper-cased with `-` as `_`, in the names of its variables.
 OIDC_ISSUER_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
