@@ -268,8 +268,8 @@ def test_linking_an_identity_that_is_another_accounts_is_refused(
 def test_a_link_finishes_only_for_the_account_that_started_it(
     oidc_provider: Provider,
 ) -> None:
-    """VX-ID-4: a link started by one account and answered while another is signed in in the
-    same browser links nothing."""
+    """VX-ID-1, VX-ID-4: a link started by one account and answered while another is signed in
+    in the same browser links nothing, to either account."""
     frank = make_owner("frank", oidc=False)
     grace = make_owner("grace", oidc=False)
     client = password_session(frank)
