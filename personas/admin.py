@@ -281,6 +281,8 @@ def describe_audit(event: AuditEvent) -> str:
         return f"generation {data.get('generation')}: {data.get('path')} restored{kept}"
     if event.kind in ORGANIZATION_EVENTS:
         return describe_organization_event(event)
+    if event.kind == AuditEvent.Kind.IDENTITY_LINKED:
+        return f"OpenID Connect {data.get('issuer')} subject {data.get('subject')} proven"
     return f"skill {data.get('skill')} {data.get('change')}"
 
 

@@ -1,9 +1,11 @@
-# Fixtures: real services for the `live` tests (tests/live.py); a private VIRGO_HOME and
-# flush-safe stored stamps for every test (tests/stamp_fixtures.py).
+# Fixtures: real services for the `live` tests (tests/live.py), a real OpenID provider
+# (tests/oidc_support.py), real DNS and HTTPS servers for the organization proofs
+# (tests/proof_servers.py); a private VIRGO_HOME and flush-safe stored stamps for every test
+# (tests/stamp_fixtures.py).
 pytest_plugins = [
     "tests.live",
+    "tests.oidc_support",
+    "tests.proof_servers",
     "tests.stamp_fixtures",
     "tests.card_support",
-    # Real DNS and HTTPS servers on loopback for the organization proofs (VX-ID-2).
-    "tests.proof_servers",
 ]

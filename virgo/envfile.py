@@ -10,9 +10,10 @@ used. The format is dotenv, read with python-dotenv (no `${...}` interpolation: 
 as written). Real environment variables win over both files, and the first file over the second.
 
 A file is loaded only when it is owner-private: a regular file (not a symlink) owned by this
-user, with no group or other permission bits. Anything else is a configuration error naming the
-variable and the fix, since a readable copy of these secrets is the leak the file exists to
-prevent.
+user, with no group or other permission bits; so is a file holding a single secret
+(`read_secret_file`: VIRGO_OIDC_<NAME>_CLIENT_SECRET_FILE, an OpenID Connect client secret).
+Anything else is a configuration error naming the variable and the fix, since a readable copy
+of these secrets is the leak the file exists to prevent.
 """
 
 import argparse
@@ -51,25 +52,47 @@ def read_env_file(
     """
     if not path:
         return {}
+    text = _read_private(path, variable=variable, required=required, kind="settings file")
+    if text is None:
+        return {}
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def read_secret_file(path: str | os.PathLike[str], *, variable: str) -> str:
+    """The one secret the owner-private file at `path` holds (a client secret...), without the
+    line end a text editor adds. The same rules as a settings file: a regular file of this user
+    that no one else may read or write, or a configuration error naming `variable` and the fix."""
+    text = _read_private(path, variable=variable, required=True, kind="secret file")
+    assert text is not None
+    secret = text.rstrip("\r\n")
+    if not secret:
+        raise ImproperlyConfigured(f"{variable}: {path} is empty; write the secret into it")
+    return secret
+
+
+def _read_private(
+    path: str | os.PathLike[str], *, variable: str, required: bool, kind: str
+) -> str | None:
+    """The text of the owner-private file at `path`; None when it is missing and not required."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         if not required:
-            return {}
+            return None
         raise ImproperlyConfigured(
-            f"{variable}: {path} does not exist; point {variable} at the settings file, or unset it"
+            f"{variable}: {path} does not exist; point {variable} at the {kind}, or unset it"
         ) from None
     except OSError as exc:
         raise ImproperlyConfigured(
             f"{variable}: {path} cannot be read as a plain file ({exc.strerror}); it must be an "
-            "owner-private settings file, not a link or a directory"
+            f"owner-private {kind}, not a link or a directory"
         ) from None
     with os.fdopen(fd, encoding="utf-8") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise ImproperlyConfigured(
-                f"{variable}: {path} is not a regular file; it must be an owner-private "
-                "settings file"
+                f"{variable}: {path} is not a regular file; it must be an owner-private {kind}"
             )
         if info.st_uid != os.getuid() or info.st_mode & 0o077:
             raise ImproperlyConfigured(
@@ -77,9 +100,7 @@ def read_env_file(
                 f"{stat.S_IMODE(info.st_mode):o}, owner uid {info.st_uid}) and it holds "
                 f"secrets; `chmod 600 {path}` as its owner"
             )
-        text = handle.read()
-    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
-    return {name: value for name, value in values.items() if value is not None}
+        return handle.read()
 
 
 def load_env_file(

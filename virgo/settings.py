@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from virgo.envfile import home_env_file, load_env_file
+from virgo.envfile import home_env_file, load_env_file, read_secret_file
 from virgo.home import private_embedded_home
 from virgo.resolvers import parse_nameserver
 
@@ -106,6 +106,59 @@ def check_url(name: str, schemes: Collection[str]) -> None:
             f"{name}: the URL does not start with one of {', '.join(f'{s}://' for s in schemes)}"
             f"; set {name} to such a URL (see the README's configuration table), or unset it"
         )
+
+
+# An issuer's short name: lower case, as it appears in URLs (/admin/oidc/<name>/...) and,
+# upper-cased with `-` as `_`, in the names of its variables.
+OIDC_ISSUER_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+DISCOVERY_PATH = "/.well-known/openid-configuration"
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def env_oidc_issuer(name: str) -> dict[str, str]:
+    """One OpenID Connect issuer Virgo signs owners in with (personas.oidc), read from
+    VIRGO_OIDC_<NAME>_*: its discovery URL, the client id Virgo is registered under, the client
+    secret (from the environment, or from an owner-private file), the button's label and the
+    scopes asked for."""
+    if not OIDC_ISSUER_NAME.fullmatch(name):
+        raise ImproperlyConfigured(
+            f"VIRGO_OIDC_ISSUERS: {name!r} is not an issuer name; use lower-case letters, digits "
+            "and '-', starting with a letter (at most 32), e.g. VIRGO_OIDC_ISSUERS=corp,google"
+        )
+    prefix = f"VIRGO_OIDC_{name.upper().replace('-', '_')}_"
+    discovery_url = env_str(prefix + "DISCOVERY_URL").strip()
+    parts = urlsplit(discovery_url)
+    secure = parts.scheme == "https" or (
+        parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
+    )
+    if not (secure and parts.hostname and parts.path.endswith(DISCOVERY_PATH)):
+        raise ImproperlyConfigured(
+            f"{prefix}DISCOVERY_URL: {discovery_url!r} is not an issuer's discovery URL; set it "
+            f"to https://<issuer>{DISCOVERY_PATH} (plain http only for a provider on this "
+            "machine's loopback)"
+        )
+    client_id = env_str(prefix + "CLIENT_ID").strip()
+    if not client_id:
+        raise ImproperlyConfigured(
+            f"{prefix}CLIENT_ID: not set; set it to the client id the issuer registered Virgo as"
+        )
+    secret = env_str(prefix + "CLIENT_SECRET")
+    secret_file = env_str(prefix + "CLIENT_SECRET_FILE")
+    if bool(secret) == bool(secret_file):
+        raise ImproperlyConfigured(
+            f"{prefix}CLIENT_SECRET: set either it or {prefix}CLIENT_SECRET_FILE (the path of an "
+            "owner-private file holding the secret), and only one of them"
+        )
+    if secret_file:
+        secret = read_secret_file(secret_file, variable=prefix + "CLIENT_SECRET_FILE")
+    return {
+        "name": name,
+        "label": env_str(prefix + "LABEL", parts.hostname).strip() or parts.hostname,
+        "discovery_url": discovery_url,
+        "client_id": client_id,
+        "client_secret": secret,
+        "scopes": env_str(prefix + "SCOPES", "openid profile").strip() or "openid profile",
+    }
 
 
 def check_database_url() -> None:
@@ -355,6 +408,17 @@ AUTHENTICATION_BACKENDS = [
     "virgo.signin.LockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Owners may sign in with OpenID Connect (personas.oidc; decisions 175-177): the issuers named in
+# VIRGO_OIDC_ISSUERS (comma-separated short names), each configured by VIRGO_OIDC_<NAME>_*
+# (env_oidc_issuer). None named: password sign-in only, as the embedded default has it.
+VIRGO_OIDC_ISSUERS = {
+    name: env_oidc_issuer(name) for name in dict.fromkeys(env_list("VIRGO_OIDC_ISSUERS"))
+}
+# Seconds an issuer's discovery document is kept before it is fetched again; the bound on every
+# request to an issuer (discovery, token, keys); the clock skew an ID token's exp and iat allow.
+VIRGO_OIDC_DISCOVERY_SECONDS = env_int("VIRGO_OIDC_DISCOVERY_SECONDS", 3600)
+VIRGO_OIDC_TIMEOUT_SECONDS = env_float("VIRGO_OIDC_TIMEOUT_SECONDS", 5.0)
+VIRGO_OIDC_LEEWAY_SECONDS = env_int("VIRGO_OIDC_LEEWAY_SECONDS", 60)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

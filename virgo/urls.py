@@ -13,6 +13,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     # Before the admin's own URLs: its login page, held to the sign-in limit (virgo.signin).
     path("admin/login/", admin_login, name="admin-login"),
+    # The admin's other doors: OpenID Connect sign-in and linking for owners (personas.oidc).
+    path("admin/oidc/", include("personas.oidc")),
     path("admin/", admin.site.urls),
     path("", include("cards.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

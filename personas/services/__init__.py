@@ -29,7 +29,13 @@ from personas.services.generations import (
     grant_diff,
     settle_persona_batch,
 )
-from personas.services.identities import OWNER_FIELDS, owner_identity_update
+from personas.services.identities import (
+    OWNER_FIELDS,
+    identity_proven,
+    identity_signin,
+    linked_user,
+    owner_identity_update,
+)
 from personas.services.organizations import (
     INSTALLATION,
     normalise_domain,
@@ -78,6 +84,9 @@ __all__ = [
     "current_skill_map",
     "derive_skills",
     "grant_diff",
+    "identity_proven",
+    "identity_signin",
+    "linked_user",
     "normalise_domain",
     "organization_approve",
     "organization_claim",
