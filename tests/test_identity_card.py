@@ -164,8 +164,11 @@ def test_a_second_owner_cannot_get_a_card_naming_anothers_organization(
     proven (the domain is Ada's), naming it is refused, and her card, the directory's provider
     filter and her issuer/subject name nothing of Ada's."""
     mallory = make_owner("mallory", organization="", oidc=False, display_name="Ada")
-    claim = services.organization_claim(owner=mallory, domain="ENGINES.example.org.")
-    assert claim.domain == "engines.example.org"
+    with pytest.raises(ValidationError) as taken:
+        services.organization_claim(owner=mallory, domain="ENGINES.example.org.")
+    assert "another owner" in taken.value.message_dict["domain"][0]
+    # A claim made before Ada proved the domain cannot be proven now either.
+    claim = OrganizationDomain.objects.create(owner=mallory, domain="engines.example.org")
     with pytest.raises(ValidationError) as taken:
         services.organization_approve(claim=claim, actor=services.INSTALLATION)
     assert "another owner" in taken.value.message_dict["domain"][0]
