@@ -34,11 +34,17 @@ MUTMUT = Path(sys.executable).parent / "mutmut"
 # The rest of personas/services/ is write orchestration, not a guard; these are the rules
 # that keep a persona inside its agent's grant (S9-REC-4) and derive its skills (S9-SKL-2).
 FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "personas/services/derivation.py": ("derive_skills",),
+    "personas/services/derivation.py": ("derive_skills", "provider_and_identity", "shown_subject"),
     "personas/services/validation.py": (
         "validate_scope",
         "validate_grant",
         "_require_string_list",
+    ),
+    # Who may write what of an owner's identity, and the OIDC account rule (VX-ID-1, VX-ID-4).
+    "personas/services/identities.py": (
+        "owner_identity_update",
+        "identity_proven",
+        "identity_signin",
     ),
     # The rest of the card view is the ordinary card response (tests/test_card_endpoint.py);
     # these answer for a revoked persona or generation.
