@@ -831,17 +831,12 @@ class OwnerIdentityAdmin(OwnedAdmin):
     fields = (
         "display_name",
         "organization_domain",
-        "identity_issuer",
+        "issuer",
         "identity_subject",
         "subject_proof",
         "typed_before_proofs",
     )
-    readonly_fields = (
-        "identity_issuer",
-        "identity_subject",
-        "subject_proof",
-        "typed_before_proofs",
-    )
+    readonly_fields = ("issuer", "identity_subject", "subject_proof", "typed_before_proofs")
 
     @admin.display(description="identity issuer", ordering="identity_issuer")
     def issuer(self, obj: OwnerIdentity) -> str:

@@ -285,6 +285,8 @@ class OwnerIdentityForm(ServiceForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["organization_domain"]
+        # A plain choice: a domain is claimed and proven on its own page, not from this one.
+        field.widget = getattr(field.widget, "widget", field.widget)
         field.queryset = selectors.organization_domains_nameable_by(self.actor)  # type: ignore[attr-defined]
         field.empty_label = "None: cards name this installation"
         field.help_text = (
