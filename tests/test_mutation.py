@@ -137,8 +137,13 @@ def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
     assert "personas.services.validation.x_validate_scope__mutmut_*" in rules
     assert not any("_validate_persona" in glob for glob in rules)
     assert run.patterns("personas/services/derivation.py") == [
-        "personas.services.derivation.x_derive_skills__mutmut_*"
+        "personas.services.derivation.x_derive_skills__mutmut_*",
+        "personas.services.derivation.x_provider_and_identity__mutmut_*",
+        "personas.services.derivation.x_shown_subject__mutmut_*",
     ]
+    assert not any(
+        "composition_of" in glob for glob in run.patterns("personas/services/derivation.py")
+    )
 
 
 class _Item:
