@@ -12,15 +12,18 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from personas import services
 from personas.models import (
     Agent,
     Generation,
+    OrganizationDomain,
     OwnerIdentity,
     Persona,
     PersonaClass,
     RegisteredAddress,
+    Verification,
 )
 from stamps.profiles import required_tools
 
@@ -47,12 +50,14 @@ def make_fleet(username: str = "bench") -> Fleet:
     owner = get_user_model().objects.create_user(
         username=username, password=uuid.uuid4().hex, is_staff=True
     )
-    OwnerIdentity.objects.create(
-        user=owner,
-        display_name="Bench Owner",
-        organization="Bench Labs",
-        organization_url="https://bench.example.org/",
+    # Proven as the installation approves it: cards name the domain, as most owners' will.
+    domain = OrganizationDomain.objects.create(
+        owner=owner,
+        domain=f"{username}.bench.example.org",
+        verification=Verification.OPERATOR,
+        verified_at=timezone.now(),
     )
+    OwnerIdentity.objects.create(user=owner, display_name="Bench Owner", organization_domain=domain)
     verbs = [*required_tools(PERSONA_CLASS), *EXTRA_VERBS]
     agent = services.agent_create(
         owner=owner,

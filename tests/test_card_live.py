@@ -32,7 +32,7 @@ async def resolve(base_url: str) -> AgentCard:
 def test_the_sdk_card_resolver_fetches_and_parses_a_persona_card(live_server: Any) -> None:
     """S9-CARD-1, S9-WK-1, S9-SCN-7: A2ACardResolver, given the persona's base URL, finds the
     well-known card of exactly that persona and parses it into a complete AgentCard."""
-    agent = make_agent(make_owner("ada", organization="Analytical Engines Ltd"))
+    agent = make_agent(make_owner("ada", organization="engines.example.org"))
     reviewer = make_persona(agent, name="Reviewer", discoverable=True)
     make_persona(agent, name="Deployer", discoverable=True)
 
@@ -41,7 +41,7 @@ def test_the_sdk_card_resolver_fetches_and_parses_a_persona_card(live_server: An
     validate_proto_required_fields(card)
     assert card.name == "Reviewer"
     assert [skill.id for skill in card.skills] == [skill["id"] for skill in reviewer.skills]
-    assert card.provider.organization == "Analytical Engines Ltd"
+    assert card.provider.organization == "engines.example.org"
     assert card.supported_interfaces[0].protocol_binding == DISCOVERY_BINDING
     assert card.supported_interfaces[0].url.endswith(f"/a/{reviewer.uuid}/")
     assert not card.capabilities.streaming

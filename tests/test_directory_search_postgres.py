@@ -38,7 +38,7 @@ def fresh_rate_limits() -> Iterator[None]:
 def client(live_postgres: None) -> APIClient:
     fleet = make_fleet()
     add_personas(fleet, ALIKE, start=1)
-    grace = make_agent(make_owner("grace", organization="Grace Works"))
+    grace = make_agent(make_owner("grace", organization="grace-works.example"))
     for index in range(3):
         make_persona(
             grace,
@@ -79,7 +79,7 @@ def page_plan(client: APIClient, query: str) -> tuple[list[str], str]:
         ("tag=deployment", "persona_skills_gin_idx"),
         ("q=quokka", "persona_description_trgm_idx"),
         ("q=zephyr", "persona_name_trgm_idx"),
-        ("provider=grace+works", "generation_provider_idx"),
+        ("provider=grace-works.example", "generation_proven_provider_idx"),
     ],
 )
 def test_each_filter_reads_its_index(client: APIClient, query: str, index: str) -> None:
