@@ -451,3 +451,32 @@ def test_the_list_is_paginated_with_a_capped_page_size(owner: Any, client: APICl
     assert page["next"]
     rest = client.get(page["next"]).json()
     assert [item["name"] for item in rest["results"]] == ["P2"]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        (
+            "provider",
+            {"organization": "engines.example.org", "url": "https://engines.example.org/"},
+        ),
+        ("organization_domain", "engines.example.org"),
+        ("identity_issuer", "https://id.example.org/"),
+        ("identity_subject", "sub-ada"),
+    ],
+)
+def test_no_persona_write_names_a_provider_or_an_identity(
+    owner: Any, persona: Persona, client: APIClient, field: str, value: Any
+) -> None:
+    """VX-ID-4, VX-ID-1: through the API an owner names no provider and no identity of a
+    persona, on create or on change: each is refused naming the field and nothing changes."""
+    before = snapshot(persona)
+    response = client.patch(url(persona), {field: value}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+    assert snapshot(persona) == before
+    body = new_persona_body(persona.agent_id, name="Impostor", **{field: value})
+    response = client.post(url(), body, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+    assert not Persona.objects.filter(name="Impostor").exists()
