@@ -7,6 +7,7 @@ class CardsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from cards import checks  # noqa: F401 (registers the signing check)
         from cards.fastpath import persona_deleted, persona_saved, personas_written
         from personas import signals
         from personas.models import Persona

@@ -1,11 +1,15 @@
-"""The keys that sign public cards: their private files, and their life (create, rotate, retire,
-revoke). One write function per operation; the CLI (`virgo keys`) and the admin call these.
+"""The keys that sign public cards: their private halves, and their life (create, rotate, retire,
+revoke, rewrap). One write function per operation; the CLI (`virgo keys`) and the admin call these.
 
-A private key is a PKCS#8 PEM file, owner-private (0600, in a 0700 directory), generated into
-VIRGO_SIGNING_KEYS_DIR (default `$VIRGO_HOME/signing-keys`) or imported from a file the
-operator provides. A file any other user could read is refused, not used: a key others may
-have copied cannot vouch for anything. Nothing here ever puts a key's bytes in a log line, an
-error, a database row or the admin; errors name the file and what is wrong with it.
+A private key lives in its database row, sealed under the deployment's key-encryption key
+(cards.sealing, VX-SCALE-1): every web process and worker, on any machine, opens it from there
+(once per process and key), and none needs a file another machine wrote. A key is generated
+here, or imported from a PEM file the operator provides; a file any other user could read is
+refused, not used: a key others may have copied cannot vouch for anything. Keys made before
+sealing were PEM files under VIRGO_SIGNING_KEYS_DIR (default `$VIRGO_HOME/signing-keys`): the
+migration sealed those it found, and one still unsealed is read from its file until
+`virgo keys rewrap` seals it. Nothing here ever puts a key's bytes or a key-encryption key in a
+log line, an error or the admin; errors name the kid or the file and what is wrong.
 
 A change of the signing set (the active key and the retiring ones) makes every published card
 owed a new signature; the rotation fan-out (settling.tasks.fan_out_resign) is queued once the
@@ -30,12 +34,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm
 
+from cards import sealing
 from cards.models import SigningKey
-from virgo.home import private_directory
 from virgo.queueing import queue_after_commit
 
 FAN_OUT_RESIGN = "settling.tasks.fan_out_resign"
-FILE_MODE = 0o600
 PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
@@ -47,9 +50,13 @@ class UnusableKeyFile(KeyRefused):
     """A private key file that is missing, not private, or not a key Virgo can sign with."""
 
 
+class CannotSign(KeyRefused):
+    """This process cannot sign with a key of the signing set; the message says why."""
+
+
 @dataclass(frozen=True)
 class Signer:
-    """A key that signs: its record and its private half, loaded from its file."""
+    """A key that signs: its record and its private half, opened from its sealed form."""
 
     key: SigningKey
     private: PrivateKey
@@ -61,11 +68,6 @@ class Signer:
     @property
     def algorithm(self) -> str:
         return self.key.algorithm
-
-
-def keys_dir() -> Path:
-    configured = getattr(settings, "VIRGO_SIGNING_KEYS_DIR", "")
-    return Path(configured) if configured else Path(settings.VIRGO_HOME) / "signing-keys"
 
 
 def grace() -> timedelta:
@@ -99,20 +101,48 @@ def _generate(algorithm: str) -> PrivateKey:
     raise KeyRefused(f"algorithm {algorithm!r}: use ES256 or EdDSA")
 
 
-def _write_private(path: Path, private: PrivateKey) -> None:
-    data = private.private_bytes(
-        serialization.Encoding.PEM,
+def _der(private: PrivateKey) -> bytes:
+    return private.private_bytes(
+        serialization.Encoding.DER,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    private_directory(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+
+
+def seal_private(kid: str, private: PrivateKey) -> str:
+    """The private key sealed for its row (cards.sealing)."""
+    return sealing.seal(kid, _der(private))
+
+
+_opened: dict[tuple[str, str], PrivateKey] = {}
+
+
+def open_private(key: SigningKey) -> PrivateKey:
+    """The key's private half: opened from its sealed form (kept per process), or, for a key
+    made before sealing that no machine has sealed yet, read from its file if it is here."""
+    if key.private_key_sealed:
+        cached = (key.kid, key.private_key_sealed)
+        if cached not in _opened:
+            try:
+                der = sealing.unseal(key.kid, key.private_key_sealed)
+                private = serialization.load_der_private_key(der, password=None)
+            except sealing.KeyCannotBeOpened as refused:
+                raise CannotSign(str(refused)) from None
+            except (ValueError, TypeError):
+                raise CannotSign(f"signing key {key.kid}: its sealed form holds no key") from None
+            if not isinstance(private, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
+                raise CannotSign(f"signing key {key.kid}: not a P-256 or an Ed25519 key")
+            _opened[cached] = private
+        return _opened[cached]
+    if not key.private_key_path:
+        raise CannotSign(f"signing key {key.kid} has no private key (it signs nothing)")
     try:
-        os.fchmod(fd, FILE_MODE)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return read_private_key(Path(key.private_key_path))
+    except UnusableKeyFile as refused:
+        raise CannotSign(
+            f"signing key {key.kid} is not sealed in the database and {refused}; run "
+            "`virgo keys rewrap` on the machine that has its file"
+        ) from None
 
 
 _loaded: dict[tuple[str, int, int], PrivateKey] = {}
@@ -155,7 +185,7 @@ def read_private_key(path: Path) -> PrivateKey:
 
 
 def _new_key(*, algorithm: str | None, import_from: Path | None, state: str) -> SigningKey:
-    """Make a key's record (and file, unless imported); the caller holds the transaction."""
+    """Make a key's record, its private half sealed in it; the caller holds the transaction."""
     if import_from is not None:
         private = read_private_key(import_from)
         path, generated = import_from.resolve(), False
@@ -168,28 +198,29 @@ def _new_key(*, algorithm: str | None, import_from: Path | None, state: str) -> 
     kid = jwk["kid"]
     if SigningKey.objects.filter(kid=kid).exists():
         raise KeyRefused(f"key {kid} is already known (a key is never used twice)")
-    if path is None:
-        path = keys_dir() / f"{kid}.pem"
-        _write_private(path, private)
     try:
-        with transaction.atomic():
-            return SigningKey.objects.create(
-                kid=kid,
-                algorithm=found_algorithm,
-                public_jwk=jwk,
-                state=state,
-                private_key_path=str(path),
-                generated=generated,
-            )
-    except BaseException:
-        if generated:
-            path.unlink(missing_ok=True)
-        raise
+        sealed = seal_private(kid, private)
+    except sealing.KeyCannotBeOpened as refused:
+        raise CannotSign(str(refused)) from None
+    with transaction.atomic():
+        return SigningKey.objects.create(
+            kid=kid,
+            algorithm=found_algorithm,
+            public_jwk=jwk,
+            state=state,
+            private_key_sealed=sealed,
+            private_key_path=str(path or ""),
+            generated=generated,
+        )
 
 
 def _forget_private(key: SigningKey) -> None:
-    """A key that signs no more leaves no private key of Virgo's behind."""
-    if key.generated:
+    """A key that signs no more leaves no private key of Virgo's behind: not its sealed form, nor
+    the file a key made before sealing lay in (on this machine; an imported file is the
+    operator's)."""
+    key.private_key_sealed = ""
+    key.save(update_fields=["private_key_sealed"])
+    if key.generated and key.private_key_path:
         with contextlib.suppress(FileNotFoundError):
             Path(key.private_key_path).unlink()
 
@@ -209,7 +240,22 @@ def signers() -> list[Signer]:
     if not keys or keys[0].state != SigningKey.State.ACTIVE:
         ensure_active_key()
         keys = signing_keys()
-    return [Signer(key, read_private_key(Path(key.private_key_path))) for key in keys]
+    return [Signer(key, open_private(key)) for key in keys]
+
+
+def check_can_sign() -> None:
+    """Raise CannotSign, saying why, when this process could not sign a card now: a key of the
+    signing set that it cannot open. With no key yet it must be able to seal the first one (the
+    first card makes it). /readyz (settings.VIRGO_SIGNING_READINESS) and `check --deploy`."""
+    keys = signing_keys()
+    if not keys:
+        try:
+            sealing.current_fingerprint()
+        except sealing.KeyCannotBeOpened as refused:
+            raise CannotSign(str(refused)) from None
+        return
+    for key in keys:
+        open_private(key)
 
 
 def ensure_active_key() -> SigningKey:
@@ -311,3 +357,40 @@ def retire_due_keys() -> list[str]:
         with contextlib.suppress(KeyRefused):
             retire(kid)
     return due
+
+
+# Sealing ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rewrapped:
+    """What `rewrap` did: kids sealed again under the current KEK, kids sealed from their file
+    (made before sealing), kids already under it, and the kids it could not seal, with why."""
+
+    resealed: list[str]
+    sealed_from_file: list[str]
+    current: list[str]
+    left: list[tuple[str, str]]
+
+
+def rewrap() -> Rewrapped:
+    """Seal every key that still signs under the current key-encryption key (the first of
+    VIRGO_KEY_ENCRYPTION_KEYS), so an older KEK can then be removed; a key still only in a file
+    is sealed from it when the file is on this machine. A key it cannot open is left, and said."""
+    done = Rewrapped([], [], [], [])
+    current = sealing.current_fingerprint()
+    with transaction.atomic():
+        live = SigningKey.objects.select_for_update().filter(state__in=["active", "retiring"])
+        for key in live.order_by("pk"):
+            if key.private_key_sealed and sealing.sealed_under(key.private_key_sealed) == current:
+                done.current.append(key.kid)
+                continue
+            try:
+                private = open_private(key)
+            except CannotSign as refused:
+                done.left.append((key.kid, str(refused)))
+                continue
+            (done.resealed if key.private_key_sealed else done.sealed_from_file).append(key.kid)
+            key.private_key_sealed = seal_private(key.kid, private)
+            key.save(update_fields=["private_key_sealed"])
+    return done

@@ -42,8 +42,9 @@ class PublishedCard(models.Model):
 
 
 class SigningKey(models.Model):
-    """One key that signs public cards. Only its public half is here; the private half is an
-    owner-private file (cards.keys), never in the database, the admin or a log."""
+    """One key that signs public cards. Its private half is here only sealed, encrypted under
+    the deployment's key-encryption key (cards.sealing), so every machine signs with it and none
+    needs a file; never in the clear, in the admin or in a log."""
 
     class Algorithm(models.TextChoices):
         ES256 = "ES256", "ES256 (ECDSA P-256, SHA-256)"
@@ -64,9 +65,11 @@ class SigningKey(models.Model):
     algorithm = models.CharField(max_length=8, choices=Algorithm.choices)
     public_jwk = models.JSONField()
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
-    # Where the private key is read from; a file Virgo generated lies in VIRGO_SIGNING_KEYS_DIR
-    # and is deleted once the key stops signing, an imported one is the operator's to keep.
-    private_key_path = models.CharField(max_length=4096)
+    # The private key (PKCS#8) sealed by cards.sealing; emptied once the key stops signing.
+    private_key_sealed = models.TextField(blank=True, default="")
+    # The file an imported key came from (the operator's to keep), or the file a key made before
+    # keys were sealed lay in (VIRGO_SIGNING_KEYS_DIR); read only while the key is not sealed.
+    private_key_path = models.CharField(max_length=4096, blank=True, default="")
     generated = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     retire_after = models.DateTimeField(null=True, blank=True)

@@ -39,6 +39,7 @@ def web_env(*, database_url: str, redis_url: str, **extra: str) -> dict[str, str
     env |= {
         "DJANGO_SETTINGS_MODULE": "virgo.settings",
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "VIRGO_KEY_ENCRYPTION_KEY": ",".join(settings.VIRGO_KEY_ENCRYPTION_KEYS),
         "ALLOWED_HOSTS": "127.0.0.1",
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,

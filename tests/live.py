@@ -185,6 +185,8 @@ class CeleryProcesses:
             DATABASE_URL=current_database_url(),
             REDIS_URL=self.broker.url,
             SECRET_KEY="live-test-" + secrets.token_hex(16),
+            # The signing keys this process made open in the worker too (VX-SCALE-1).
+            VIRGO_KEY_ENCRYPTION_KEY=",".join(settings.VIRGO_KEY_ENCRYPTION_KEYS),
             VIRGO_EMBEDDED="1",
             VIRGO_HOME=str(settings.VIRGO_HOME),
             PYTHONUNBUFFERED="1",

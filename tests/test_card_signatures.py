@@ -8,7 +8,6 @@ does.
 import base64
 import json
 import os
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.cache import cache
 from django.db import connection
@@ -23,12 +23,13 @@ from django.test import Client
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
-from cards import keys, signing
-from cards.keys import Signer, UnusableKeyFile
+from cards import keys, sealing, signing
+from cards.keys import Signer
 from cards.models import PublishedCard, SigningKey
 from cards.publishing import card_etag, unsigned_card
 from personas.models import Persona
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from virgo import kek
 
 pytestmark = pytest.mark.django_db
 
@@ -257,37 +258,56 @@ def test_the_jwks_is_rate_limited_with_the_cards(owner: Any, settings: Any) -> N
 # Private keys -----------------------------------------------------------------------------------
 
 
-def test_private_keys_are_owner_private_files_and_never_in_the_database(
-    owner: Any, virgo_home: Path
+def test_private_keys_are_sealed_in_the_database_and_no_file_is_written(
+    owner: Any, virgo_home: Path, settings: Any
 ) -> None:
-    """VX-TRUST-1: the private key is a 0600 PEM file in a 0700 directory under VIRGO_HOME; no
-    database row holds it."""
+    """VX-TRUST-1, VX-SCALE-1: the private key lives in its row only sealed (AES-GCM under the
+    key-encryption key, the kid bound to it): no file under VIRGO_HOME, no PEM and no private
+    scalar in any row; the sealed bytes open with the KEK, not with another, not for another
+    kid."""
     make_persona(make_agent(owner), discoverable=True)
     key = SigningKey.objects.get(state="active")
-    path = Path(key.private_key_path)
-    assert path.parent == virgo_home / "signing-keys"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    pem = path.read_bytes()
-    assert b"PRIVATE KEY" in pem
-    secret = keys.read_private_key(path).private_numbers().private_value  # type: ignore[union-attr]
+    assert not (virgo_home / "signing-keys").exists()
+    assert key.private_key_path == "" and key.private_key_sealed.startswith("v1:")
+    private = keys.open_private(key)
+    secret = private.private_numbers().private_value  # type: ignore[union-attr]
     d = base64.urlsafe_b64encode(secret.to_bytes(32, "big")).rstrip(b"=").decode()
     with connection.cursor() as cursor:
         for table in ("cards_signingkey", "cards_publishedcard"):
             cursor.execute(f"SELECT * FROM {table}")
             dumped = repr(cursor.fetchall())
             assert "PRIVATE KEY" not in dumped and d not in dumped
+            assert secret.to_bytes(32, "big").hex() not in dumped
+    der = sealing.unseal(key.kid, key.private_key_sealed)
+    assert serialization.load_der_private_key(der, None).private_numbers() == (  # type: ignore[union-attr]
+        private.private_numbers()  # type: ignore[union-attr]
+    )
+    with pytest.raises(sealing.KeyCannotBeOpened, match="does not open with key-encryption key"):
+        sealing.unseal("another-kid", key.private_key_sealed)
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [kek.generate()]
+    with pytest.raises(sealing.KeyCannotBeOpened, match="which this process is not given"):
+        sealing.unseal(key.kid, key.private_key_sealed)
 
 
-def test_a_private_key_file_others_can_read_is_refused(owner: Any) -> None:
-    """VX-TRUST-1: a key file with group or other access is not used; the error names the file
+def test_a_key_file_from_before_sealing_others_can_read_is_refused(
+    owner: Any, tmp_path: Path
+) -> None:
+    """VX-TRUST-1: a key still only in a file (made before keys were sealed, its file not
+    sealed yet) is not used when the file has group or other access; the error names the file
     and its mode, never its contents."""
-    make_persona(make_agent(owner), discoverable=True)
-    path = Path(SigningKey.objects.get(state="active").private_key_path)
-    pem = path.read_text()
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    path = tmp_path / "old.pem"
+    path.write_text(pem)
     os.chmod(path, 0o640)
-    with pytest.raises(UnusableKeyFile) as refused:
+    key = keys.ensure_active_key()
+    SigningKey.objects.filter(pk=key.pk).update(private_key_sealed="", private_key_path=str(path))
+    with pytest.raises(keys.CannotSign) as refused:
         keys.signers()
     message = str(refused.value)
-    assert str(path) in message and "mode 640" in message
+    assert str(path) in message and "mode 640" in message and "virgo keys rewrap" in message
     assert "PRIVATE KEY" not in message and pem.splitlines()[1] not in message

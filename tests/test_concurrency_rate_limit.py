@@ -67,6 +67,7 @@ def web(tmp_path: Path, private_redis: RedisServer) -> Iterator[WebServer]:
     env |= {
         "DJANGO_SETTINGS_MODULE": "virgo.settings",
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "VIRGO_KEY_ENCRYPTION_KEY": ",".join(settings.VIRGO_KEY_ENCRYPTION_KEYS),
         "ALLOWED_HOSTS": "127.0.0.1",
         "DATABASE_URL": current_database_url(),
         "REDIS_URL": private_redis.url,

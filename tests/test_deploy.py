@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.live import REPO, WebServer
+from virgo import kek
 
 
 def production_env(**extra: str) -> dict[str, str]:
@@ -22,6 +23,7 @@ def production_env(**extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="virgo.settings",
         SECRET_KEY=secrets.token_urlsafe(50),
+        VIRGO_KEY_ENCRYPTION_KEY=kek.generate(),
         ALLOWED_HOSTS="virgo.example.org",
         REDIS_URL="redis://127.0.0.1:6379/0",
     )

@@ -47,7 +47,7 @@ def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
     assert response.status_code == 200
     assert json.loads(response.content) == {
         "status": "ready",
-        "checks": {"database": "ok", "cache": "ok", "broker": "ok"},
+        "checks": {"database": "ok", "cache": "ok", "broker": "ok", "signing": "ok"},
         "failed": [],
         "backlog": {"stamp": 0, "card": 0, "recompute": 0, "signature": 0},
     }
@@ -75,6 +75,7 @@ def test_readyz_is_ready_against_postgresql_and_redis(
         "database": "ok",
         "cache": "ok",
         "broker": "ok",
+        "signing": "ok",
     }
 
 

@@ -92,9 +92,29 @@ MORE_MISTAKES = {
         "does not exist",
     ),
     "a hub without its secret": (
-        {"VIRGO_CHANNEL_URL": "https://hub.example", "SECRET_KEY": "k" * 50},
+        {
+            "VIRGO_CHANNEL_URL": "https://hub.example",
+            "SECRET_KEY": "k" * 50,
+            "VIRGO_KEY_ENCRYPTION_KEY": "A" * 43 + "=",
+        },
         "VIRGO_CHANNEL_SECRET",
         "set VIRGO_CHANNEL_SECRET",
+    ),
+    # VX-SCALE-1: the key-encryption key the signing keys are sealed under.
+    "no key-encryption key in production": (
+        {"SECRET_KEY": "k" * 50},
+        "VIRGO_KEY_ENCRYPTION_KEY",
+        "`python -m virgo.kek`",
+    ),
+    "a key-encryption key that is not one": (
+        {"VIRGO_EMBEDDED": "1", "VIRGO_KEY_ENCRYPTION_KEY": "not-a-key"},
+        "VIRGO_KEY_ENCRYPTION_KEY",
+        "key 1 of 1 is not 32 bytes",
+    ),
+    "a key-encryption key file others may read": (
+        {"VIRGO_EMBEDDED": "1", "VIRGO_KEY_ENCRYPTION_KEY_FILE": "{world_readable}"},
+        "VIRGO_KEY_ENCRYPTION_KEY_FILE",
+        "chmod 600",
     ),
     # VX-ID-2: where organization proofs are asked and whom their HTTPS is trusted by.
     "a DNS server named by name": (

@@ -53,6 +53,7 @@ def deployment_env(redis: RedisServer, **extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="virgo.settings",
         SECRET_KEY=secrets.token_urlsafe(50),
+        VIRGO_KEY_ENCRYPTION_KEY=",".join(settings.VIRGO_KEY_ENCRYPTION_KEYS),
         ALLOWED_HOSTS="127.0.0.1",
         DATABASE_URL=current_database_url(),
         REDIS_URL=redis.url,

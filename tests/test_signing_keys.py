@@ -45,6 +45,16 @@ def kids_on(body: bytes) -> list[str]:
     return [protected_header(s)["kid"] for s in json.loads(body)["signatures"]]
 
 
+def pem_line(key: SigningKey) -> str:
+    """A line of the key's private PEM, to look for where it must not be."""
+    pem = keys.open_private(key).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return pem.decode().splitlines()[1]
+
+
 def jwks_kids() -> list[str]:
     return [jwk["kid"] for jwk in served_jwks()["keys"]]
 
@@ -60,7 +70,7 @@ def test_rotation_signs_every_card_with_both_keys_until_the_old_one_retires(
 ) -> None:
     """VX-TRUST-3: rotate adds a key and re-signs every card by the new and the old key (a peer
     holding either JWKS verifies); both are in the JWKS; once the grace ends the old key
-    retires: out of the JWKS, off every card, its private file gone."""
+    retires: out of the JWKS, off every card, its sealed private key gone."""
     settings.VIRGO_SIGNING_KEY_GRACE_SECONDS = 3600
     old_jwks = served_jwks()
     [old] = SigningKey.objects.filter(state="active")
@@ -88,7 +98,8 @@ def test_rotation_signs_every_card_with_both_keys_until_the_old_one_retires(
     with run_on_commit():
         assert keys.retire_due_keys() == [old.kid]
     assert jwks_kids() == [new.kid]
-    assert not Path(old.private_key_path).exists()
+    old.refresh_from_db()
+    assert old.private_key_sealed == ""
     for persona in fleet:
         body = served_card(persona)
         assert kids_on(body) == [new.kid]
@@ -97,13 +108,13 @@ def test_rotation_signs_every_card_with_both_keys_until_the_old_one_retires(
 
 def test_revoking_the_active_key_replaces_it_and_re_signs_at_once(fleet: list[Persona]) -> None:
     """VX-TRUST-3: revoke leaves the JWKS on the next request, a new active key takes its place,
-    every card it signed is re-signed, and its private file is deleted."""
+    every card it signed is re-signed, and its sealed private key is deleted."""
     [old] = SigningKey.objects.filter(state="active")
     out = keys_command("revoke", old.kid)
     assert f"revoked {old.kid}" in out
     old.refresh_from_db()
     assert old.state == "revoked" and old.revoked_at is not None
-    assert not Path(old.private_key_path).exists()
+    assert old.private_key_sealed == ""
     new = SigningKey.objects.get(state="active")
     assert jwks_kids() == [new.kid]
     for persona in fleet:
@@ -144,8 +155,8 @@ def test_list_shows_kids_states_and_counts_and_no_private_key(fleet: list[Person
     assert any(active.kid in line and "active" in line and "cards 3" in line for line in lines)
     assert any(retiring.kid in line and "retiring" in line for line in lines)
     for key in (active, retiring):
-        pem = Path(key.private_key_path).read_text()
-        assert pem.splitlines()[1] not in out and "PRIVATE" not in out
+        assert pem_line(key) not in out and "PRIVATE" not in out
+        assert key.private_key_sealed not in out
 
 
 def test_create_refuses_a_second_active_key_and_retire_refuses_the_active_one(
@@ -186,10 +197,15 @@ def test_create_and_rotate_import_an_owner_private_key_file(tmp_path: Path) -> N
     imported = SigningKey.objects.get(state="active")
     assert (imported.algorithm, imported.generated) == ("EdDSA", False)
     assert imported.private_key_path == str(path.resolve())
+    # VX-SCALE-1: sealed into its row at import; signing never reads the file again.
+    assert imported.private_key_sealed.startswith("v1:")
+    assert b"PRIVATE" not in imported.private_key_sealed.encode()
+    os.chmod(path, 0o000)
     persona = make_persona(make_agent(make_owner()), discoverable=True)
     assert kids_on(served_card(persona)) == [imported.kid]
     peer_verifier(served_jwks())(json.loads(served_card(persona)))
 
+    os.chmod(path, 0o600)
     keys_command("rotate")
     keys_command("retire", imported.kid)
     assert path.read_bytes() == pem
@@ -209,7 +225,6 @@ def test_the_keys_admin_is_for_superusers_and_shows_no_private_key(fleet: list[P
     """VX-TRUST-3: superusers see the keys (public JWK, state); staff without superuser and
     owners get nothing; no page holds the private key."""
     [key] = SigningKey.objects.filter(state="active")
-    pem = Path(key.private_key_path).read_text()
     superuser = make_owner("root")
     superuser.is_staff = superuser.is_superuser = True
     superuser.save()
@@ -223,8 +238,8 @@ def test_the_keys_admin_is_for_superusers_and_shows_no_private_key(fleet: list[P
     assert detail.status_code == 200
     for response in (page, detail):
         text = response.content.decode()
-        assert pem.splitlines()[1] not in text and "PRIVATE KEY" not in text
-        assert key.private_key_path not in text
+        assert pem_line(key) not in text and "PRIVATE KEY" not in text
+        assert key.private_key_sealed.split(":")[-1] not in text
     assert signed_in(staff).get(changelist).status_code == 403
     assert signed_in(fleet[0].agent.owner).get(changelist).status_code in (302, 403)
 
@@ -332,8 +347,9 @@ def test_a_key_file_with_any_group_or_other_bit_is_refused(bit: int, tmp_path: P
 
 def test_a_key_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     """VX-TRUST-1, VX-TRUST-3: a 0600 key file owned by another user is theirs, not this
-    process's: refused when imported and, for a key already signing, when cards are signed;
-    nothing is written. (The tests run as root, so the file can be given away.)"""
+    process's: refused when imported and, for a key still signing from its file (from before
+    sealing), when cards are signed; nothing is written. (The tests run as root, so the file
+    can be given away.)"""
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
     path, pem = private_key_file(tmp_path / "operator-key.pem")
@@ -344,14 +360,13 @@ def test_a_key_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     assert pem.decode().splitlines()[1] not in str(refused.value)
     assert not SigningKey.objects.exists()
 
+    # A key from before sealing, still only in that file, is refused when cards are signed.
     active = keys.ensure_active_key()
-    generated = Path(active.private_key_path)
-    assert keys.signers()[0].kid == active.kid
-    os.chown(generated, OTHER_UID, -1)
-    with pytest.raises(keys.UnusableKeyFile, match=rf"owner uid {OTHER_UID}: it must be"):
+    SigningKey.objects.filter(pk=active.pk).update(private_key_sealed="", private_key_path=path)
+    with pytest.raises(keys.CannotSign, match=rf"owner uid {OTHER_UID}: it must be"):
         keys.signers()
     # Its group alone is no one's access while the group has no bits.
-    os.chown(generated, os.geteuid(), OTHER_UID)
+    os.chown(path, os.geteuid(), OTHER_UID)
     assert keys.signers()[0].kid == active.kid
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import dotenv_values
 
+from virgo import kek
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 # The installation's own settings file, in VIRGO_HOME.
@@ -154,7 +156,8 @@ def write_env_file(path: Path, values: Mapping[str, str]) -> Path:
 def write_embedded_env_file(home: Path) -> Path:
     """The embedded default's settings in `home`/virgo.env, for every later command to find.
 
-    VIRGO_EMBEDDED=1 always; SECRET_KEY generated once and then kept (sessions survive restarts);
+    VIRGO_EMBEDDED=1 always; SECRET_KEY generated once and then kept (sessions survive restarts),
+    and so is VIRGO_KEY_ENCRYPTION_KEY (unless the file names a VIRGO_KEY_ENCRYPTION_KEY_FILE);
     VIRGO_PUBLIC_BASE_URL as this run has it, when it has one, so a command pasted into a new
     shell builds the links the running server builds. Whatever else the owner put in the file
     stays.
@@ -163,6 +166,10 @@ def write_embedded_env_file(home: Path) -> Path:
     values = read_env_file(path, variable="VIRGO_HOME", required=False)
     values["VIRGO_EMBEDDED"] = "1"
     values.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    # The key-encryption key the signing keys are sealed under (virgo.kek), made once and kept:
+    # a new one would leave every sealed key unopenable.
+    if not values.get("VIRGO_KEY_ENCRYPTION_KEY_FILE"):
+        values.setdefault("VIRGO_KEY_ENCRYPTION_KEY", kek.generate())
     if os.environ.get("VIRGO_PUBLIC_BASE_URL"):
         values["VIRGO_PUBLIC_BASE_URL"] = os.environ["VIRGO_PUBLIC_BASE_URL"]
     return write_env_file(path, values)

@@ -2,7 +2,8 @@
 
 /healthz says the process is alive and answering; it touches nothing else, so a slow database
 never gets a healthy web process restarted. /readyz says whether this process can do its work
-now: the database, the cache (where rate limits are counted) and the Celery broker all answer;
+now: the database, the cache (where rate limits are counted) and the Celery broker all answer,
+and it can open the keys that sign cards (`signing`, VX-SCALE-2);
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 
@@ -31,8 +32,9 @@ from concurrent.futures import wait as wait_for
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.http import HttpRequest, JsonResponse
+from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
@@ -82,10 +84,22 @@ def check_broker() -> None:
         )
 
 
+def check_signing() -> None:
+    """This process can open the keys that sign cards (settings.VIRGO_SIGNING_READINESS names
+    the app's function); a database it cannot read is the database check's to report."""
+    try:
+        import_string(settings.VIRGO_SIGNING_READINESS)()
+    except DatabaseError:
+        return
+    finally:
+        connections["default"].close()
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     "database": check_database,
     "cache": check_cache,
     "broker": check_broker,
+    "signing": check_signing,
 }
 
 _pool: ThreadPoolExecutor | None = None

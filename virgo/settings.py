@@ -18,6 +18,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
+from virgo import kek
 from virgo.envfile import home_env_file, load_env_file, read_secret_file
 from virgo.home import private_embedded_home
 from virgo.resolvers import parse_nameserver
@@ -161,6 +162,19 @@ def env_oidc_issuer(name: str) -> dict[str, str]:
     }
 
 
+def read_keks(value: str, path: str) -> list[str]:
+    """The key-encryption keys from VIRGO_KEY_ENCRYPTION_KEY or the file
+    VIRGO_KEY_ENCRYPTION_KEY_FILE names (one of them), first the one that seals."""
+    if value and path:
+        raise ImproperlyConfigured(
+            "VIRGO_KEY_ENCRYPTION_KEY_FILE: set either it or VIRGO_KEY_ENCRYPTION_KEY, not both"
+        )
+    if path:
+        text = read_secret_file(path, variable="VIRGO_KEY_ENCRYPTION_KEY_FILE")
+        return kek.parse(text, variable="VIRGO_KEY_ENCRYPTION_KEY_FILE")
+    return kek.parse(value, variable="VIRGO_KEY_ENCRYPTION_KEY") if value else []
+
+
 def check_database_url() -> None:
     check_url("DATABASE_URL", ("postgres", "postgresql", "pgsql", "sqlite"))
     try:
@@ -209,6 +223,8 @@ VIRGO_METRICS_DIR = Path(env_str("VIRGO_METRICS_DIR", str(VIRGO_HOME / "metrics"
 VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 # The function counting the owed-work backlog (/readyz and /metrics), by kind.
 VIRGO_BACKLOG = "settling.reconciliation.owed_work"
+# The function raising when this process cannot sign cards (/readyz, VX-SCALE-2).
+VIRGO_SIGNING_READINESS = "cards.keys.check_can_sign"
 # The function saying what a persona change does to its grant (stamps.grant), from the stamp
 # rules: personas.services holds a change that widens it for the owner's review and refuses one
 # that would leave the persona unable to stand.
@@ -259,6 +275,20 @@ if VIRGO_SIGNING_ALGORITHM not in ("ES256", "EdDSA"):
 VIRGO_SIGNING_KEYS_DIR = env_str("VIRGO_SIGNING_KEYS_DIR", "")
 VIRGO_SIGNING_KEY_GRACE_SECONDS = env_int("VIRGO_SIGNING_KEY_GRACE_SECONDS", 7 * 86400)
 VIRGO_JWKS_MAX_AGE = env_int("VIRGO_JWKS_MAX_AGE", 300)
+# Key-encryption keys (virgo.kek, VX-SCALE-1): signing keys are sealed under the first in the
+# database, every one opens; every machine of a deployment needs the same. Local mode without one
+# falls back to a key derived from SECRET_KEY (it only opens, once one is configured).
+VIRGO_KEY_ENCRYPTION_KEYS = read_keks(
+    env_str("VIRGO_KEY_ENCRYPTION_KEY"), env_str("VIRGO_KEY_ENCRYPTION_KEY_FILE")
+)
+if not VIRGO_KEY_ENCRYPTION_KEYS and not LOCAL:
+    raise ImproperlyConfigured(
+        "VIRGO_KEY_ENCRYPTION_KEY: not set; the card signing keys are sealed under it in the "
+        "database, so every machine needs the same one: set it (or VIRGO_KEY_ENCRYPTION_KEY_FILE, "
+        "an owner-private file) to what `python -m virgo.kek` prints"
+    )
+if LOCAL:
+    VIRGO_KEY_ENCRYPTION_KEYS.append(kek.development_kek(SECRET_KEY))
 # Cards per task when a change of the signing set re-signs every card (settling.tasks).
 VIRGO_RESIGN_BATCH_SIZE = env_int("VIRGO_RESIGN_BATCH_SIZE", 500)
 VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)

@@ -1,4 +1,6 @@
-"""`virgo keys create | list | rotate | retire <kid> | revoke <kid>`: the keys that sign cards.
+"""`virgo keys create | list | rotate | retire <kid> | revoke <kid> | rewrap`: the keys that sign
+cards. `rewrap` seals every key that signs under the current key-encryption key (the first of
+VIRGO_KEY_ENCRYPTION_KEY), after which an older one may be removed from every machine.
 
 A rotation or a revocation commits at once (the JWKS answers the new set on its next request);
 re-signing every card follows through Celery, and `virgo reconcile` finishes what a worker left.
@@ -11,12 +13,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from cards import keys
+from cards import keys, sealing
 from cards.models import PublishedCard, SigningKey
 
 
 class Command(BaseCommand):
-    help = "Create, list, rotate, retire or revoke the keys that sign Virgo's public cards."
+    help = "Create, list, rotate, retire, revoke or rewrap the keys that sign Virgo's cards."
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         """A kid is a base64url thumbprint and may begin with `-`: after `retire` and `revoke`
@@ -56,6 +58,11 @@ class Command(BaseCommand):
                 help="use the PEM private key in FILE (owner-private, 0600) instead of a new one",
             )
         actions.add_parser("list", help="Every key: kid, algorithm, state, dates, cards signed.")
+        actions.add_parser(
+            "rewrap",
+            help="Seal every signing key under the current key-encryption key (the first of "
+            "VIRGO_KEY_ENCRYPTION_KEY), and any key still only in a file here.",
+        )
         for name, text in (
             ("retire", "End a retiring key's grace now: out of the JWKS, off every card."),
             ("revoke", "Withdraw a key at once (a new one replaces an active key)."),
@@ -66,6 +73,9 @@ class Command(BaseCommand):
         action = options["action"]
         if action == "list":
             self._list()
+            return
+        if action == "rewrap":
+            self._rewrap()
             return
         try:
             if action == "create":
@@ -115,4 +125,24 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{key.kid}  {key.algorithm:<5}  {key.state:<8}  created "
                 f"{key.created_at:%Y-%m-%d %H:%M}Z{until}  cards {signed.get(key.kid, 0)}"
+            )
+
+    def _rewrap(self) -> None:
+        try:
+            done = keys.rewrap()
+        except sealing.KeyCannotBeOpened as refused:
+            raise CommandError(str(refused)) from None
+        current = sealing.current_fingerprint()
+        for kid in done.resealed:
+            self.stdout.write(f"{kid}: sealed again under key-encryption key {current}")
+        for kid in done.sealed_from_file:
+            self.stdout.write(f"{kid}: sealed from its file under key-encryption key {current}")
+        for kid in done.current:
+            self.stdout.write(f"{kid}: under key-encryption key {current} already")
+        for kid, why in done.left:
+            self.stderr.write(f"{kid}: left as it was: {why}")
+        if done.left:
+            raise CommandError(
+                f"{len(done.left)} signing key(s) could not be sealed under {current}; keep the "
+                "key-encryption keys they need until they are"
             )

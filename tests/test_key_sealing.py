@@ -1,0 +1,240 @@
+"""Card signing keys sealed in the shared database, so every machine signs (VX-SCALE-1), and a
+machine that cannot open them says so at /readyz and in `check --deploy` (VX-SCALE-2).
+
+A "machine" here is a process state: its VIRGO_HOME, its key-encryption keys, and the keys it
+has opened (cards.keys._opened, emptied to stand for a new process).
+"""
+
+import json
+import os
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from django.core.management import call_command
+from django.core.management.base import CommandError, SystemCheckError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.test import Client
+
+from cards import keys, sealing
+from cards.models import SigningKey
+from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.test_card_signatures import (
+    peer_verifier,
+    protected_header,
+    served_card,
+    served_jwks,
+)
+from virgo import kek
+
+
+@pytest.fixture(autouse=True)
+def new_process() -> Iterator[None]:
+    keys._opened.clear()
+    yield
+    keys._opened.clear()
+
+
+def another_machine(settings: Any, home: Path, keks: list[str] | None = None) -> None:
+    """Another machine's process: its own (empty) VIRGO_HOME, nothing opened yet."""
+    home.mkdir()
+    settings.VIRGO_HOME = home
+    if keks is not None:
+        settings.VIRGO_KEY_ENCRYPTION_KEYS = keks
+    keys._opened.clear()
+
+
+def keys_command(*args: str) -> str:
+    out = StringIO()
+    with run_on_commit():
+        call_command("keys", *args, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_second_machine_without_key_files_signs_and_rotates(
+    settings: Any, tmp_path: Path
+) -> None:
+    """VX-SCALE-1: machine A makes the key and signs a card; machine B (another VIRGO_HOME, no
+    file of A's) signs a new card and rotates; A then signs with B's key; every card verifies
+    against the JWKS."""
+    kek_text = [kek.generate()]
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = kek_text
+    settings.VIRGO_HOME = tmp_path / "a"
+    agent = make_agent(make_owner())
+    first = make_persona(agent, discoverable=True)
+    peer_verifier(served_jwks())(json.loads(served_card(first)))
+    assert not any(tmp_path.rglob("*.pem"))
+
+    another_machine(settings, tmp_path / "b")
+    second = make_persona(agent, discoverable=True)
+    peer_verifier(served_jwks())(json.loads(served_card(second)))
+    keys_command("rotate")
+    rotated = SigningKey.objects.get(state="active")
+
+    another_machine(settings, tmp_path / "a-again")
+    third = make_persona(agent, discoverable=True)
+    jwks = served_jwks()
+    for persona in (first, second, third):
+        card = json.loads(served_card(persona))
+        assert rotated.kid in [protected_header(each)["kid"] for each in card["signatures"]]
+        peer_verifier(jwks)(card)
+    assert not any(tmp_path.rglob("*.pem"))
+
+
+@pytest.mark.django_db
+def test_kek_rotation_add_rewrap_remove_still_signs(settings: Any) -> None:
+    """VX-SCALE-1: a new KEK first (the old one still opens), `virgo keys rewrap` seals every
+    key under it, the old KEK is removed, and cards are still signed and verify."""
+    old, new = kek.generate(), kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [old]
+    persona = make_persona(make_agent(make_owner()), discoverable=True)
+    keys_command("rotate")  # two keys sign: the active one and the retiring one
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [new, old]
+    out = keys_command("rewrap")
+    new_print = kek.fingerprint(kek.decode(new))
+    for key in SigningKey.objects.filter(state__in=["active", "retiring"]):
+        assert f"{key.kid}: sealed again under key-encryption key {new_print}" in out
+        assert sealing.sealed_under(key.private_key_sealed) == new_print
+    assert old not in out and new not in out
+    assert "already" in keys_command("rewrap")
+
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [new]
+    keys._opened.clear()
+    keys.check_can_sign()
+    keys_command("rotate")
+    peer_verifier(served_jwks())(json.loads(served_card(persona)))
+
+
+@pytest.mark.django_db
+def test_rewrap_says_which_key_it_cannot_open_and_fails(settings: Any) -> None:
+    """VX-SCALE-1: a key sealed under a KEK this machine lacks is left as it was, named, and
+    the command fails, so the old KEK is not removed too early."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [kek.generate()]
+    key = keys.ensure_active_key()
+    before = key.private_key_sealed
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [kek.generate()]
+    with pytest.raises(CommandError, match="could not be sealed"):
+        keys_command("rewrap")
+    key.refresh_from_db()
+    assert key.private_key_sealed == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wrong_kek_fails_readyz_and_check_deploy_naming_it(settings: Any) -> None:
+    """VX-SCALE-2: a process whose key-encryption key does not open the active key answers
+    /readyz 503 with `signing` failed, and `check --deploy` fails with virgo.E030 naming the key
+    and the KEK fingerprints (never a key's bytes); given the right KEK both pass."""
+    right = kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [right]
+    key = keys.ensure_active_key()
+    assert Client().get("/readyz").status_code == 200
+    call_command("check", "--deploy", "--tag", "virgo", stdout=StringIO(), stderr=StringIO())
+
+    wrong = kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [wrong]
+    keys._opened.clear()
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert body["failed"] == ["signing"]
+    assert body["checks"]["signing"] == "failed: CannotSign"
+    with pytest.raises(SystemCheckError) as failed:
+        call_command("check", "--deploy", "--tag", "virgo", stdout=StringIO(), stderr=StringIO())
+    said = str(failed.value)
+    assert "virgo.E030" in said and "cannot sign cards" in said and key.kid in said
+    assert kek.fingerprint(kek.decode(right)) in said
+    assert right not in said and wrong not in said and key.private_key_sealed not in said
+
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [right]
+    assert Client().get("/readyz").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fresh_installation_is_ready_before_its_first_key() -> None:
+    """VX-SCALE-2: with no key yet the first card makes one, so a process that can seal is
+    ready (a load balancer keeping it out would keep the first persona from being made)."""
+    assert not SigningKey.objects.exists()
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert json.loads(response.content)["checks"]["signing"] == "ok"
+
+
+# Upgrading from key files -------------------------------------------------------------------------
+
+BEFORE = [("cards", "0005_sealed_signing_keys")]
+
+
+def migrate(targets: list[tuple[str, str]]) -> Any:
+    executor = MigrationExecutor(connection)
+    executor.migrate(targets)
+    return MigrationExecutor(connection).loader.project_state(targets).apps
+
+
+def key_file(path: Path) -> ec.EllipticCurvePrivateKey:
+    private = ec.generate_private_key(ec.SECP256R1())
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    os.chmod(path, 0o600)
+    return private
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upgrading_seals_the_key_files_found_and_reports_the_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """VX-SCALE-1: the migration seals the active key from its file, so the installation keeps
+    signing (and another machine with no file signs too); a retiring key whose file is not on
+    this machine is left unsealed and reported, never a crash; `virgo keys rewrap` where its
+    file is seals it."""
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    active_path = tmp_path / "signing-keys" / "active.pem"
+    retiring_path = tmp_path / "signing-keys" / "retiring.pem"
+    away = tmp_path / "on-another-machine.pem"
+    old = migrate(BEFORE)
+    try:
+        model = old.get_model("cards", "SigningKey")
+        for path, state in ((active_path, "active"), (retiring_path, "retiring")):
+            algorithm, jwk = keys._public_jwk(key_file(path))
+            model.objects.create(
+                kid=jwk["kid"],
+                algorithm=algorithm,
+                public_jwk=jwk,
+                state=state,
+                private_key_path=str(path),
+            )
+        retiring_path.rename(away)
+    finally:
+        migrate(leaves)
+    said = capsys.readouterr().out
+    active = SigningKey.objects.get(state="active")
+    retiring = SigningKey.objects.get(state="retiring")
+    assert active.private_key_sealed.startswith("v1:")
+    assert retiring.private_key_sealed == ""
+    assert f"signing key {retiring.kid} left unsealed" in said and str(retiring_path) in said
+    assert "virgo keys rewrap" in said and "PRIVATE" not in said
+    with pytest.raises(keys.CannotSign, match=f"signing key {retiring.kid} is not sealed"):
+        keys.check_can_sign()
+
+    away.rename(retiring_path)  # on the machine that has its file
+    assert f"{retiring.kid}: sealed from its file" in keys_command("rewrap")
+    active_path.unlink()  # and now no machine needs a file
+    retiring_path.unlink()
+    keys._opened.clear()
+    keys.check_can_sign()
+    persona = make_persona(make_agent(make_owner()), discoverable=True)
+    card = json.loads(served_card(persona))
+    assert len(card["signatures"]) == 2
+    peer_verifier(served_jwks())(card)
