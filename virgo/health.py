@@ -3,6 +3,7 @@
 /healthz says the process is alive and answering; it touches nothing else, so a slow database
 never gets a healthy web process restarted. /readyz says whether this process can do its work
 now: the database, the cache (where rate limits are counted) and the Celery broker all answer;
+its static files are collected too (`static`, VX-SCALE-2);
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 
@@ -40,6 +41,7 @@ from virgo import metrics
 from virgo.celery import app as celery_app
 from virgo.methods import allow_methods
 from virgo.outages import logged_by_outage
+from virgo.staticcheck import check_static_files
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +88,8 @@ CHECKS: dict[str, Callable[[], None]] = {
     "database": check_database,
     "cache": check_cache,
     "broker": check_broker,
+    # VX-SCALE-2: without its collected static files every admin page would be a 500.
+    "static": check_static_files,
 }
 
 _pool: ThreadPoolExecutor | None = None
