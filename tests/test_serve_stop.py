@@ -66,6 +66,8 @@ def start(home: Path, log: Path, *, through_make: bool) -> subprocess.Popen[byte
         "PATH": os.environ["PATH"],
         "HOME": str(home.parent),
         "VIRGO_HOME": str(home),
+        # Its own copy: tests run side by side must not collect into one release directory.
+        "VIRGO_STATIC_ROOT": str(home / "staticfiles"),
         "VIRGO_PYTHON": sys.executable,
         "PORT": str(free_port()),
         "WEB_CONCURRENCY": "1",
