@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run serve test lint format install clean bench mutation
+.PHONY: run serve static test lint format install clean bench mutation
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -40,6 +40,14 @@ run: install
 # (private local ones unless DATABASE_URL / REDIS_URL are set). Ctrl-C stops it all.
 serve: install
 	PORT=$(PORT) VIRGO_PYTHON=$(PY) scripts/serve
+
+# The release's static files (VX-SCALE-2): collected once per build or install into STATIC_ROOT
+# (staticfiles/ in the checkout, or VIRGO_STATIC_ROOT), hashed and with their manifest, as the
+# production storage names them; every machine of the release serves them, none from VIRGO_HOME.
+# Only the settings that storage needs: nothing is read from a database or VIRGO_HOME's secrets.
+static: install
+	VIRGO_EMBEDDED=0 DEBUG=0 SECRET_KEY=collectstatic-only DATABASE_URL=sqlite:///:memory: \
+		$(PY) manage.py collectstatic --noinput -v 0
 
 # ruff, then the import contract of pyproject.toml (the layers point down; docs/architecture.md).
 lint: install

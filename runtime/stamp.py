@@ -23,7 +23,7 @@ from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of
 from stamps.problems import StampRejected
 from stamps.projections import HandlerRule, project
-from stamps.quarantine import FoundBy, quarantine, repair_missing, settle
+from stamps.quarantine import FoundBy, materialise, quarantine, settle
 from stamps.storage import stamp_path
 from stamps.validation import validate_stamp
 from virgo.canonical import MalformedStamp, parse_strict
@@ -127,9 +127,11 @@ _validated: dict[str, tuple[str, ...]] = {}
 def load_active_stamp(persona: Persona) -> ActiveStamp:
     """The verified stamp of the persona's current generation, or StampUnavailable saying why.
 
-    A lost file is rewritten from the stored stamp and served; any other fault of the file
-    quarantines the generation (stamps.quarantine, VX-OPS-4) before it is refused, so its card
-    is withdrawn too and the next load refuses at once, naming the reason.
+    A file this machine does not have yet is materialised from the stored stamp (the immutable
+    row) and served: stamp files are per machine, written where a persona runs (VX-SCALE-2). A
+    file that exists and differs, or any other fault of the file, quarantines the generation
+    (stamps.quarantine, VX-OPS-4) before it is refused, so its card is withdrawn too and the
+    next load refuses at once, naming the reason.
     """
     label = f"persona {persona.uuid}"
     # The persona's current generation as committed, whatever the caller's instance remembers.
@@ -158,9 +160,9 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         data = path.read_bytes()
     except FileNotFoundError:
         try:
-            data = repair_missing(generation, stored, found_by=FoundBy.LOAD)
+            data = materialise(generation, stored)
         except OSError as exc:
-            reason = f"{label}: stamp file {path} is missing and cannot be rewritten: {exc}"
+            reason = f"{label}: stamp file {path} is missing and cannot be written: {exc}"
             raise StampUnavailable(reason) from None
     except OSError as exc:
         reason = f"{label}: stamp file {path} cannot be read: {exc.strerror}"

@@ -42,12 +42,23 @@ new_secret() {
 	od -An -N24 -tx1 /dev/urandom | tr -d ' \n'
 }
 
+# detached COMMAND...: with VIRGO_DETACHED=1 (make serve), COMMAND runs in a session of its own,
+# so a signal to the caller's process group (Ctrl-C, `kill -- -PGID`) cannot kill a service
+# halfway through its start; the caller's trap stops it once started (VX-SCALE-3).
+detached() {
+	if [ "${VIRGO_DETACHED:-}" = 1 ]; then
+		setsid -w "$@"
+	else
+		"$@"
+	fi
+}
+
 # PostgreSQL refuses to run as root; root hands the cluster to the `postgres` user instead.
 as_postgres() {
 	if [ "$(id -u)" = 0 ]; then
-		runuser -u postgres -- "$@"
+		detached runuser -u postgres -- "$@"
 	else
-		"$@"
+		detached "$@"
 	fi
 }
 
@@ -194,7 +205,7 @@ unixsocketperm 700"
 			CONF
 		)
 		rm -f "$dir/redis.pid"
-		redis-server "$dir/redis.conf"
+		detached redis-server "$dir/redis.conf"
 		for tries in $(seq 1 100); do
 			if REDISCLI_AUTH=$password redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
 				echo "$port" >"$dir/port"

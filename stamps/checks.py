@@ -16,7 +16,8 @@ repaired or quarantined as the sweep would (stamps.quarantine). Its messages:
     virgo.E001-E010, E013  what is wrong with one file (stamps.integrity)
     virgo.E011  the stamp schema does not compile   virgo.E012  persona quarantined (until restored)
     virgo.W001  N stamps owed (builds pending)     virgo.W002  generation does not stand
-    virgo.W003  a missing file was rewritten       virgo.W004  a file was made owner-private again
+    virgo.W003  (retired: a file not on this machine is no finding, VX-SCALE-2)
+    virgo.W004  a file was made owner-private again
     virgo.W005  N personas quarantined (start-up; `virgo check` names each, virgo.E012)
 """
 

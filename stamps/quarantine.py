@@ -5,8 +5,12 @@ Three readers find a stamp file that no longer holds its generation's stored sta
 and the runtime's load (runtime.stamp.load_active_stamp: every MCP request, launch and tool
 call). Each hands what stamps.integrity found to `settle`:
 
-- a missing file is rewritten from the stored stamp's immutable bytes, and a file others may read
-  is made owner-private again: a repair, with a WARNING line and an audit event, nothing more;
+- a missing file is nothing wrong (VX-SCALE-2): stamp files live under each machine's own
+  VIRGO_HOME and are materialised from the stored stamp's immutable bytes where a persona runs,
+  when its runtime first loads it (`materialise`), so a machine that never ran a persona has no
+  file for it, and neither the check nor the sweep warns, rewrites or records anything for it;
+- a file others may read is made owner-private again: a repair, with a WARNING line and an audit
+  event, nothing more;
 - anything else (altered bytes, a malformed or unprojectable document, a stored stamp its
   generation's hash does not name) quarantines the generation at once: it and its persona stop
   standing, so its card is withdrawn on every web process (the card token moves), the directory
@@ -55,7 +59,7 @@ from virgo import metrics
 
 logger = logging.getLogger(__name__)
 
-_REPAIRABLE = frozenset({MISSING, NOT_PRIVATE})
+_REPAIRABLE = frozenset({NOT_PRIVATE})
 
 
 class FoundBy(StrEnum):
@@ -103,7 +107,12 @@ def settle(
     generation: Generation, messages: list[CheckMessage], *, found_by: FoundBy
 ) -> list[CheckMessage]:
     """Repair or quarantine after `messages` (stamps.integrity) were found for a standing
-    generation; returns the messages as they stand afterwards (a repair's are warnings)."""
+    generation; returns the messages as they stand afterwards (a repair's are warnings).
+
+    A file that is not on this machine is not a finding: it is materialised where the persona
+    runs (VX-SCALE-2). Only one that exists and differs from the stored stamp is tampering."""
+    if any(message.id == MISSING for message in messages) and _verifiable(generation):
+        messages = [message for message in messages if message.id != MISSING]
     serious = [message for message in messages if message.is_serious()]
     if not serious:
         return messages
@@ -145,17 +154,7 @@ def _repair(
     stored: CapabilityStamp = generation.stamp
     path = stored.path
     done: list[CheckMessage] = []
-    if MISSING in found:
-        repair_missing(generation, stored, found_by=found_by)
-        done.append(
-            Warning(
-                f"{who(generation)}: stamp file {path} was missing; rewritten from the stored "
-                "stamp",
-                obj=generation.persona,
-                id="virgo.W003",
-            )
-        )
-    elif NOT_PRIVATE in found:
+    if NOT_PRIVATE in found:
         os.chmod(path, FILE_MODE)
         _record_repair(generation, path, "made owner-private (mode 600)", found_by)
         done.append(
@@ -168,10 +167,14 @@ def _repair(
     return done
 
 
-def repair_missing(generation: Generation, stored: CapabilityStamp, *, found_by: FoundBy) -> bytes:
-    """Rewrite a lost stamp file from the stored stamp; the bytes now in place."""
+def materialise(generation: Generation, stored: CapabilityStamp) -> bytes:
+    """Write the generation's stamp file on this machine from the stored stamp (its immutable
+    row), where the persona's runtime is about to load it and finds none; the bytes now in place.
+
+    Not a repair: each machine keeps its own files under its VIRGO_HOME, and one that never ran
+    the persona has none (VX-SCALE-2). So no warning and no audit event, only a DEBUG line."""
     path = write_stamp_file(stored.path, stored.data)
-    _record_repair(generation, path, "was missing; rewritten from the stored stamp", found_by)
+    logger.debug("%s: stamp file %s materialised from the stored stamp", who(generation), path)
     return stored.data
 
 
@@ -317,9 +320,11 @@ def _lift(generation: Generation, restoration: Restoration) -> bool:
 
 @dataclass
 class SweepReport:
-    """Persona uuids by outcome; `unreadable`: files the machine could not read or rewrite."""
+    """Persona uuids by outcome; `unreadable`: files the machine could not read or rewrite;
+    `not_here`: how many standing stamps have no file on this machine (never run here)."""
 
     verified: int = 0
+    not_here: int = 0
     repaired: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
@@ -353,7 +358,10 @@ def sweep(*, batch_size: int | None = None) -> SweepReport:
             found = stamp_file_messages(generation)
             after = settle(generation, found, found_by=FoundBy.SWEEP)
             uuid = str(generation.persona.uuid)
-            if generation.standing is False:
+            if not after and any(message.id == MISSING for message in found):
+                # Not on this machine, which never ran the persona: nothing to verify here.
+                report.not_here += 1
+            elif generation.standing is False:
                 report.quarantined.append(uuid)
             elif any(message.is_serious() for message in after):
                 report.unreadable.append(uuid)

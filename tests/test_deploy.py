@@ -42,17 +42,40 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release's static files, collected once as `make static` does (VIRGO_STATIC_ROOT)."""
+    root = tmp_path_factory.mktemp("release") / "staticfiles"
+    env = production_env(
+        VIRGO_HOME=str(tmp_path_factory.mktemp("collecting")), VIRGO_STATIC_ROOT=str(root)
+    )
+    collected = manage("collectstatic", "--noinput", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
+    assert (root / "staticfiles.json").is_file()
+    return root
+
+
 @pytest.mark.live
-def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_path: Path) -> None:
+def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(
+    tmp_path: Path, static_root: Path
+) -> None:
+    """VX-SCALE-2 too: without the release's collected static files `check --deploy` fails
+    (virgo.E021, "static files not collected"); with them it passes with nothing silenced."""
+    env = production_env(
+        VIRGO_HOME=str(tmp_path),
+        DATABASE_URL="postgres://virgo:unused@db.example.org:5432/virgo",
+        VIRGO_STATIC_ROOT=str(tmp_path / "never-collected"),
+    )
+    refused = manage("check", "--deploy", env=env)
+    assert refused.returncode == 1
+    assert "virgo.E021" in refused.stderr
+    assert "static files not collected" in refused.stderr
     done = manage(
         "check",
         "--deploy",
         "--fail-level",
         "WARNING",
-        env=production_env(
-            VIRGO_HOME=str(tmp_path),
-            DATABASE_URL="postgres://virgo:unused@db.example.org:5432/virgo",
-        ),
+        env={**env, "VIRGO_STATIC_ROOT": str(static_root)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues (0 silenced)." in done.stdout
@@ -60,11 +83,11 @@ def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(tmp_pa
 
 @pytest.mark.live
 def test_production_settings_without_redis_are_refused_unless_one_process_is_meant(
-    tmp_path: Path,
+    tmp_path: Path, static_root: Path
 ) -> None:
     """VX-SEC-12: without a shared cache every limit counts per web process; `check --deploy`
     (and so migrate and runserver) refuse that, until VIRGO_RATE_LIMITS_PER_PROCESS says so."""
-    env = production_env(VIRGO_HOME=str(tmp_path))
+    env = production_env(VIRGO_HOME=str(tmp_path), VIRGO_STATIC_ROOT=str(static_root))
     del env["REDIS_URL"]
     refused = manage("check", "--deploy", env=env)
     assert refused.returncode == 1
@@ -80,7 +103,10 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """virgo-web with two workers on production settings, behind a (pretend) TLS proxy."""
     home = tmp_path_factory.mktemp("web")
     env = production_env(
-        VIRGO_HOME=str(home), ALLOWED_HOSTS="127.0.0.1", SECURE_PROXY_SSL_HEADER="1"
+        VIRGO_HOME=str(home),
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_PROXY_SSL_HEADER="1",
+        VIRGO_STATIC_ROOT=str(home / "static"),
     )
     env["WEB_CONCURRENCY"] = "2"
     # The embedded database (in VIRGO_HOME) is enough here: no page below reads it.

@@ -14,6 +14,7 @@ from pytest_django.fixtures import Settings
 
 from tests.live import REPO, RedisServer, celery_publishing_to, free_port
 from virgo import health
+from virgo.checks import check_static_files_collected
 
 
 def redis_cache(url: str) -> dict[str, Any]:
@@ -47,7 +48,13 @@ def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
     assert response.status_code == 200
     assert json.loads(response.content) == {
         "status": "ready",
-        "checks": {"database": "ok", "cache": "ok", "broker": "ok", "signing": "ok"},
+        "checks": {
+            "database": "ok",
+            "cache": "ok",
+            "broker": "ok",
+            "signing": "ok",
+            "static": "ok",
+        },
         "failed": [],
         "backlog": {"stamp": 0, "card": 0, "recompute": 0, "signature": 0},
     }
@@ -76,6 +83,7 @@ def test_readyz_is_ready_against_postgresql_and_redis(
         "cache": "ok",
         "broker": "ok",
         "signing": "ok",
+        "static": "ok",
     }
 
 
@@ -190,3 +198,48 @@ def test_readyz_reuses_a_fresh_backlog_count(client: Client, settings: Settings)
     assert [probe(client)["backlog"]["stamp"] for _ in range(3)] == [7, 7, 7]
     assert len(backlog_counts) == 1
     health.BACKLOG.forget()
+
+
+MANIFEST_STORAGE = "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"
+
+
+def manifest_storage(settings: Settings, root: Any) -> None:
+    """Production's kind of static storage (hashed names from a manifest) over `root`."""
+    settings.STATIC_ROOT = root
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": MANIFEST_STORAGE}}
+
+
+@pytest.mark.django_db
+def test_readyz_fails_on_a_process_whose_static_files_were_not_collected(
+    client: Client, settings: Settings, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-SCALE-2: a manifest storage over a STATIC_ROOT without staticfiles.json would answer
+    every admin page with a 500; /readyz says `static` failed (and logs "static files not
+    collected" with the path) until the files are collected, then it is ready."""
+    manifest_storage(settings, tmp_path)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert body["failed"] == ["static"]
+    assert body["checks"]["static"] == "failed: StaticFilesNotCollected"
+    assert "static files not collected" in caplog.text
+    assert str(tmp_path / "staticfiles.json") in caplog.text
+    (tmp_path / "staticfiles.json").write_text('{"paths": {}, "version": "1.1"}')
+    assert client.get("/readyz").status_code == 200
+
+
+def test_check_deploy_names_static_files_not_collected(settings: Settings, tmp_path: Any) -> None:
+    """VX-SCALE-2: `check --deploy` fails with virgo.E021 naming the missing manifest; it passes
+    once collected, and the embedded default (files served from the apps) never needs it."""
+    manifest_storage(settings, tmp_path)
+    [error] = check_static_files_collected()
+    assert error.id == "virgo.E021" and error.is_serious()
+    assert error.msg == f"static files not collected: {tmp_path / 'staticfiles.json'} is missing"
+    (tmp_path / "staticfiles.json").write_text('{"paths": {}, "version": "1.1"}')
+    assert check_static_files_collected() == []
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    settings.STATIC_ROOT = tmp_path / "nothing-here"
+    assert check_static_files_collected() == []

@@ -236,6 +236,8 @@ def test_make_serve_stops_with_status_2_on_a_bad_setting(
         {
             "VIRGO_PYTHON": sys.executable,
             "VIRGO_HOME": str(tmp_path / "home"),
+            # Its own copy: tests run side by side must not collect into one release directory.
+            "VIRGO_STATIC_ROOT": str(tmp_path / "staticfiles"),
             "DATABASE_URL": f"sqlite:///{tmp_path / 'serve.sqlite3'}",
             "REDIS_URL": private_redis.url,
             "PORT": str(free_port()),

@@ -1,7 +1,8 @@
 """One broken stamp file is that persona's problem (VX-OPS-4): repaired, or quarantined alone.
 
-The sweep, `virgo check` and the runtime's load each find a broken file; a lost one is rewritten
-from the stored stamp, any other fault takes exactly that persona out of service (not standing,
+The sweep, `virgo check` and the runtime's load each find a broken file; one that is not on this
+machine is no finding (VX-SCALE-2: the runtime materialises it from the stored stamp where the
+persona runs), any other fault takes exactly that persona out of service (not standing,
 card withdrawn, out of the directory, runtime refusing) with an ERROR line, an audit event and
 the admin saying which file and why, until `virgo stamp restore` or a new generation.
 """
@@ -76,13 +77,14 @@ def standing(persona: Persona) -> bool | None:
     return persona.standing
 
 
-def test_the_sweep_quarantines_the_altered_persona_alone_and_repairs_the_lost_file(
+def test_the_sweep_quarantines_the_altered_persona_alone_and_leaves_the_absent_file_alone(
     fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
 ) -> None:
     """VX-OPS-4: among several personas, an altered file quarantines its persona (not standing,
     no card, out of the directory, its runtime refusing with the reason, an ERROR line, an audit
-    event naming the file and why); a lost file is rewritten from the stored bytes; every other
-    persona keeps serving."""
+    event naming the file and why); every other persona keeps serving. VX-SCALE-2 (was: the lost
+    file rewritten with a repair event): a file not on this machine is no finding, the sweep
+    neither writes it nor warns nor records anything; the runtime materialises it when it loads."""
     altered, lost = fleet["Altered"], fleet["Lost"]
     reader = make_owner("reader")
     assert listed(reader) == set(fleet)
@@ -93,8 +95,10 @@ def test_the_sweep_quarantines_the_altered_persona_alone_and_repairs_the_lost_fi
         report = sweep()
 
     assert report.quarantined == [str(altered.uuid)]
-    assert report.repaired == [str(lost.uuid)]
+    assert report.repaired == []
+    assert report.not_here == 1
     assert report.verified == 4
+    assert not file_of(lost).exists()
     path = file_of(altered)
     assert standing(altered) is False
     generation = Generation.objects.get(persona=altered, number=1)
@@ -113,16 +117,17 @@ def test_the_sweep_quarantines_the_altered_persona_alone_and_repairs_the_lost_fi
     assert event.data["found_by"] == "the verification sweep"
     assert any("was altered" in reason for reason in event.data["reasons"])
 
-    assert file_of(lost).read_bytes() == stored_bytes(lost)
-    assert file_of(lost).stat().st_mode & 0o777 == 0o600
-    assert f"stamp file {file_of(lost)} was missing; rewritten" in caplog.text
-    [repaired] = AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_REPAIRED)
-    assert repaired.persona == lost
+    assert "was missing" not in caplog.text and str(file_of(lost)) not in caplog.text
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_REPAIRED).exists()
     for name in ("Lost", "Kept", "Other"):
         assert standing(fleet[name]) is True
         assert card_status(fleet[name]) == 200
         assert load_active_stamp(fleet[name]).mcp_tools
     assert list(quarantined_personas()) == [altered]
+    # The loads above materialised Lost's file from its row, and it verifies.
+    assert file_of(lost).read_bytes() == stored_bytes(lost)
+    assert file_of(lost).stat().st_mode & 0o777 == 0o600
+    assert sweep().repaired == []
 
 
 def test_a_quarantine_is_recorded_once(
@@ -163,8 +168,9 @@ def test_the_runtime_load_quarantines_at_once(fleet: dict[str, Persona]) -> None
     assert "mcp__virgo__workspace_list" in out.getvalue()
 
 
-def test_a_lost_file_found_on_load_is_rewritten_and_served(fleet: dict[str, Persona]) -> None:
-    """VX-OPS-4: repair, not quarantine: the launcher rewrites a lost file and launches."""
+def test_a_file_absent_on_load_is_materialised_and_served(fleet: dict[str, Persona]) -> None:
+    """VX-SCALE-2 (was VX-OPS-4's repair with an audit event): the launcher on a machine without
+    the file writes it from the stored stamp and launches; no repair is recorded."""
     lost = fleet["Lost"]
     file_of(lost).unlink()
     out = StringIO()
@@ -172,9 +178,7 @@ def test_a_lost_file_found_on_load_is_rewritten_and_served(fleet: dict[str, Pers
     assert "mcp__virgo__workspace_list" in out.getvalue()
     assert file_of(lost).read_bytes() == stored_bytes(lost)
     assert standing(lost) is True
-    assert AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_REPAIRED).data["found_by"] == (
-        "the runtime's load"
-    )
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_REPAIRED).exists()
 
 
 def test_the_card_token_moves_so_every_web_process_reloads(fleet: dict[str, Persona]) -> None:
@@ -196,8 +200,8 @@ def test_virgo_check_lists_every_problem_and_keeps_failing_while_quarantined(
     fleet: dict[str, Persona],
 ) -> None:
     """VX-OPS-4: `virgo check`, for release pipelines, exits non-zero naming every broken file
-    among the fleet and quarantines each; the lost one is repaired; while a quarantine is open
-    the next check fails too (virgo.E012), with the way out."""
+    among the fleet and quarantines each; while a quarantine is open the next check fails too
+    (virgo.E012), with the way out. VX-SCALE-2: the absent file is not named, nor rewritten."""
     altered, broken, lost = fleet["Altered"], fleet["Other"], fleet["Lost"]
     alter(altered)
     file_of(broken).write_bytes(b"{not json")
@@ -208,7 +212,8 @@ def test_virgo_check_lists_every_problem_and_keeps_failing_while_quarantined(
     assert f"persona 'Altered' ({altered.uuid}) generation 1: stamp file" in text
     assert f"persona 'Other' ({broken.uuid}) generation 1: stamp file" in text
     assert "is malformed: not JSON" in text
-    assert f"{file_of(lost)} was missing; rewritten" in text
+    assert str(file_of(lost)) not in text and "Lost" not in text
+    assert not file_of(lost).exists()
     assert "Kept" not in text
     assert standing(altered) is False and standing(broken) is False
     assert standing(lost) is True and standing(fleet["Kept"]) is True
@@ -338,17 +343,17 @@ def test_a_file_the_machine_cannot_read_is_refused_not_quarantined(
 def test_a_lost_file_the_disk_will_not_take_is_refused_not_quarantined(
     fleet: dict[str, Persona],
 ) -> None:
-    """VX-OPS-4: a missing file whose rewrite fails (here EFBIG: this process may write no file
-    past 1 KiB, less than a stamp) is a refusal naming why, never a crash, and quarantines
-    nobody."""
+    """VX-OPS-4: a missing file whose writing fails on load (here EFBIG: this process may write no
+    file past 1 KiB, less than a stamp) is a refusal naming why, never a crash, and quarantines
+    nobody; the sweep does not write absent files (VX-SCALE-2), so it finds nothing."""
     persona = fleet["Lost"]
     file_of(persona).unlink()
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
     try:
-        with pytest.raises(StampUnavailable, match="is missing and cannot be rewritten"):
+        with pytest.raises(StampUnavailable, match="is missing and cannot be written"):
             load_active_stamp(persona)
-        assert sweep().unreadable == [str(persona.uuid)]
+        assert sweep().unreadable == []
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert standing(persona) is True

@@ -97,6 +97,8 @@ def start_serve(home: Path, port: int, log: Path) -> Serve:
         "PATH": os.environ["PATH"],
         "HOME": str(home.parent),
         "VIRGO_HOME": str(home),
+        # Its own copy: tests run side by side must not collect into one release directory.
+        "VIRGO_STATIC_ROOT": str(home.parent / "staticfiles"),
         "VIRGO_PYTHON": sys.executable,
         "PORT": str(port),
         "WEB_CONCURRENCY": "2",

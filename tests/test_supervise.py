@@ -156,3 +156,34 @@ def test_a_killed_supervisor_takes_its_programs_with_it(supervise) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_supervisor_in_a_session_of_its_own_ends_with_the_script_that_started_it(
+    tmp_path: Path,
+) -> None:
+    """VX-SCALE-3: `make serve` starts the supervisor with setsid, out of reach of its process
+    group's signals; should the script itself be SIGKILLed, the supervisor gets SIGTERM
+    (VIRGO_SUPERVISE_WITH_PARENT) and stops its programs instead of running on alone."""
+    pids = tmp_path / "pids"
+    script = (
+        f"VIRGO_SUPERVISE_WITH_PARENT=1 setsid {sys.executable} -m virgo.supervise "
+        f"\"sleeper: sh -c 'echo $$ >> {pids}; exec sleep 600'\" & "
+        f"echo $! > {tmp_path}/supervisor; wait"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    script_process = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True)
+    try:
+        wait_until(lambda: pids.exists() and pids.read_text().strip(), what="the program")
+        supervisor = int((tmp_path / "supervisor").read_text())
+        sleeper = int(pids.read_text().split()[0])
+        assert os.getpgid(supervisor) != script_process.pid
+        script_process.kill()
+        script_process.wait(timeout=TIMEOUT)
+        wait_until(
+            lambda: not alive(supervisor) and not alive(sleeper),
+            what="the supervisor and its program to stop",
+            timeout=TIMEOUT,
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(script_process.pid, signal.SIGKILL)

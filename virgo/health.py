@@ -3,7 +3,8 @@
 /healthz says the process is alive and answering; it touches nothing else, so a slow database
 never gets a healthy web process restarted. /readyz says whether this process can do its work
 now: the database, the cache (where rate limits are counted) and the Celery broker all answer,
-and it can open the keys that sign cards (`signing`, VX-SCALE-2);
+it can open the keys that sign cards (`signing`) and its static files are collected (`static`,
+both VX-SCALE-2);
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 
@@ -42,6 +43,7 @@ from virgo import metrics
 from virgo.celery import app as celery_app
 from virgo.methods import allow_methods
 from virgo.outages import logged_by_outage
+from virgo.staticcheck import check_static_files
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,8 @@ CHECKS: dict[str, Callable[[], None]] = {
     "cache": check_cache,
     "broker": check_broker,
     "signing": check_signing,
+    # VX-SCALE-2: without its collected static files every admin page would be a 500.
+    "static": check_static_files,
 }
 
 _pool: ThreadPoolExecutor | None = None

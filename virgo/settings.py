@@ -462,7 +462,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VIRGO_HOME / "static"
+# In the release, not VIRGO_HOME (VX-SCALE-2): `make static` collects them once per build, so a
+# new machine serves them (and the admin's manifest entries) from its first request.
+STATIC_ROOT = Path(env_str("VIRGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves `collectstatic` output with hashed names (cacheable forever); the

@@ -147,7 +147,20 @@ class Supervisor:
         log(f"{program.name} stopped")
 
 
+def _end_with_the_parent() -> None:
+    """VIRGO_SUPERVISE_WITH_PARENT=1 (make serve, which starts this in a session of its own):
+    SIGTERM to this supervisor should the script that started it die, even by SIGKILL, so it
+    stops its programs rather than run on with nobody to stop it (VX-SCALE-3)."""
+    if os.environ.pop("VIRGO_SUPERVISE_WITH_PARENT", "") != "1" or sys.platform != "linux":
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        raise SystemExit(0)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    _end_with_the_parent()
     arguments = sys.argv[1:] if argv is None else argv
     try:
         programs = [parse_program(text) for text in arguments]
