@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -115,19 +115,39 @@ class RedisServer:
             self.process = None
 
 
-class CeleryProcess:
-    """`celery -A virgo worker|beat` as its own process, on the test database and a Redis."""
+def worker_args(name: str, *, pool: str = "solo") -> list[str]:
+    """`celery -A virgo`'s arguments for one worker named `name`, one task at a time."""
+    return [
+        "worker",
+        f"--pool={pool}",
+        "--concurrency=1",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        f"--hostname={name}@%h",
+        "--loglevel=INFO",
+    ]
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+
+class CeleryProcess:
+    """`celery -A virgo worker|beat` as its own process, on the test database and a Redis.
+
+    `wrap` goes before the command (e.g. `unshare --mount ...`), and must exec it, so that the
+    process started is the one signalled."""
+
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, *, wrap: Sequence[str] = ()
+    ) -> None:
         self.args = args
         self.env = env
         self.log = log
+        self.wrap = list(wrap)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, ready_when_logged: str) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "virgo", *self.args],
+                [*self.wrap, sys.executable, "-m", "celery", "-A", "virgo", *self.args],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,
@@ -200,16 +220,7 @@ class CeleryProcesses:
         """`--pool=solo` runs tasks in the worker process itself; `prefork` in one child of it,
         which the worker replaces when it dies."""
         process = CeleryProcess(
-            [
-                "worker",
-                f"--pool={pool}",
-                "--concurrency=1",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                f"--hostname={name}@%h",
-                "--loglevel=INFO",
-            ],
+            worker_args(name, pool=pool),
             self.env(**extra_env),
             self.directory / f"{name}.log",
         )
@@ -238,21 +249,23 @@ class CeleryProcesses:
 
 class WebServer:
     """`virgo-web` (virgo.web: granian serving virgo.wsgi), the deployed web processes, on a
-    free port. Its access lines name the worker process that served each request."""
+    free port. Its access lines name the worker process that served each request. `wrap` goes
+    before the command, as for CeleryProcess."""
 
     ACCESS_LINE = re.compile(r'^\[[^]]+\] (\d+) \S+ "[A-Z]+ (\S+) HTTP/[\d.]+" \d{3} ')
 
-    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+    def __init__(self, directory: Path, env: dict[str, str], *, wrap: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = {**env, "VIRGO_BIND": f"127.0.0.1:{self.port}"}
         self.log = directory / "web.log"
+        self.wrap = list(wrap)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "virgo.web"],
+                [*self.wrap, sys.executable, "-m", "virgo.web"],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,
