@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,10 @@ def machines(
             machine.stop()
 
 
-def started_together(*starts: Callable[[], None]) -> None:
-    """Start processes at once (each start waits until its process is ready)."""
-    with ThreadPoolExecutor(len(starts)) as pool:
-        for started in [pool.submit(start) for start in starts]:
-            started.result()
+def together[T](*calls: Callable[[], T]) -> list[T]:
+    """Run `calls` at once (starting processes, commands), their results in order."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return [running.result() for running in [pool.submit(call) for call in calls]]
 
 
 def published(persona: Persona) -> bool:
@@ -214,7 +214,7 @@ def test_two_machines_publish_serve_verify_and_rotate_with_no_shared_disk(
     --deploy` passes on both machines, B holding no stamp file at all, and nothing is repaired."""
     a, b = machines
     agent = make_agent(make_owner())
-    started_together(a.web.start, b.web.start, lambda: a.worker.start(ready_when_logged=" ready."))
+    together(a.web.start, b.web.start, partial(a.worker.start, ready_when_logged=" ready."))
     for machine in machines:
         machine.get("/readyz")
 
@@ -227,8 +227,9 @@ def test_two_machines_publish_serve_verify_and_rotate_with_no_shared_disk(
     assert jku == f"{PUBLIC_ORIGIN}/.well-known/jwks.json"
 
     # B's worker joins; the rotation is B's command, in B's environment.
-    b.worker.start(ready_when_logged=" ready.")
-    rotated = b.virgo("keys", "rotate")
+    _, rotated = together(
+        partial(b.worker.start, ready_when_logged=" ready."), partial(b.virgo, "keys", "rotate")
+    )
     assert rotated.returncode == 0, rotated.stdout + rotated.stderr
     [new] = SigningKey.objects.filter(state="active")
     assert new.kid != old.kid and f"rotated: {new.kid}" in rotated.stdout
@@ -263,8 +264,8 @@ def test_two_machines_publish_serve_verify_and_rotate_with_no_shared_disk(
             [*b.wrap, "ls", "-A", str(a.home)], capture_output=True, text=True, timeout=30
         )
         assert (seen.returncode, seen.stdout) == (0, "")
-    for machine in machines:
-        checked = machine.virgo("check", "--deploy")
+    checks = together(*(partial(machine.virgo, "check", "--deploy") for machine in machines))
+    for machine, checked in zip(machines, checks, strict=True):
         assert checked.returncode == 0, (machine.name, checked.stdout + checked.stderr)
         machine.get("/readyz")
     assert not AuditEvent.objects.filter(
