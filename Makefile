@@ -59,9 +59,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Lint, then the suite on SQLite and again on a private PostgreSQL + Redis that are stopped
-# afterwards (scripts/run-tests). PYTEST_ARGS go to both runs, e.g. PYTEST_ARGS="-k health".
-test: install lint
+# Lint, collect the static files into the release as a deployment does (readiness and the deploy
+# checks need them), then the suite on SQLite and again on a private PostgreSQL + Redis that are
+# stopped afterwards (scripts/run-tests). PYTEST_ARGS go to both runs, e.g. PYTEST_ARGS="-k health".
+test: install lint static
 	VIRGO_PYTHON=$(PY) VIRGO_PYTEST=$(VENV)/bin/pytest scripts/run-tests $(PYTEST_ARGS)
 
 clean:
