@@ -47,7 +47,7 @@ serve: install
 # Only the settings that storage needs: nothing is read from a database or VIRGO_HOME's secrets.
 static: install
 	VIRGO_EMBEDDED=0 DEBUG=0 SECRET_KEY=collectstatic-only DATABASE_URL=sqlite:///:memory: \
-		$(PY) manage.py collectstatic --noinput -v 0
+		VIRGO_KEY_ENCRYPTION_KEY=$$($(PY) -m virgo.kek) $(PY) manage.py collectstatic --noinput -v 0
 
 # ruff, then the import contract of pyproject.toml (the layers point down; docs/architecture.md).
 lint: install
