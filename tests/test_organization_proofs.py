@@ -100,7 +100,7 @@ def test_a_dns_txt_record_proves_the_domain_and_the_card_names_it(
     assert checked.last_failure == ""
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_VERIFIED)
     assert event.actor == ada
-    assert event.data == {"domain": DOMAIN, "owner": event.actor_id, "verification": "dns-txt"}
+    assert event.data == {"domain": DOMAIN, "owner": ada.pk, "verification": "dns-txt"}
     name_on_cards(ada, checked)
     card = card_of(persona)
     assert card["provider"] == {"organization": DOMAIN, "url": f"https://{DOMAIN}/"}
@@ -366,7 +366,7 @@ def test_sharing_lets_a_second_owner_name_the_domain(ada: Any) -> None:
         services.organization_share(claim=claim, with_user=grace, actor=ada)
     shared = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_SHARED)
     assert shared.actor == ada
-    assert shared.data == {"domain": DOMAIN, "owner": shared.actor_id, "with": grace.pk}
+    assert shared.data == {"domain": DOMAIN, "owner": ada.pk, "with": grace.pk}
     name_on_cards(grace, claim)
     assert names_organization(theirs, DOMAIN)
 
