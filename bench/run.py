@@ -28,6 +28,7 @@ from typing import Any
 
 from bench import nginx, report, wrk
 from bench.procs import Processes, fetch, free_port, rss_kib, wait_http
+from virgo import kek
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -142,6 +143,8 @@ class Bench:
             "REDIS_URL": redis_env["REDIS_URL"],
             "REDIS_CACHE_URL": redis_env.get("REDIS_CACHE_URL", redis_env["REDIS_URL"]),
             "SECRET_KEY": secrets.token_urlsafe(50),
+            # Production settings refuse to start without one, as a deployment must have it.
+            "VIRGO_KEY_ENCRYPTION_KEY": kek.generate(),
             "VIRGO_HOME": str(home),
             "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "VIRGO_PUBLIC_BASE_URL": f"http://127.0.0.1:{self.web_port}",
