@@ -22,7 +22,8 @@ class MalformedStamp(ValueError):
 
 
 def canonical_bytes(document: dict[str, Any]) -> bytes:
-    """RFC 8785 bytes. Stamps (ASCII keys; strings, I-JSON integers, booleans, null) take the C
+    """RFC 8785 bytes. Stamps and grants (ASCII keys; strings, I-JSON integers, booleans, null,
+    lists and tuples) take the C
     JSON encoder, whose output is byte-identical there; anything else goes to rfc8785.
 
     Identical because: ASCII keys sort the same by code point as by UTF-16 unit; both escape
@@ -40,7 +41,8 @@ def canonical_bytes(document: dict[str, Any]) -> bytes:
 
 
 def stamp_bytes(document: dict[str, Any]) -> bytes:
-    """canonical_bytes of a stamp that passed the v3 schema, without re-checking its types.
+    """canonical_bytes of a stamp that passed the v3 schema, or of a grant read out of one
+    (stamps.grant.digest_message), without re-checking its types.
 
     The schema already guarantees what canonical_bytes checks: every object closed to its
     listed ASCII keys, strings, integers within I-JSON, booleans and null, no floats.
@@ -63,7 +65,8 @@ def _plain(value: object) -> bool:
             isinstance(key, str) and key.isascii() and _plain(item)
             for key, item in value.items()  # type: ignore[attr-defined]
         )
-    if kind is list:
+    if kind is list or kind is tuple:
+        # Tuples too (a dataclass's asdict keeps them): both encoders write them as arrays.
         return all(_plain(item) for item in value)  # type: ignore[attr-defined]
     return False
 
