@@ -45,8 +45,7 @@ def render_card(persona: Persona, generation: Generation | None = None) -> dict[
 def _rendered(
     persona: Persona, generation: Generation | None = None
 ) -> tuple[dict[str, Any], bytes]:
-    """render_card, and the payload its signatures cover, from the one SDK model that
-    validating it built (building it is most of a card's rendering time)."""
+    """render_card, validated, and the payload its signatures cover."""
     if generation is None:
         generation = persona.generations.get(number=persona.generation)
     card = build_card(
@@ -55,7 +54,8 @@ def _rendered(
         system_prompt=persona.system_prompt,
         pin=_pin(generation),
     )
-    return card, card_payload(card, validate_card(card))
+    validate_card(card)
+    return card, card_payload(card)
 
 
 def unsigned_card(body: bytes) -> dict[str, Any]:
@@ -138,19 +138,21 @@ def _publish(persona: Persona) -> PublishedCard:
     return PublishedCard.objects.get(persona_id=persona.pk)
 
 
-def publish_cards(personas: Sequence[Persona]) -> None:
+def publish_cards(personas: Sequence[Persona], generations: Sequence[Generation] = ()) -> None:
     """publish_card for many personas (the fan-out's batches): one lock, one insert, one update.
 
     The same rule as publish_card: a stored card is replaced only by a newer generation's, and
-    each new Last-Modified is at least a second after the one it replaces.
+    each new Last-Modified is at least a second after the one it replaces. `generations` are
+    current generations the caller has read already (their compositions are most of a batch's
+    read); the rest are read here.
     """
     try:
-        _publish_many(personas)
+        _publish_many(personas, generations)
     finally:
         card_changed([persona.uuid for persona in personas])
 
 
-def _publish_many(personas: Sequence[Persona]) -> None:
+def _publish_many(personas: Sequence[Persona], known: Sequence[Generation]) -> None:
     with transaction.atomic():
         stored = {
             card.persona_id: card
@@ -164,12 +166,19 @@ def _publish_many(personas: Sequence[Persona]) -> None:
             if persona.pk not in stored or not stored[persona.pk].is_current_for(persona)
         ]
         generations = {
-            (generation.persona_id, generation.number): generation
-            for generation in Generation.objects.filter(
-                persona__in=[persona.pk for persona in owed],
-                number__in={persona.generation for persona in owed},
-            )
+            (generation.persona_id, generation.number): generation for generation in known
         }
+        unread = [
+            persona for persona in owed if (persona.pk, persona.generation) not in generations
+        ]
+        if unread:
+            generations |= {
+                (generation.persona_id, generation.number): generation
+                for generation in Generation.objects.filter(
+                    persona__in=[persona.pk for persona in unread],
+                    number__in={persona.generation for persona in unread},
+                )
+            }
         now = timezone.now().replace(microsecond=0)
         created: list[PublishedCard] = []
         replaced: list[PublishedCard] = []

@@ -3,10 +3,9 @@
 import re
 from typing import Any
 
-from a2a.client.card_resolver import parse_agent_card
-from a2a.types import AgentCard
-from a2a.utils.proto_utils import validate_proto_required_fields
 from django.conf import settings
+
+from cards import card_model
 
 # A binding of ours: no standard A2A client (JSONRPC, GRPC, HTTP+JSON) can mistake the
 # interface URL for a work-intake channel. Work arrives as todos (ADR-0010).
@@ -153,9 +152,8 @@ def build_card(
     }
 
 
-def validate_card(card: dict[str, Any]) -> AgentCard:
-    """Raise if the A2A SDK would not accept the card as a complete v1.0 AgentCard; else the
-    SDK's model of it (what its signature verifier rebuilds, cards.signing.card_payload)."""
-    parsed = parse_agent_card(dict(card))
-    validate_proto_required_fields(parsed)
-    return parsed
+def validate_card(card: dict[str, Any]) -> None:
+    """Raise CardOutsideModel unless the A2A SDK would accept the card as a complete v1.0
+    AgentCard (its model as a compiled schema, cards.card_model)."""
+    if not card_model.is_complete_card(card):
+        raise card_model.CardOutsideModel("; ".join(card_model.schema_errors(card)))

@@ -7,7 +7,8 @@ card as the A2A data model holds it: the JSON parsed into the SDK's AgentCard an
 `signatures`, with empty strings, lists and objects dropped (a2a-python's rule, A2A #2122),
 canonicalised by RFC 8785. That is exactly what the a2a-sdk's verifier
 (a2a.utils.signing.create_signature_verifier) computes, so it accepts every card Virgo serves,
-whatever the script of its text or an empty description.
+whatever the script of its text or an empty description. The written-back form is computed
+from the SDK's descriptors without building its objects (cards.card_model).
 
 Signing uses PyJWT's algorithms (cryptography underneath); nothing here is hand-made crypto.
 The protected header is `{"alg", "kid", "typ": "JOSE", "jku"}`, `jku` being Virgo's own JWKS on
@@ -24,14 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import jwt
-from a2a.client.card_resolver import parse_agent_card
-from a2a.types import AgentCard
 from django.conf import settings
-from google.protobuf.json_format import MessageToDict
 from jwt.exceptions import PyJWTError
 from jwt.utils import base64url_decode, base64url_encode
 
-from cards import keys
+from cards import card_model, keys
 from cards.keys import Signer
 from virgo.canonical import I_JSON_MAX_INT, canonical_bytes
 
@@ -84,12 +82,11 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def card_payload(card: dict[str, Any], parsed: AgentCard | None = None) -> bytes:
-    """The bytes a card's signatures cover (see the module docstring); `parsed` is the SDK's
-    model of `card` when the caller has it already (cards.rendering.validate_card)."""
-    as_model = MessageToDict(parsed if parsed is not None else parse_agent_card(dict(card)))
-    as_model.pop("signatures", None)
-    return canonical_bytes(_integral(_without_empty(as_model) or {}))
+def card_payload(card: dict[str, Any]) -> bytes:
+    """The bytes a card's signatures cover (see the module docstring), for a card that passed
+    cards.rendering.validate_card: the SDK's model of it as cards.card_model computes it."""
+    unsigned = {name: value for name, value in card.items() if name != "signatures"}
+    return canonical_bytes(_integral(_without_empty(card_model.as_model(unsigned)) or {}))
 
 
 @functools.lru_cache(maxsize=64)

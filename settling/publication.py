@@ -52,4 +52,7 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
     }
     for persona in personas:
         persona.standing = standing.get(persona.pk, persona.standing)
-    publish_cards([persona for persona in personas if persona.pk not in revoked])
+    publish_cards(
+        [persona for persona in personas if persona.pk not in revoked],
+        [outcome.generation for outcome in outcomes],
+    )
