@@ -23,7 +23,7 @@ from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
 from virgo.bulk import update_each
-from virgo.canonical import composition_hash, parse_strict, sha256_hex, stamp_bytes
+from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 
 @dataclass(frozen=True)
@@ -141,11 +141,11 @@ def build_generation_stamp(
         if generation.standing is False:
             return StampOutcome(generation, None, list(generation.not_standing_reasons))
         try:
-            stamp = _store(generation, registry)
+            stamp, stamped = _store(generation, registry)
         except StampRejected as rejected:
             outcome = _set_rejected(generation, rejected)
         else:
-            outcome = _set_standing(generation, stamp)
+            outcome = _set_standing(generation, stamp, stamped)
         _record(generation)
         return outcome
 
@@ -195,7 +195,7 @@ def build_current_stamps(
         unowned = ownership_problems(
             [generation for generation in generations if generation.pk not in stored]
         )
-        composed: list[tuple[Generation, CapabilityStamp]] = []
+        composed: list[tuple[Generation, CapabilityStamp, grant.Grant]] = []
         recorded: list[Generation] = []
         for generation in generations:
             stamp = stored.get(generation.pk)
@@ -208,22 +208,20 @@ def build_current_stamps(
                 outcomes[generation.pk] = StampOutcome(generation, None, reasons)
             else:
                 try:
-                    composed.append(
-                        (
-                            generation,
-                            _compose(generation, registry, registered, unowned[generation.pk]),
-                        )
+                    stamp, stamped = _compose(
+                        generation, registry, registered, unowned[generation.pk]
                     )
+                    composed.append((generation, stamp, stamped))
                 except StampRejected as rejected:
                     outcomes[generation.pk] = _set_rejected(generation, rejected)
                     recorded.append(generation)
-        conflicts = write_stamp_files([(stamp.path, stamp.data) for _, stamp in composed])
+        conflicts = write_stamp_files([(stamp.path, stamp.data) for _, stamp, _ in composed])
         new_stamps: list[CapabilityStamp] = []
-        for generation, stamp in composed:
+        for generation, stamp, stamped in composed:
             conflict = conflicts.get(stamp.path)
             if conflict is None:
                 new_stamps.append(stamp)
-                outcomes[generation.pk] = _set_standing(generation, stamp)
+                outcomes[generation.pk] = _set_standing(generation, stamp, stamped)
             else:
                 outcomes[generation.pk] = _set_rejected(
                     generation, _file_conflict(stamp.path, conflict)
@@ -245,17 +243,19 @@ def build_current_stamps(
     return [outcomes[generation.pk] for generation in generations]
 
 
-def _store(generation: Generation, registry: HandlerRegistry) -> CapabilityStamp:
+def _store(
+    generation: Generation, registry: HandlerRegistry
+) -> tuple[CapabilityStamp, grant.Grant]:
     address = generation.composition["address"]
     registered = set(RegisteredAddress.objects.filter(path=address).values_list("path", flat=True))
     unowned = ownership_problems([generation])[generation.pk]
-    stamp = _compose(generation, registry, registered, unowned)
+    stamp, stamped = _compose(generation, registry, registered, unowned)
     try:
         write_stamp_file(stamp.path, stamp.data)
     except StampFileConflict as conflict:
         raise _file_conflict(stamp.path, conflict) from None
     stamp.save()
-    return stamp
+    return stamp, stamped
 
 
 def _compose(
@@ -263,8 +263,9 @@ def _compose(
     registry: HandlerRegistry,
     registered: set[str],
     unowned: list[Problem],
-) -> CapabilityStamp:
-    """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten.
+) -> tuple[CapabilityStamp, grant.Grant]:
+    """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten,
+    and the grant it holds (what the generation's digest covers).
 
     `registered` holds the registered addresses among the batch's; `unowned` is what
     ownership_problems found for this generation.
@@ -284,7 +285,7 @@ def _compose(
         raise StampRejected(problems)
     document = build_stamp(**inputs, registry=registry)
     data = stamp_bytes(document)
-    return CapabilityStamp(
+    stamp = CapabilityStamp(
         generation=generation,
         persona_uuid=generation.composition["persona"],
         generation_number=generation.number,
@@ -292,6 +293,7 @@ def _compose(
         stamp_hash=sha256_hex(data),
         body=data,
     )
+    return stamp, grant.grant_of(document)
 
 
 def _file_conflict(path: Path, conflict: StampFileConflict) -> StampRejected:
@@ -304,7 +306,9 @@ def _set_rejected(generation: Generation, rejected: StampRejected) -> StampOutco
     return StampOutcome(generation, None, reasons)
 
 
-def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcome:
+def _set_standing(
+    generation: Generation, stamp: CapabilityStamp, stamped: grant.Grant
+) -> StampOutcome:
     _set_outcome(
         generation,
         standing=True,
@@ -314,9 +318,7 @@ def _set_standing(generation: Generation, stamp: CapabilityStamp) -> StampOutcom
             base_composition_hash=generation.base_composition_hash,
             stamp_hash=stamp.stamp_hash,
         ),
-        grant_digest=grant.digest(
-            grant.grant_of(parse_strict(stamp.data)), salt=generation.persona.grant_salt
-        ),
+        grant_digest=grant.digest(stamped, salt=generation.persona.grant_salt),
         grant_definition=grant.GRANT_DEFINITION,
     )
     return StampOutcome(generation, stamp)

@@ -7,6 +7,7 @@ same verdict, so the same stamps refused.
 """
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +15,11 @@ import pytest
 import rfc8785
 
 from personas.models import PersonaClass
+from stamps import grant
 from stamps.factory import build_stamp
 from stamps.validation import schema_problems
 from tests.factories import stamp_kwargs
+from virgo import canonical
 from virgo.canonical import canonical_bytes, stamp_bytes
 
 
@@ -37,6 +40,22 @@ def test_escapes_and_non_ascii_text_match_rfc8785() -> None:
         "nested": {"b": [], "a": {}, "B": "upper sorts first", "_": "underscore"},
     }
     assert canonical_bytes(document) == rfc8785.dumps(document)
+
+
+def test_a_grant_takes_the_encoder_and_has_the_rfc8785_bytes() -> None:
+    """VX-GRANT-3, V1-STAMP-2: the grant a digest covers (tuples, as dataclasses.asdict keeps
+    them) is written by the C encoder, byte for byte as rfc8785 writes it, so the digest pinned
+    in every published card is unchanged."""
+    of_stamp = grant.grant_of(build_stamp(**stamp_kwargs(PersonaClass.CODER_DEPUTY)))
+    assert of_stamp.tools and of_stamp.queues
+    as_dataclass = {"definition": grant.GRANT_DEFINITION, "grant": dataclasses.asdict(of_stamp)}
+    assert of_stamp.as_json() == as_dataclass["grant"]
+    assert canonical._plain(as_dataclass)
+    assert grant.digest_message(of_stamp) == rfc8785.dumps(as_dataclass)
+    assert canonical_bytes(as_dataclass) == rfc8785.dumps(as_dataclass)
+    nested = {"paths": ("a", ("b", "ü")), "empty": ()}
+    assert canonical._plain(nested)
+    assert canonical_bytes(nested) == rfc8785.dumps(nested)
 
 
 @pytest.mark.parametrize(
