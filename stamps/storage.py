@@ -9,8 +9,11 @@ A writer killed mid-write leaves its temporary file; whoever writes that generat
 next (the retry, the reconciler) removes such files once they are too old to be a live write's.
 
 A batch (the fan-out's, the reconciler's) writes every temporary file, flushes the filesystem
-once, links them all and flushes once more: the same order of durable steps as one file's
-fsyncs, for two flushes per batch instead of three to five fsyncs per file.
+once and links them all: one flush per batch instead of three to five fsyncs per file. The
+flush makes every file's bytes durable before any name points at them, so a crash can lose a
+link but never leave one to bytes that are not the stamp's. The links need no flush of their
+own: the stored row is the stamp, and a file lost with its link is a missing file, which is
+written again from the row wherever it is needed (VX-SCALE-2), never a wrong one.
 """
 
 import contextlib
@@ -47,12 +50,27 @@ def stamp_path(persona_uuid: object, generation: int) -> Path:
     )
 
 
-def _private_dirs(directory: Path, *, sync: bool = True) -> bool:
+def _umask_keeps_owner_bits() -> bool:
+    """Whether the process's umask leaves 0700 and 0600 as they are (it takes no owner bit), so
+    a mode given to mkdir or open needs no chmod after. Read, not set: setting it to read it
+    would race another thread's file creation. False where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return not int(line.split()[1], 8) & 0o700
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _private_dirs(directory: Path, *, sync: bool = True, chmod: bool = True) -> bool:
     """Create `directory` and its missing parents below VIRGO_HOME as 0700 (whatever the umask).
 
     True when `directory` itself was created here, so it is empty. The common case (a persona's
     next generation) costs one mkdir. `sync=False` leaves making the new entries durable to the
-    caller's flush of the whole filesystem.
+    caller's flush of the whole filesystem; `chmod=False` is for a caller that found the umask
+    keeps 0700 as it is (_umask_keeps_owner_bits).
     """
     try:
         os.mkdir(directory, DIR_MODE)
@@ -63,12 +81,13 @@ def _private_dirs(directory: Path, *, sync: bool = True) -> bool:
         if parent == Path(settings.VIRGO_HOME):
             private_directory(parent)
         else:
-            _private_dirs(parent, sync=sync)
+            _private_dirs(parent, sync=sync, chmod=chmod)
         try:
             os.mkdir(directory, DIR_MODE)
         except FileExistsError:
             return False
-    os.chmod(directory, DIR_MODE)
+    if chmod:
+        os.chmod(directory, DIR_MODE)
     if sync:
         _fsync_dir(directory.parent)
     return True
@@ -100,22 +119,24 @@ def write_stamp_file(path: Path, data: bytes) -> Path:
 
 
 def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFileConflict]:
-    """write_stamp_file for many files, with two filesystem flushes in all.
+    """write_stamp_file for many files, with one filesystem flush in all (see the module's
+    docstring for why that is as safe).
 
     Returns the conflicts by path; every other file is written (or was already there, identical)
-    and durable when this returns.
+    when this returns.
     """
     conflicts: dict[Path, StampFileConflict] = {}
     pending: list[tuple[Path, bytes, Path]] = []
+    chmod = not _umask_keeps_owner_bits()
     try:
         for path, data in files:
             # A directory made just now holds nothing, so only an older one needs looking into.
-            if not _private_dirs(path.parent, sync=False):
+            if not _private_dirs(path.parent, sync=False, chmod=chmod):
                 if path.exists():
                     _note_conflict(conflicts, path, data)
                     continue
                 _sweep_abandoned(path.parent)
-            pending.append((path, data, _write_temporary(path, data, sync=False)))
+            pending.append((path, data, _write_temporary(path, data, sync=False, chmod=chmod)))
         if not pending:
             return conflicts
         _flush_filesystem(Path(settings.VIRGO_HOME))
@@ -124,7 +145,6 @@ def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFi
                 os.link(temporary, path)
             except FileExistsError:
                 _note_conflict(conflicts, path, data)
-        _flush_filesystem(Path(settings.VIRGO_HOME))
     finally:
         for _, _, temporary in pending:
             temporary.unlink(missing_ok=True)
@@ -150,12 +170,14 @@ def _note_conflict(conflicts: dict[Path, StampFileConflict], path: Path, data: b
         conflicts[path] = conflict
 
 
-def _write_temporary(path: Path, data: bytes, *, sync: bool) -> Path:
-    """A private temporary file beside `path` holding `data`, fsynced unless `sync` is False."""
+def _write_temporary(path: Path, data: bytes, *, sync: bool, chmod: bool = True) -> Path:
+    """A private temporary file beside `path` holding `data`, fsynced unless `sync` is False
+    (and given its mode by fchmod unless `chmod` is False: _private_dirs)."""
     temporary = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
-        os.fchmod(fd, FILE_MODE)
+        if chmod:
+            os.fchmod(fd, FILE_MODE)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

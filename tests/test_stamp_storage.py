@@ -12,6 +12,7 @@ from django.test import TestCase
 from personas import services
 from personas.models import Generation, Persona
 from settling.publication import publish_generation
+from stamps import storage
 from stamps.models import CapabilityStamp, StampImmutable
 from stamps.services import build_current_stamps, build_generation_stamp
 from stamps.storage import ABANDONED_AFTER_SECONDS, stamp_path
@@ -219,6 +220,45 @@ def test_a_batch_writes_every_file_as_one_write_would(virgo_home: Path) -> None:
         for directory in (path.parent, path.parent.parent, path.parent.parent.parent):
             assert mode(directory) == 0o700, directory
     assert list(virgo_home.rglob("*.tmp")) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o277])
+def test_a_batch_is_owner_private_under_any_umask(virgo_home: Path, umask: int) -> None:
+    """V1-STAMP-1, VX-SEC-9: the batch skips chmod only when the umask keeps every owner bit;
+    one that takes some (0277 would leave directories unwritable and files unreadable) still
+    gets 0700 directories and 0600 files."""
+    files = [(stamp_path(f"umask-{umask:o}-{number}", 1), b"{}") for number in range(2)]
+    previous = os.umask(umask)
+    try:
+        assert storage._umask_keeps_owner_bits() is not bool(umask & 0o700)
+        assert storage.write_stamp_files(files) == {}
+    finally:
+        os.umask(previous)
+    for path, data in files:
+        assert path.read_bytes() == data
+        assert mode(path) == 0o600
+        for directory in (path.parent, path.parent.parent, path.parent.parent.parent):
+            assert mode(directory) == 0o700, directory
+
+
+def test_a_batch_flushes_once_and_before_any_link(
+    virgo_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V1-STAMP-2: every file's bytes are made durable before a name points at them, and one
+    flush does it for the whole batch (the links need none: a lost one is a missing file,
+    written again from the stored row, tests/test_stamp_machines.py)."""
+    steps: list[str] = []
+    flush, link = storage._flush_filesystem, os.link
+    monkeypatch.setattr(
+        storage, "_flush_filesystem", lambda directory: (steps.append("flush"), flush(directory))
+    )
+    monkeypatch.setattr(
+        storage.os, "link", lambda source, target: (steps.append("link"), link(source, target))
+    )
+    files = [(stamp_path(f"flush-{number}", 1), b"{}") for number in range(3)]
+    assert storage.write_stamp_files(files) == {}
+    assert steps == ["flush", "link", "link", "link"]
+    assert all(path.read_bytes() == b"{}" for path, _ in files)
 
 
 def test_a_file_in_the_way_fails_only_its_own_generation_in_a_batch(virgo_home: Path) -> None:
