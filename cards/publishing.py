@@ -156,9 +156,10 @@ def _publish_many(personas: Sequence[Persona], known: Sequence[Generation]) -> N
     with transaction.atomic():
         stored = {
             card.persona_id: card
-            for card in PublishedCard.objects.select_for_update().filter(
-                persona__in=[persona.pk for persona in personas]
-            )
+            # Not the bytes: an owed card gets new ones, a current one is left as it is.
+            for card in PublishedCard.objects.select_for_update()
+            .defer("body", "payload")
+            .filter(persona__in=[persona.pk for persona in personas])
         }
         owed = [
             persona
