@@ -486,6 +486,26 @@ def test_every_location_and_kept_pattern_says_why() -> None:
     assert len(credentials.VALUE_PATTERNS) <= 4
 
 
+@pytest.mark.parametrize("pattern", ["", "a//b", "/a", "a/", "Keys", ".config/GH"])
+def test_a_location_that_could_never_match_is_refused_when_written(pattern: str) -> None:
+    """VX-SEC-14: paths are matched lower-cased and split at `/`, so an entry with an upper-case
+    letter or an empty segment would never match anything; the table refuses it rather than
+    silently guarding nothing."""
+    with pytest.raises(ValueError, match="lower-case segments"):
+        credentials.CredentialLocation(pattern, "a reason")
+    assert credentials.CredentialLocation(".config/gh", "a reason").pattern == ".config/gh"
+
+
+def test_a_segment_pattern_matches_a_whole_segment_as_the_shell_would() -> None:
+    """VX-SEC-14: a segment pattern is a shell pattern over the whole segment, not a prefix or
+    a search."""
+    matches = credentials._segment_matcher("*.env")
+    assert matches("prod.env") and matches(".env")
+    assert not matches("prod.env.bak") and not matches("prod-env")
+    assert credentials._segment_matcher(".env.*")(".env.local")
+    assert not credentials._segment_matcher(".env")("x.env")
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [

@@ -74,6 +74,14 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     assert other.get("/admin/").status_code == 200
 
 
+def test_connecting_the_failure_counter_again_counts_each_failure_once() -> None:
+    """VX-SEC-4: the app connects the failure counter when it starts; connecting it again keeps
+    the one receiver, so the budget is still five failures, not fewer."""
+    signin.connect()
+    ada = make_owner()
+    assert guess(ada.username, times=6) == [200] * 5 + [429]
+
+
 def test_a_sign_in_under_the_limit_is_unaffected() -> None:
     """VX-SEC-4: a few mistyped passwords, then the right one, signs in; successful sign-ins
     never count, however many, nor clear the failures before them (or an attacker could clear
