@@ -603,6 +603,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5)
     )
+    DATABASES["default"]["OPTIONS"].setdefault(
+        "server_side_binding", env_bool("DB_SERVER_SIDE_BINDING", True)
+    )
 
 # The reconciler (settling.reconciliation) pays every stamp and card still owed: the on-commit
 # task is only the fast path. It leaves alone generations younger than the grace period, whose
