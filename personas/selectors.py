@@ -39,6 +39,11 @@ def agents_owned_by(user: Any) -> QuerySet[Agent]:
     return Agent.objects.filter(owner=user)
 
 
+def personas_owned_by(user: Any) -> QuerySet[Persona]:
+    """The personas on a user's own agents, moderators included (what `--owner` narrows to)."""
+    return Persona.objects.filter(agent__in=agents_owned_by(user))
+
+
 def personas_visible_to(user: Any) -> QuerySet[Persona]:
     if not (user.is_authenticated and user.is_active):
         return Persona.objects.none()

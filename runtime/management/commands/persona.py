@@ -1,4 +1,4 @@
-"""`virgo persona add|export|import|import-card|revoke`: personas from the command line.
+"""`virgo persona list|add|export|import|import-card|revoke`: personas from the command line.
 
 `add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
@@ -17,6 +17,13 @@ from django.db import transaction
 
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
+from personas.commandline import (
+    PERSONA_HEADINGS,
+    persona_documents,
+    persona_row,
+    user_argument,
+    write_list,
+)
 from personas.models import (
     Agent,
     GrantProposal,
@@ -25,6 +32,7 @@ from personas.models import (
     RegisteredAddress,
     RevocationReason,
 )
+from personas.selectors import personas_owned_by
 from runtime import card_import
 from runtime.launcher import persona_by_uuid
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
@@ -43,6 +51,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
+        listing = actions.add_parser(
+            "list",
+            help="The personas by id: name, agent, owner, address, class, generation, standing, "
+            "discoverable, revoked.",
+        )
+        listing.add_argument("--owner", metavar="USERNAME", help="only this owner's personas")
+        listing.add_argument(
+            "--json", action="store_true", help="a JSON list of objects, for scripts"
+        )
         add = actions.add_parser(
             "add",
             help=(
@@ -158,12 +175,29 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         {
+            "list": self._list,
             "add": self._add,
             "export": self._export,
             "import": self._import,
             "import-card": self._import_card,
             "revoke": self._revoke,
         }[options["action"]](options)
+
+    def _list(self, options: dict[str, Any]) -> None:
+        personas = Persona.objects.all()
+        empty = "No personas."
+        if options["owner"]:
+            owner = user_argument(options["owner"], flag="--owner")
+            personas = personas_owned_by(owner)
+            empty = f"{owner.get_username()} has no personas."
+        write_list(
+            self.stdout,
+            persona_documents(personas),
+            as_json=options["json"],
+            headings=PERSONA_HEADINGS,
+            row=persona_row,
+            empty=empty,
+        )
 
     def _revoke(self, options: dict[str, Any]) -> None:
         persona = persona_by_uuid(options["persona"])
