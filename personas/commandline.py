@@ -1,4 +1,10 @@
-"""What the `virgo` commands share about agents and personas (VX-OPS-8): listing them.
+"""What the `virgo` commands share about agents and personas (VX-OPS-8): naming one on the
+command line, and listing them.
+
+An agent or a persona is named the same way by every command: its id, a persona's uuid, or its
+name when that is unambiguous (personas.selectors resolves it, within the scope the command
+passes). A name that answers to more than one, or to none, ends the command in one line with
+status 2, as a usage mistake does.
 
 A list is a table for a person (the ids first, since the other commands take them) and, with
 `--json`, a list of objects for a script; an empty list says so in one line.
@@ -13,9 +19,29 @@ from django.core.management.base import CommandError, OutputWrapper
 from django.db.models import Count, QuerySet
 
 from personas.models import Agent, Persona
+from personas.selectors import (
+    AmbiguousReference,
+    UnknownReference,
+    agent_by_reference,
+    persona_by_reference,
+)
 
 # The status of a command given an argument it cannot use, as argparse exits on a bad option.
 EXIT_USAGE = 2
+
+
+def agent_argument(reference: str, *, among: QuerySet[Agent], flag: str = "") -> Agent:
+    try:
+        return agent_by_reference(reference, among=among)
+    except (UnknownReference, AmbiguousReference) as problem:
+        raise _usage(flag, problem) from None
+
+
+def persona_argument(reference: str, *, among: QuerySet[Persona], flag: str = "") -> Persona:
+    try:
+        return persona_by_reference(reference, among=among)
+    except (UnknownReference, AmbiguousReference) as problem:
+        raise _usage(flag, problem) from None
 
 
 def user_argument(username: str, *, flag: str) -> Any:

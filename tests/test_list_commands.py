@@ -74,8 +74,8 @@ def test_persona_list_shows_every_column_a_newcomer_needs(
 def test_persona_list_json_gives_ids_the_other_commands_accept(
     two_owners: tuple[Persona, Persona],
 ) -> None:
-    """VX-OPS-8: `--json` is a list of objects, by id; each one's uuid names the same persona
-    to `stamp show`."""
+    """VX-OPS-8: `--json` is a list of objects, by id; each one's id and uuid name the same
+    persona to `stamp show`."""
     documents = json.loads(run("persona", "list", "--json"))
     assert [document["id"] for document in documents] == [persona.pk for persona in two_owners]
     first = documents[0]
@@ -92,7 +92,8 @@ def test_persona_list_json_gives_ids_the_other_commands_accept(
         "discoverable": False,
         "revoked": False,
     }
-    assert f"persona 'Reviewer' ({first['uuid']})" in run("stamp", "show", first["uuid"])
+    for reference in (str(first["id"]), first["uuid"], first["name"]):
+        assert f"persona 'Reviewer' ({first['uuid']})" in run("stamp", "show", reference)
     agents = json.loads(run("agent", "list", "--json"))
     assert agents[0] == {
         "id": first["agent"]["id"],

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.launcher import agent_invocation, allowlist, persona_by_uuid
+from personas.commandline import persona_argument
+from runtime.launcher import ANY_PERSONA, agent_invocation, allowlist
 from runtime.stamp import StampUnavailable, load_active_stamp
 
 
@@ -14,7 +15,9 @@ class Command(BaseCommand):
     help = "Start an agent CLI with exactly the persona's stamped tools and its MCP server."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--persona", required=True, help="The persona's uuid.")
+        parser.add_argument(
+            "--persona", required=True, help="The persona: its id, uuid or unambiguous name."
+        )
         parser.add_argument(
             "--print-allowlist",
             action="store_true",
@@ -23,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("agent_command", nargs=argparse.REMAINDER)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        persona = persona_by_uuid(options["persona"])
+        persona = persona_argument(options["persona"], among=ANY_PERSONA, flag="--persona")
         try:
             stamp = load_active_stamp(persona)
         except StampUnavailable as exc:
