@@ -2,11 +2,12 @@
 
 import argparse
 import os
+import shutil
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from personas.commandline import persona_argument
+from personas.commandline import EXIT_USAGE, persona_argument
 from runtime.launcher import ANY_PERSONA, agent_invocation, allowlist
 from runtime.stamp import StampUnavailable, load_active_stamp
 
@@ -26,6 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("agent_command", nargs=argparse.REMAINDER)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        command = [] if options["print_allowlist"] else self._agent_command(options)
         persona = persona_argument(options["persona"], among=ANY_PERSONA, flag="--persona")
         try:
             stamp = load_active_stamp(persona)
@@ -34,11 +36,24 @@ class Command(BaseCommand):
         if options["print_allowlist"]:
             self.stdout.write(allowlist(stamp))
             return
+        argv, env = agent_invocation(persona, stamp, command)
+        self.stdout.flush()
+        os.execvpe(argv[0], argv, env)
+
+    @staticmethod
+    def _agent_command(options: dict[str, Any]) -> list[str]:
         command = list(options["agent_command"])
         if command[:1] == ["--"]:
             command = command[1:]
         if not command:
             raise CommandError("give the agent command after --, e.g. launch --persona X -- claude")
-        argv, env = agent_invocation(persona, stamp, command)
-        self.stdout.flush()
-        os.execvpe(argv[0], argv, env)
+        # Found first, before the database is asked or the MCP config written: exec would
+        # fail only after both, in a traceback (VX-OPS-7). The agent's PATH is the launcher's
+        # (launcher.AGENT_ENV_NAMES passes it unchanged).
+        if shutil.which(command[0]) is None:
+            raise CommandError(
+                f"agent command {command[0]!r} not found on PATH: install it, or give its full "
+                "path after --",
+                returncode=EXIT_USAGE,
+            )
+        return command
