@@ -5,9 +5,11 @@ objects; a moderator (superuser) sees everyone's, so that they can delist any pe
 is not changing: the services decide every write (owner only, moderators may only delist).
 """
 
+import contextlib
+import uuid
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 
 from personas.models import (
     Agent,
@@ -37,6 +39,11 @@ def agents_owned_by(user: Any) -> QuerySet[Agent]:
     if not (user.is_authenticated and user.is_active):
         return Agent.objects.none()
     return Agent.objects.filter(owner=user)
+
+
+def personas_owned_by(user: Any) -> QuerySet[Persona]:
+    """The personas on a user's own agents, moderators included (what `--owner` narrows to)."""
+    return Persona.objects.filter(agent__in=agents_owned_by(user))
 
 
 def personas_visible_to(user: Any) -> QuerySet[Persona]:
@@ -132,3 +139,53 @@ def organization_domains_nameable_by(user: Any) -> QuerySet[OrganizationDomain]:
     if not (user.is_authenticated and user.is_active):
         return OrganizationDomain.objects.none()
     return OrganizationDomain.objects.filter(_own_or_shared(user), verified_at__isnull=False)
+
+
+class UnknownReference(LookupError):
+    """Nothing in scope answers to the reference (whether or not it exists out of scope)."""
+
+
+class AmbiguousReference(LookupError):
+    """More than one record in scope answers to the reference."""
+
+
+# How many candidates an ambiguous reference names: enough to pick from, a line however many.
+_CANDIDATES_NAMED = 10
+
+
+def agent_by_reference(reference: str, *, among: QuerySet[Agent]) -> Agent:
+    """The one agent of `among` whose id or name is `reference` (VX-OPS-8)."""
+    return _by_reference(reference, among, Q(name=reference), readings="id or name")
+
+
+def persona_by_reference(reference: str, *, among: QuerySet[Persona]) -> Persona:
+    """The one persona of `among` whose id, uuid or name is `reference` (VX-OPS-8).
+
+    `among` is the caller's scope, and is required: an owner's command passes
+    personas_owned_by (or personas_visible_to) so that another owner's persona is unknown to
+    it, by any of the three, with the same words as one that does not exist.
+    """
+    match = Q(name=reference)
+    with contextlib.suppress(ValueError):  # not a uuid: then only an id or a name
+        match |= Q(uuid=uuid.UUID(reference))
+    return _by_reference(reference, among, match, readings="id, uuid or name")
+
+
+def _by_reference[M: Model](reference: str, among: QuerySet[M], match: Q, *, readings: str) -> M:
+    # Every reading of the reference at once: a name that is also another record's id is
+    # ambiguous, never silently the id.
+    if reference.isascii() and reference.isdigit():
+        match |= Q(pk=int(reference))
+    noun = among.model._meta.verbose_name
+    found = list(among.filter(match).order_by("pk")[: _CANDIDATES_NAMED + 1])
+    if not found:
+        raise UnknownReference(
+            f"no {noun} {reference!r} (by {readings}); `virgo {noun} list` shows them"
+        )
+    if len(found) > 1:
+        ids = ", ".join(str(record.pk) for record in found[:_CANDIDATES_NAMED])
+        more = ", ..." if len(found) > _CANDIDATES_NAMED else ""
+        raise AmbiguousReference(
+            f"{noun} {reference!r} is ambiguous: ids {ids}{more} answer to it; give one id"
+        )
+    return found[0]

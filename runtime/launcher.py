@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from personas.models import Persona
@@ -37,11 +36,9 @@ MCP_SERVER_NAME = "virgo"
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
 
 
-def persona_by_uuid(value: str) -> Persona:
-    try:
-        return Persona.objects.select_related("agent__owner").get(uuid=value)
-    except (Persona.DoesNotExist, ValidationError, ValueError):
-        raise CommandError(f"no persona with uuid {value!r}") from None
+# The personas `launch` and `mcp` may name: any, since whoever runs them holds the installation's
+# database and keys (the runtime's stamp, not the command line, is what confines a persona).
+ANY_PERSONA = Persona.objects.select_related("agent__owner")
 
 
 def allowlist(stamp: ActiveStamp) -> str:

@@ -1,7 +1,6 @@
-"""Reads over stored stamps: who may see them, finding a persona's, comparing two."""
+"""Reads over stored stamps: who may see them, comparing two."""
 
 import json
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,28 +48,6 @@ def standing_handler_tables() -> Iterator[tuple[Persona, dict[str, HandlerRule]]
             yield generation.persona, handler_table(stored.data)
         except MalformedStamp:
             continue
-
-
-class PersonaNotFound(LookupError):
-    pass
-
-
-def persona_by_reference(reference: str) -> Persona:
-    """A persona by its UUID or, when unambiguous, its name."""
-    personas = Persona.objects.select_related("agent__owner", "address")
-    try:
-        return personas.get(uuid=uuid.UUID(reference))
-    except (ValueError, Persona.DoesNotExist):
-        pass
-    matches = list(personas.filter(name=reference)[:10])
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise PersonaNotFound(f"no persona with UUID or name {reference!r}")
-    raise PersonaNotFound(
-        f"{len(matches)} personas are named {reference!r}; use a UUID: "
-        + ", ".join(str(persona.uuid) for persona in matches)
-    )
 
 
 def stamp_document(stamp: CapabilityStamp) -> dict[str, Any]:

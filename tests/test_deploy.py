@@ -62,8 +62,8 @@ def test_production_settings_pass_the_deploy_checks_with_nothing_silenced(
     """VX-SCALE-2 too: without the release's collected static files `check --deploy` fails
     (virgo.E021, "static files not collected"); with them it passes with nothing silenced."""
     env = production_env(
+        # A database it can reach (the one in VIRGO_HOME): `check` fails without one (VX-OPS-7).
         VIRGO_HOME=str(tmp_path),
-        DATABASE_URL="postgres://virgo:unused@db.example.org:5432/virgo",
         VIRGO_STATIC_ROOT=str(tmp_path / "never-collected"),
     )
     refused = manage("check", "--deploy", env=env)

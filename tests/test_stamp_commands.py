@@ -70,7 +70,7 @@ def test_show_says_why_a_persona_does_not_stand(persona: Persona) -> None:
 def test_show_refuses_an_ambiguous_name(persona: Persona) -> None:
     make_persona(persona.agent, name="Shown")
     _, error = run_failing("show", "Shown")
-    assert "2 personas are named 'Shown'; use a UUID" in error
+    assert f"persona 'Shown' is ambiguous: ids {persona.pk}, " in error
 
 
 def test_verify_accepts_good_files_of_every_version(persona: Persona) -> None:

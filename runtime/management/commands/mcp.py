@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from personas.commandline import persona_argument
 from personas.models import Persona
-from runtime.launcher import mcp_servers, persona_by_uuid
+from runtime.launcher import ANY_PERSONA, mcp_servers
 from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
 from runtime.stamp import StampUnavailable, load_active_stamp
 
@@ -25,7 +26,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         serve = sub.add_parser("serve", help="Serve the persona's tools.")
-        serve.add_argument("--persona", required=True, help="The persona's uuid.")
+        serve.add_argument(
+            "--persona", required=True, help="The persona: its id, uuid or unambiguous name."
+        )
         serve.add_argument(
             "--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp."
         )
@@ -34,7 +37,9 @@ class Command(BaseCommand):
         config = sub.add_parser(
             "config", help="Print the mcpServers block that starts the persona's server."
         )
-        config.add_argument("--persona", required=True, help="The persona's uuid.")
+        config.add_argument(
+            "--persona", required=True, help="The persona: its id, uuid or unambiguous name."
+        )
         config.add_argument(
             "--format",
             choices=("claude", "json"),
@@ -44,7 +49,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        persona = persona_by_uuid(options["persona"])
+        persona = persona_argument(options["persona"], among=ANY_PERSONA, flag="--persona")
         if options["action"] == "config":
             self._config(persona, options["format"])
             return

@@ -1,4 +1,8 @@
-"""`virgo persona add|export|import|import-card|revoke`: personas from the command line.
+"""`virgo persona list|add|export|import|import-card|revoke`: personas from the command line.
+
+Each names an agent or a persona by its id, a persona's uuid, or its unambiguous name
+(personas.commandline). An owner's command (`add --owner`, `revoke --by`) finds only what that
+owner may act on, so another owner's persona is unknown to it by any of the three.
 
 `add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
@@ -8,15 +12,23 @@ must be given and registered.
 
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from personas import services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
+from personas.commandline import (
+    EXIT_USAGE,
+    PERSONA_HEADINGS,
+    agent_argument,
+    persona_argument,
+    persona_documents,
+    persona_row,
+    user_argument,
+    write_list,
+)
 from personas.models import (
     Agent,
     GrantProposal,
@@ -25,8 +37,15 @@ from personas.models import (
     RegisteredAddress,
     RevocationReason,
 )
+from personas.selectors import (
+    AmbiguousReference,
+    UnknownReference,
+    agent_by_reference,
+    agents_owned_by,
+    personas_owned_by,
+    personas_visible_to,
+)
 from runtime import card_import
-from runtime.launcher import persona_by_uuid
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path
@@ -43,6 +62,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
+        listing = actions.add_parser(
+            "list",
+            help="The personas by id: name, agent, owner, address, class, generation, standing, "
+            "discoverable, revoked.",
+        )
+        listing.add_argument("--owner", metavar="USERNAME", help="only this owner's personas")
+        listing.add_argument(
+            "--json", action="store_true", help="a JSON list of objects, for scripts"
+        )
         add = actions.add_parser(
             "add",
             help=(
@@ -51,7 +79,7 @@ class Command(BaseCommand):
             ),
         )
         add.add_argument("--owner", required=True, help="username of the owning human")
-        add.add_argument("--agent", required=True, help="name of the owner's agent")
+        add.add_argument("--agent", required=True, help="the owner's agent: its id, or its name")
         add.add_argument(
             "--create-agent",
             action="store_true",
@@ -91,13 +119,15 @@ class Command(BaseCommand):
             default=[],
             help="comma-separated verbs of the subset that wait for confirmation before they run",
         )
-        add.add_argument("--lead", help="UUID of the owning project-lead persona")
+        add.add_argument(
+            "--lead", help="the owning project-lead persona, the owner's: its id, uuid or name"
+        )
         add.add_argument("--discoverable", action="store_true")
 
         export = actions.add_parser(
             "export", help="write a snapshot of a persona, its generations, stamps and experience"
         )
-        export.add_argument("persona", help="the persona's uuid")
+        export.add_argument("persona", help="the persona's id, uuid or name")
         export.add_argument("archive", type=Path, help="the archive to create (.tar.gz)")
 
         restore = actions.add_parser(
@@ -108,12 +138,14 @@ class Command(BaseCommand):
             ),
         )
         restore.add_argument("archive", type=Path, help="a snapshot made by `persona export`")
-        restore.add_argument("--agent", required=True, type=int, help="the target agent's id")
+        restore.add_argument(
+            "--agent", required=True, help="the target agent: its id, or its unambiguous name"
+        )
         restore.add_argument(
             "--lead",
             help=(
-                "UUID of one of the owner's project-lead personas to own the imported persona in "
-                "place of the lead the archive names, or 'none'"
+                "one of the owner's project-lead personas (its id, uuid or name) to own the "
+                "imported persona in place of the lead the archive names, or 'none'"
             ),
         )
 
@@ -126,7 +158,9 @@ class Command(BaseCommand):
             ),
         )
         card.add_argument("source", help="the card's URL (http or https) or a file holding it")
-        card.add_argument("--agent", required=True, type=int, help="the target agent's id")
+        card.add_argument(
+            "--agent", required=True, help="the target agent: its id, or its unambiguous name"
+        )
         card.add_argument(
             "--address", required=True, help="the registered address the persona takes"
         )
@@ -141,7 +175,9 @@ class Command(BaseCommand):
                 "410 Gone, it leaves the directory and its runtime refuses"
             ),
         )
-        revoke.add_argument("persona", help="the persona's uuid")
+        revoke.add_argument(
+            "persona", help="the persona's id, uuid or name (among those --by may revoke)"
+        )
         revoke.add_argument(
             "--by", required=True, help="username of who revokes: the owner or a moderator"
         )
@@ -158,6 +194,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         {
+            "list": self._list,
             "add": self._add,
             "export": self._export,
             "import": self._import,
@@ -165,9 +202,26 @@ class Command(BaseCommand):
             "revoke": self._revoke,
         }[options["action"]](options)
 
+    def _list(self, options: dict[str, Any]) -> None:
+        personas = Persona.objects.all()
+        empty = "No personas."
+        if options["owner"]:
+            owner = user_argument(options["owner"], flag="--owner")
+            personas = personas_owned_by(owner)
+            empty = f"{owner.get_username()} has no personas."
+        write_list(
+            self.stdout,
+            persona_documents(personas),
+            as_json=options["json"],
+            headings=PERSONA_HEADINGS,
+            row=persona_row,
+            empty=empty,
+        )
+
     def _revoke(self, options: dict[str, Any]) -> None:
-        persona = persona_by_uuid(options["persona"])
-        actor = self._owner(options["by"])
+        actor = user_argument(options["by"], flag="--by")
+        # A moderator may revoke any persona, an owner only their own: the others are unknown.
+        persona = persona_argument(options["persona"], among=personas_visible_to(actor))
         try:
             revocation = services.persona_revoke(
                 persona=persona,
@@ -194,7 +248,7 @@ class Command(BaseCommand):
         )
 
     def _export(self, options: dict[str, Any]) -> None:
-        persona = persona_by_uuid(options["persona"])
+        persona = persona_argument(options["persona"], among=Persona.objects.all())
         try:
             archive = export_persona(persona, options["archive"])
         except FileExistsError:
@@ -206,16 +260,14 @@ class Command(BaseCommand):
         self.stdout.write(f"Exported persona {persona.name} ({persona.uuid}) to {archive}")
 
     def _import(self, options: dict[str, Any]) -> None:
-        agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
-        if agent is None:
-            raise CommandError(f"no agent with id {options['agent']}")
+        agent = self._target_agent(options["agent"])
         lead: Any = ARCHIVED_LEAD
         if options["lead"] == "none":
             lead = None
         elif options["lead"]:
-            lead = Persona.objects.filter(uuid=self._uuid(options["lead"])).first()
-            if lead is None:
-                raise CommandError(f"--lead: no persona with UUID {options['lead']}")
+            lead = persona_argument(
+                options["lead"], among=personas_owned_by(agent.owner), flag="--lead"
+            )
         try:
             outcome = import_persona(
                 options["archive"], agent=agent, actor=agent.owner, owning_lead=lead
@@ -237,9 +289,7 @@ class Command(BaseCommand):
         self._report(persona, outcome.proposal)
 
     def _import_card(self, options: dict[str, Any]) -> None:
-        agent = Agent.objects.select_related("owner").filter(pk=options["agent"]).first()
-        if agent is None:
-            raise CommandError(f"--agent: no agent with id {options['agent']}")
+        agent = self._target_agent(options["agent"])
         try:
             card = card_import.load_card(options["source"])
             outcome = card_import.import_card(
@@ -268,15 +318,14 @@ class Command(BaseCommand):
             self.stdout.write(f"Not mapped: {skipped.id or skipped.name}: {skipped.reason}")
 
     @staticmethod
-    def _uuid(value: str) -> str:
-        try:
-            return str(UUID(value))
-        except ValueError:
-            raise CommandError(f"--lead: {value!r} is not a UUID") from None
+    def _target_agent(reference: str) -> Agent:
+        """`import`'s and `import-card`'s agent: any agent, whose owner the new persona's is."""
+        agents = Agent.objects.select_related("owner")
+        return agent_argument(reference, among=agents, flag="--agent")
 
     def _add(self, options: dict[str, Any]) -> None:
-        owner = self._owner(options["owner"])
-        fields, suggested = self._fields(options)
+        owner = user_argument(options["owner"], flag="--owner")
+        fields, suggested = self._fields(options, owner)
         register = options["register_address"] or suggested
         try:
             with transaction.atomic():
@@ -299,13 +348,7 @@ class Command(BaseCommand):
         change.persona.refresh_from_db()
         self._report(change.persona, change.proposal)
 
-    def _owner(self, username: str) -> Any:
-        try:
-            return get_user_model().objects.get_by_natural_key(username)
-        except get_user_model().DoesNotExist:
-            raise CommandError(f"no user {username!r}; create one first") from None
-
-    def _fields(self, options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    def _fields(self, options: dict[str, Any], owner: Any) -> tuple[dict[str, Any], bool]:
         """The persona's fields, and whether its address is the first-persona suggestion."""
         address, name, persona_class = (
             options["address"],
@@ -348,10 +391,9 @@ class Command(BaseCommand):
             "ask_first_verbs": options["ask_first"],
         }
         if options["lead"]:
-            lead = Persona.objects.filter(uuid=options["lead"]).first()
-            if lead is None:
-                raise CommandError(f"no persona with UUID {options['lead']}")
-            fields["owning_lead"] = lead
+            fields["owning_lead"] = persona_argument(
+                options["lead"], among=personas_owned_by(owner), flag="--lead"
+            )
         return fields, suggested
 
     def _address(self, path: str, owner: Any, register: bool) -> RegisteredAddress:
@@ -369,14 +411,17 @@ class Command(BaseCommand):
         return RegisteredAddress.objects.create(path=path, registered_by=owner)
 
     def _agent(self, owner: Any, options: dict[str, Any], fields: dict[str, Any]) -> Agent:
-        agent = Agent.objects.filter(owner=owner, name=options["agent"]).first()
-        if agent is not None:
-            return agent
-        if not options["create_agent"]:
-            raise CommandError(
-                f"{owner.get_username()} has no agent {options['agent']!r}; "
-                "pass --create-agent to create it"
-            )
+        try:
+            return agent_by_reference(options["agent"], among=agents_owned_by(owner))
+        except UnknownReference:
+            if not options["create_agent"]:
+                raise CommandError(
+                    f"--agent: {owner.get_username()} has no agent {options['agent']!r} (by id "
+                    "or name); pass --create-agent to create it",
+                    returncode=EXIT_USAGE,
+                ) from None
+        except AmbiguousReference as problem:
+            raise CommandError(f"--agent: {problem}", returncode=EXIT_USAGE) from None
         self.stdout.write(f"Created agent {options['agent']!r} granting this persona's scope.")
         return services.agent_create(
             owner=owner,

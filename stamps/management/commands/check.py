@@ -9,7 +9,7 @@ On a terminal it shows how far the stamp verification has got (virgo.progress). 
 only a JSON document on stdout, `{"ok": ..., "issues": [...], "silenced": N}`, each issue with its
 `id`, `level`, `message`, `hint` and `object`, so `virgo check --json | jq` works; the summary
 goes to stderr, and the exit status is non-zero, as without it, when an issue reaches
-`--fail-level`.
+`--fail-level`. A database it cannot reach fails it in one line, status 2, as every command.
 """
 
 import json
@@ -22,6 +22,7 @@ from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.management.base import CommandError, CommandParser
 from django.core.management.commands import check
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from stamps.checks import verifying_every_stamp
 from virgo import progress
@@ -57,6 +58,10 @@ class Command(check.Command):
         )
 
     def handle(self, *app_labels: str, **options: Any) -> None:
+        # VX-OPS-7: the checks below pass on a database they cannot read (a first `migrate`
+        # runs them too), so without this a release's check passed with the database down. The
+        # error ends the command in one line, status 2 (virgo.startup).
+        connections[DEFAULT_DB_ALIAS].ensure_connection()
         self.as_json = options["json"]
         with verifying_every_stamp(), progress.shown_on(sys.stderr):
             super().handle(*app_labels, **options)

@@ -12,10 +12,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from personas.commandline import persona_argument
 from personas.models import Generation, Persona
 from stamps.models import StampNotVerifiable, stamp_file_state
 from stamps.quarantine import is_quarantined, restore, restore_command
-from stamps.selectors import PersonaNotFound, persona_by_reference, stamp_diff, stamp_document
+from stamps.selectors import stamp_diff, stamp_document
 from stamps.services import build_generation_stamp
 from stamps.verification import verify_file
 from virgo import progress
@@ -29,7 +30,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         show = actions.add_parser("show", help="Print a persona's stamp (current generation).")
-        show.add_argument("persona", help="persona UUID, or its name when unambiguous")
+        show.add_argument("persona", help="the persona: its id, uuid or unambiguous name")
         show.add_argument("--generation", type=int, help="another generation number")
         show.add_argument(
             "--json",
@@ -43,10 +44,10 @@ class Command(BaseCommand):
         build = actions.add_parser(
             "build", help="Build the owed stamp of a persona's current generation (or all)."
         )
-        build.add_argument("persona", nargs="?", help="persona UUID or name")
+        build.add_argument("persona", nargs="?", help="the persona: its id, uuid or name")
         build.add_argument("--all", action="store_true", help="every persona with a stamp owed")
         diff = actions.add_parser("diff", help="Tools added, removed and changed between two.")
-        diff.add_argument("persona")
+        diff.add_argument("persona", help="the persona: its id, uuid or name")
         diff.add_argument("old", type=int, help="older generation number")
         diff.add_argument("new", type=int, help="newer generation number")
         restored = actions.add_parser(
@@ -54,7 +55,7 @@ class Command(BaseCommand):
             help="Put the stored stamp back in place of a persona's stamp file (the file found "
             "there is set aside) and lift its quarantine once it verifies.",
         )
-        restored.add_argument("persona", help="persona UUID or name")
+        restored.add_argument("persona", help="the persona: its id, uuid or name")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -74,10 +75,10 @@ class Command(BaseCommand):
                 self._diff(persona, options["old"], options["new"])
 
     def _persona(self, reference: str) -> Persona:
-        try:
-            return persona_by_reference(reference)
-        except PersonaNotFound as exc:
-            raise CommandError(str(exc)) from None
+        # Any persona: the stamps are the installation's, and this is the tool to repair them.
+        return persona_argument(
+            reference, among=Persona.objects.select_related("agent__owner", "address")
+        )
 
     def _generation(self, persona: Persona, number: int) -> Generation:
         generation = persona.generations.select_related("stamp").filter(number=number).first()
