@@ -1080,8 +1080,8 @@ class Bench:
             "(cards/fastpath.py). A 304 therefore costs what a 200 costs: the round trip.",
             "stamps_per_s: the factory on one core, writing the files in batches of "
             f"{STAMP_BATCH} as the fan-out does (every temporary file, one syncfs, every "
-            "link: decision 201); stamps_one_by_one_per_s writes each file alone as a single change "
-            "does (private temporary file, fsync, hard link, a fsync of each directory it "
+            "link: decision 201); stamps_one_by_one_per_s writes each file alone as a single "
+            "change does (private temporary file, fsync, hard link, a fsync of each directory it "
             "creates: 3 to 5 fsyncs per stamp); stamps_cpu_per_s is the same without the write.",
             "Fan-out: a Celery task per batch of VIRGO_RECOMPUTE_BATCH_SIZE personas settles "
             "them and builds their stamps and cards in bulk, writing each batch's stamp files "
