@@ -15,15 +15,19 @@ A file is verified against its generation's stored stamp (the immutable row), ne
 column beside it (stamps.models.stored_stamp_of).
 """
 
+import json
+import os
+from typing import Any
+
 from django.core.checks import CheckMessage, Error
 
 from personas.models import Generation
 from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
-from stamps.problems import Code
+from stamps.problems import Code, Problem
 from stamps.projections import name_the_same_tools, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
-from stamps.validation import schema_problems, semantic_problems
+from stamps.validation import schema_problems, schema_valid, semantic_problems
 from virgo.canonical import MalformedStamp, parse_strict, sha256_hex
 
 MISSING = "virgo.E001"
@@ -36,6 +40,52 @@ _CODE_IDS = {
     Code.PROJECTION_LOSS: "virgo.E005",
     Code.UNREGISTERED_HANDLER: "virgo.E006",
 }
+
+
+# Verdicts kept per run: far more than the distinct tool sets of a fleet, and a few MB at most.
+VERDICTS_KEPT = 4096
+
+
+class Verdicts:
+    """What the rules say of a stamp's class, address, bindings and tools, worked out once for
+    every stamp that shares them.
+
+    Personas made alike carry the same tools, address and bindings; what makes each stamp its own
+    (the persona's id, name and generation, the base composition hash, the authority) is read by
+    neither the semantic validator nor the projections. So `virgo check`, which verifies every
+    active stamp, asks the rules once per distinct set. They are asked about those parts alone:
+    a rule that came to read another part would find it missing and say so of every stamp, not
+    be served a verdict about another persona. One Verdicts serves one run: the registry and the
+    verb catalogue the rules read are the code's, fixed while it runs. Bounded (VERDICTS_KEPT):
+    a fleet of all-different stamps keeps constant memory.
+    """
+
+    def __init__(self, *, registry: HandlerRegistry = HANDLERS) -> None:
+        self.registry = registry
+        self._seen: dict[str, tuple[list[Problem], bool]] = {}
+
+    def of(self, document: dict[str, Any]) -> tuple[list[Problem], bool]:
+        """(semantic problems, whether the three projections name the same tools) of a document
+        that passed the schema."""
+        parts = {
+            "persona": {"class": document["persona"]["class"]},
+            "hierarchy": document["hierarchy"],
+            "bindings": document["bindings"],
+            "tools": document["tools"],
+        }
+        # Equal text is equal parts (JSON text says each value one way). Key order is the
+        # file's: the same for files written alike, and a file written otherwise only misses.
+        key = json.dumps(parts)
+        verdict = self._seen.get(key)
+        if verdict is None:
+            verdict = (
+                semantic_problems(parts, registry=self.registry),
+                name_the_same_tools(projections_of(parts)),
+            )
+            if len(self._seen) >= VERDICTS_KEPT:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = verdict
+        return verdict
 
 
 def who(generation: Generation) -> str:
@@ -59,23 +109,83 @@ def file_is_intact(generation: Generation) -> bool:
     return not mode & ~FILE_MODE and sha256_hex(data) == stored.stamp_hash == generation.stamp_hash
 
 
+def file_verifies(
+    *,
+    persona_uuid: object,
+    number: int,
+    stamp_hash: str,
+    stored: tuple[object, int, str] | None,
+    verdicts: Verdicts,
+) -> bool:
+    """Whether the stamp file verifies in full with nothing to say: exactly when
+    stamp_file_messages finds nothing, asked of plain column values (the generation's persona
+    uuid, number and recorded hash; its stored stamp's persona uuid, generation number and hash).
+
+    `virgo check` asks this of every file, so most cost no model objects; stamp_file_messages
+    asks it first too, so a file this passes is one the full verification passes.
+    """
+    if stored is None:
+        return False
+    stored_uuid, stored_number, stored_hash = stored
+    if (str(stored_uuid), stored_number) != (str(persona_uuid), number):
+        return False
+    if stamp_hash != stored_hash:
+        return False
+    try:
+        with open(stamp_path(persona_uuid, number), "rb") as file:
+            data = file.read()
+            mode = os.fstat(file.fileno()).st_mode & 0o777
+    except OSError:
+        return False
+    if mode & ~FILE_MODE or sha256_hex(data) != stored_hash:
+        return False
+    try:
+        document = parse_strict(data)
+    except MalformedStamp:
+        return False
+    if not schema_valid(document):
+        return False
+    problems, same_tools = verdicts.of(document)
+    return not problems and same_tools
+
+
 def stamp_file_messages(
-    generation: Generation, *, registry: HandlerRegistry = HANDLERS
+    generation: Generation,
+    *,
+    registry: HandlerRegistry = HANDLERS,
+    verdicts: Verdicts | None = None,
 ) -> list[CheckMessage]:
-    """Everything wrong with the generation's stamp file, each naming the persona and the file."""
+    """Everything wrong with the generation's stamp file, each naming the persona and the file.
+
+    `verdicts` (with its own registry) lets a caller verifying many files share the rules'
+    verdicts between them (`virgo check`); without it they are worked out for this file alone.
+    """
     persona = generation.persona
+    stored: CapabilityStamp | None = getattr(generation, "stamp", None)
+    verdicts = verdicts or Verdicts(registry=registry)
+    if file_verifies(
+        persona_uuid=persona.uuid,
+        number=generation.number,
+        stamp_hash=generation.stamp_hash,
+        stored=None
+        if stored is None
+        else (stored.persona_uuid, stored.generation_number, stored.stamp_hash),
+        verdicts=verdicts,
+    ):
+        return []
     label = who(generation)
     messages: list[CheckMessage] = []
     path = stamp_path(persona.uuid, generation.number)
-    stored: CapabilityStamp | None = getattr(generation, "stamp", None)
     try:
         stored_stamp_of(generation)
     except StampNotVerifiable as exc:
         code = "virgo.E008" if stored is None else "virgo.E010"
         messages.append(Error(f"{label}: {exc}", obj=persona, id=code))
     try:
-        data = path.read_bytes()
-        mode = path.stat().st_mode & 0o777
+        # One open: the mode is read from the file just read, not looked up again by path.
+        with open(path, "rb") as file:
+            data = file.read()
+            mode = os.fstat(file.fileno()).st_mode & 0o777
     except FileNotFoundError:
         return [*messages, Error(f"{label}: stamp file {path} is missing", obj=persona, id=MISSING)]
     except OSError as exc:
@@ -121,7 +231,8 @@ def stamp_file_messages(
             Error(f"{label}: stamp file {path}: {p.message}", obj=persona, id="virgo.E003")
             for p in problems
         ]
-    for problem in semantic_problems(document, registry=registry):
+    problems, same_tools = verdicts.of(document)
+    for problem in problems:
         messages.append(
             Error(
                 f"{label}: {problem.message}",
@@ -129,7 +240,7 @@ def stamp_file_messages(
                 id=_CODE_IDS.get(problem.code, "virgo.E007"),
             )
         )
-    if not name_the_same_tools(projections_of(document)):
+    if not same_tools:
         messages.append(
             Error(
                 f"{label}: the MCP tool list, handler table and launcher allowlist do not name "

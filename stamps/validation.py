@@ -57,9 +57,14 @@ def compile_schema(version: int = 3) -> None:
     _validator(version)
 
 
+def schema_valid(document: object, version: int = 3) -> bool:
+    """Whether the document passes the schema: schema_problems' first question, alone."""
+    return bool(_fast(version).is_valid(document))
+
+
 def schema_problems(document: object, version: int = 3) -> list[Problem]:
     """Every JSON Schema violation, each naming the JSON path it is at."""
-    if _fast(version).is_valid(document):
+    if schema_valid(document, version):
         return []
     problems = []
     for error in sorted(_validator(version).iter_errors(document), key=lambda e: list(e.path)):
