@@ -22,21 +22,27 @@ repaired or quarantined as the sweep would (stamps.quarantine). Its messages:
 """
 
 import logging
+import multiprocessing
+import multiprocessing.util
 import sys
+from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
+from multiprocessing.pool import AsyncResult, Pool
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.management.base import SystemCheckError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection, connections
 from django.db.models import F
 from jsonschema.exceptions import SchemaError
 
 from personas.catalogue import VERBS
 from personas.models import Generation, Persona
-from stamps.integrity import stamp_file_messages, who
+from stamps.integrity import Verdicts, file_verifies, stamp_file_messages, who
 from stamps.quarantine import (
     FoundBy,
     is_quarantined,
@@ -51,8 +57,8 @@ from virgo import progress
 logger = logging.getLogger(__name__)
 
 TAG = "virgo"
-# How many generations `virgo check` holds in memory at once.
-_BATCH = 2000
+# Generations per batch of `virgo check`: one query reads a batch, one process verifies it.
+_BATCH = 500
 # Start-up counts owed stamps and quarantined personas only this far: a count of every owed row
 # grows with the backlog (0.1 s with 100k owed), and start-up must not (VX-OPS-5).
 START_COUNT_CAP = 1000
@@ -155,42 +161,191 @@ def _owed(count: int, *, capped: bool = False) -> list[CheckMessage]:
     ]
 
 
-def active_stamp_messages(*, registry: HandlerRegistry = HANDLERS) -> list[CheckMessage]:
+def active_stamp_messages(
+    *, registry: HandlerRegistry = HANDLERS, processes: int | None = None
+) -> list[CheckMessage]:
     """`virgo check`: every current generation verified; a broken standing one is repaired or
-    quarantined on the spot (stamps.quarantine), and every quarantine still open is an error."""
-    current = (
-        Generation.objects.filter(number=F("persona__generation"))
-        .select_related("persona", "stamp")
-        .defer("composition", "stamp__body")
-        .order_by("pk")
-    )
+    quarantined on the spot (stamps.quarantine), and every quarantine still open is an error.
+
+    Batches are verified in `processes` worker processes (VIRGO_CHECK_PROCESSES, the cores by
+    default) where that can work (`_parallel`), else here; either way the messages are the same,
+    in the same order, and no more than a few batches are held at once."""
+    processes = processes or settings.VIRGO_CHECK_PROCESSES
+    current = _current_generations()
     messages: list[CheckMessage] = []
     owed = 0
     try:
-        batches = progress.track(
-            _batches(current), "active stamps verified", total=current.count, steps=len
-        )
-        for batch in batches:
-            for generation in batch:
-                if generation.standing is None:
-                    owed += 1
-                else:
-                    messages += generation_messages(generation, registry=registry)
+        with ExitStack() as workers:
+            ranges = _pk_ranges(current)
+            if _parallel(processes):
+                # Forked before the progress bar starts a thread: a fork copies no thread.
+                pool = workers.enter_context(_worker_pool(processes, registry=registry))
+                done = _verified_in_order(pool, ranges, in_flight=2 * processes)
+            else:
+                verdicts = Verdicts(registry=registry)
+                done = (verify_range(bounds, verdicts=verdicts) for bounds in ranges)
+            tracked = progress.track(
+                done, "active stamps verified", total=current.count, steps=lambda v: v.examined
+            )
+            for verified in tracked:
+                owed += verified.owed
+                messages += verified.messages
     except DatabaseError:
         return []
     return _owed(owed) + messages
 
 
-def _batches(generations: Any) -> Iterator[list[Generation]]:
-    """`generations` (ordered by pk) in batches, each read when the one before is done."""
+def _current_generations() -> Any:
+    """Every persona's current generation, with what verifying its file reads and no more."""
+    return (
+        Generation.objects.filter(number=F("persona__generation"))
+        .select_related("persona", "stamp")
+        # Everything else is read only for a finding (a deferred field loads when asked for).
+        .only(
+            "persona_id",
+            "number",
+            "standing",
+            "not_standing_reasons",
+            "stamp_hash",
+            "revoked_at",
+            "persona__uuid",
+            "persona__name",
+            "stamp__persona_uuid",
+            "stamp__generation_number",
+            "stamp__stamp_hash",
+        )
+        .order_by("pk")
+    )
+
+
+def _pk_ranges(generations: Any) -> Iterator[tuple[int, int]]:
+    """(first pk, last pk) of each batch of `generations` (ordered by pk), each read when the one
+    before has been handed out: ids only, so the batches are cut here and read where verified."""
     last_id = 0
-    while batch := list(generations.filter(pk__gt=last_id)[:_BATCH]):
-        yield batch
-        last_id = batch[-1].pk
+    while ids := list(generations.filter(pk__gt=last_id).values_list("pk", flat=True)[:_BATCH]):
+        yield ids[0], ids[-1]
+        last_id = ids[-1]
+
+
+@dataclass
+class Verified:
+    """What verifying one batch found: how many were looked at and owed, and what was said."""
+
+    examined: int
+    owed: int
+    messages: list[CheckMessage]
+
+
+def verify_range(bounds: tuple[int, int], *, verdicts: Verdicts) -> Verified:
+    """Verify the current generations with pks in `bounds` (inclusive), repairing or quarantining
+    what fails (stamps.quarantine: each claim is atomic, so any process may make it).
+
+    Read as column values first: a standing generation whose file verifies with nothing to say
+    (file_verifies, most of them) costs no model objects. The rest, read again as generations,
+    are said of as generation_messages says, in pk order as ever."""
+    first, last = bounds
+    rows = (
+        _current_generations()
+        .filter(pk__gte=first, pk__lte=last)
+        .values_list(
+            "pk",
+            "standing",
+            "number",
+            "stamp_hash",
+            "persona__uuid",
+            "stamp__persona_uuid",
+            "stamp__generation_number",
+            "stamp__stamp_hash",
+        )
+    )
+    verified = Verified(examined=0, owed=0, messages=[])
+    unsure: list[int] = []
+    for pk, standing, number, stamp_hash, uuid, stored_uuid, stored_number, stored_hash in rows:
+        verified.examined += 1
+        if standing is None:
+            verified.owed += 1
+        elif not (
+            standing
+            and file_verifies(
+                persona_uuid=uuid,
+                number=number,
+                stamp_hash=stamp_hash,
+                stored=None if stored_hash is None else (stored_uuid, stored_number, stored_hash),
+                verdicts=verdicts,
+            )
+        ):
+            unsure.append(pk)
+    if unsure:
+        for generation in _current_generations().filter(pk__in=unsure):
+            verified.messages += generation_messages(generation, verdicts=verdicts)
+    return verified
+
+
+def _parallel(processes: int) -> bool:
+    """Whether worker processes can verify: each reads and writes through its own connection.
+
+    Not on SQLite (the embedded default: one machine, a small fleet, and one writer at a time
+    whatever the processes), and not inside a transaction, whose rows no other connection sees
+    (a test's, or a caller's): there the batches are verified in it, here.
+    """
+    return processes > 1 and connection.vendor != "sqlite" and not connection.in_atomic_block
+
+
+# The worker's verdicts, made once when it starts (_worker_started) and kept for every batch.
+_worker_verdicts: Verdicts | None = None
+
+
+def _worker_started(registry: HandlerRegistry) -> None:
+    global _worker_verdicts
+    _worker_verdicts = Verdicts(registry=registry)
+    # Said goodbye to the database when the pool ends it (close, join), not left to time out.
+    multiprocessing.util.Finalize(None, connections.close_all, exitpriority=10)
+
+
+def _verify_in_worker(bounds: tuple[int, int]) -> Verified:
+    assert _worker_verdicts is not None, "set by _worker_started"
+    return verify_range(bounds, verdicts=_worker_verdicts)
+
+
+@contextmanager
+def _worker_pool(processes: int, *, registry: HandlerRegistry) -> Iterator[Pool]:
+    """`processes` forked workers, each verifying with its own connection and verdicts.
+
+    Forked: a worker starts with this process's settings, apps and registry at once. Every
+    connection is closed first, because a child would share its socket; the pool forks all its
+    workers when it is made. Ended by closing and joining (each says goodbye to the database),
+    or at once if the check itself fails.
+    """
+    connections.close_all()
+    pool = multiprocessing.get_context("fork").Pool(
+        processes, initializer=_worker_started, initargs=(registry,)
+    )
+    try:
+        yield pool
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _verified_in_order(
+    pool: Pool, ranges: Iterator[tuple[int, int]], *, in_flight: int
+) -> Iterator[Verified]:
+    """Each range verified by the pool, yielded in order; no more than `in_flight` handed out
+    and not yet taken back, so memory stays flat however many stamps there are."""
+    pending: deque[AsyncResult[Verified]] = deque()
+    for bounds in ranges:
+        pending.append(pool.apply_async(_verify_in_worker, (bounds,)))
+        if len(pending) >= in_flight:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
 
 
 def generation_messages(
-    generation: Generation, *, registry: HandlerRegistry = HANDLERS
+    generation: Generation, *, verdicts: Verdicts | None = None
 ) -> list[CheckMessage]:
     """What `virgo check` says of one current generation whose stamp is not owed."""
     if generation.standing is False:
@@ -204,7 +359,7 @@ def generation_messages(
                 id="virgo.W002",
             )
         ]
-    found = stamp_file_messages(generation, registry=registry)
+    found = stamp_file_messages(generation, verdicts=verdicts)
     return settle(generation, found, found_by=FoundBy.CHECK)
 
 

@@ -2,6 +2,7 @@
 them (the release step); start-up itself checks only what every stamp depends on (VX-OPS-5)."""
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from django.core.management.base import SystemCheckError
 
 from personas.catalogue import VERBS
 from personas.models import AuditEvent, Generation, Persona
+from stamps import checks, integrity
 from stamps.checks import active_stamp_messages, check_worker_start, start_checks
 from stamps.models import CapabilityStamp
 from stamps.registry import HandlerRegistry
@@ -235,3 +237,53 @@ def test_the_web_server_starts_with_a_broken_stamp(
     run_start_checks()
     persona.refresh_from_db()
     assert persona.standing is True  # nothing read it: the sweep or a load will
+
+
+def test_personas_made_alike_share_the_rules_verdict_but_each_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """V1-FAC-7, V1-BOOT-1: the rules are asked once per distinct set of tools, class, address
+    and bindings (stamps.integrity.Verdicts), and what they find is said of every persona that
+    carries it, each by name."""
+    agent = make_agent(make_owner())
+    alike = [make_persona(agent, name=name) for name in ("Alike 1", "Alike 2")]
+    other = make_persona(agent, name="Other", queues=["triage"])
+    asked = []
+    semantic_problems = integrity.semantic_problems
+
+    def counted(document: dict[str, Any], **kwargs: Any) -> Any:
+        asked.append(document)
+        return semantic_problems(document, **kwargs)
+
+    monkeypatch.setattr(integrity, "semantic_problems", counted)
+    registry = HandlerRegistry(
+        verb.handler_action for verb in VERBS if verb.handler_action != "todos.complete"
+    )
+    found = by_id(active_stamp_messages(registry=registry))
+    assert len(asked) == 2
+    assert found == {
+        "virgo.E006": [
+            f"persona {persona.name!r} ({persona.uuid}) generation 1: tool complete: handler "
+            "action 'todos.complete' has no registered handler"
+            for persona in [*alike, other]
+        ]
+    }
+
+
+def test_in_a_transaction_or_on_sqlite_it_verifies_in_this_process(
+    persona: Persona, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #27 (no checklist id): asked for four processes, the check verifies here when other
+    connections could not see the rows (this test's transaction) or share the writes (SQLite),
+    and finds what it always finds."""
+    pids = []
+    verify_range = checks.verify_range
+
+    def noted(bounds: tuple[int, int], **kwargs: Any) -> Any:
+        pids.append(os.getpid())
+        return verify_range(bounds, **kwargs)
+
+    monkeypatch.setattr(checks, "verify_range", noted)
+    stamp_of(persona).path.chmod(0o644)
+    assert list(by_id(active_stamp_messages(processes=4))) == ["virgo.W004"]
+    assert set(pids) == {os.getpid()}

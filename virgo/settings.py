@@ -295,6 +295,8 @@ VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)
 VIRGO_DIRECTORY_PAGE_SIZE = env_int("VIRGO_DIRECTORY_PAGE_SIZE", 50)
 VIRGO_DIRECTORY_MAX_PAGE_SIZE = env_int("VIRGO_DIRECTORY_MAX_PAGE_SIZE", 100)
 VIRGO_RECOMPUTE_BATCH_SIZE = env_int("VIRGO_RECOMPUTE_BATCH_SIZE", 500)
+# Processes `virgo check` verifies the stamp files in (stamps.checks): the cores it may use.
+VIRGO_CHECK_PROCESSES = env_int("VIRGO_CHECK_PROCESSES", os.process_cpu_count() or 1)
 # Names of further environment variables `virgo launch` passes to the agent (its own API key...);
 # the agent gets no other variable of the launcher's environment (runtime.launcher).
 VIRGO_LAUNCH_PASS_ENV = env_list("VIRGO_LAUNCH_PASS_ENV")
