@@ -26,28 +26,71 @@ def generations_visible_to(user: Any, persona: Persona) -> QuerySet[Generation]:
     return persona.generations.select_related("stamp").order_by("-number")
 
 
+# Standing stamps standing_handler_tables reads at once, and distinct tool lists it keeps parsed.
+_TABLES_BATCH = 500
+_TABLES_KEPT = 4096
+# In the stored bytes (RFC 8785, keys sorted), the last member: the tools, up to the closing brace.
+_TOOLS_MEMBER = b',"tools":'
+
+
 def standing_handler_tables() -> Iterator[tuple[Persona, dict[str, HandlerRule]]]:
     """Each standing persona's handler table, from its current generation's stored stamp.
 
-    For the boot checks of the apps that serve those handlers. Nothing before the tables are
-    migrated; a stamp that does not parse is left to the stamp checks, which report it.
+    For the boot checks of the apps that serve those handlers (`virgo check`). Nothing before
+    the tables are migrated; a stamp that does not parse is left to the stamp checks, which
+    report it. Read in batches, so memory does not grow with the fleet; and a table is a
+    function of the tools alone, which personas made alike share, so each distinct tool list is
+    parsed once (`_tools_table`) rather than every stamp in full.
     """
-    try:
-        generations = list(
-            Generation.objects.filter(number=F("persona__generation"), standing=True)
-            .select_related("persona", "stamp")
-            .order_by("persona_id")
+    standing = (
+        Generation.objects.filter(
+            number=F("persona__generation"), standing=True, stamp__isnull=False
         )
-    except DatabaseError:
-        return
-    for generation in generations:
-        stored = getattr(generation, "stamp", None)
-        if stored is None:
-            continue
+        .select_related("persona", "stamp")
+        .only("persona", "persona__uuid", "persona__name", "stamp__body")
+        .order_by("persona_id")
+    )
+    tables: dict[bytes, dict[str, HandlerRule] | None] = {}
+    last_persona = 0
+    while True:
         try:
-            yield generation.persona, handler_table(stored.data)
-        except MalformedStamp:
-            continue
+            batch = list(standing.filter(persona_id__gt=last_persona)[:_TABLES_BATCH])
+        except DatabaseError:
+            return
+        if not batch:
+            return
+        for generation in batch:
+            table = _tools_table(generation.stamp.data, tables)
+            if table is not None:
+                yield generation.persona, table
+        last_persona = batch[-1].persona_id
+
+
+def _tools_table(
+    data: bytes, tables: dict[bytes, dict[str, HandlerRule] | None]
+) -> dict[str, HandlerRule] | None:
+    """The handler table of stored stamp bytes, None if they do not parse.
+
+    Stored bytes are the factory's canonical encoding, whose last member is the tools array: that
+    text is the key, and it is read strictly (parse_strict, as a document of the tools alone)
+    once. Bytes laid out otherwise (a row edited behind every guard) are read whole, as before.
+    """
+    start = data.rfind(_TOOLS_MEMBER)
+    if start < 0 or not data.endswith(b"]}"):
+        return _whole_table(data)
+    tools = data[start + len(_TOOLS_MEMBER) : -1]
+    if tools not in tables:
+        if len(tables) >= _TABLES_KEPT:
+            del tables[next(iter(tables))]
+        tables[tools] = _whole_table(b'{"tools":' + tools + b"}")
+    return tables[tools]
+
+
+def _whole_table(data: bytes) -> dict[str, HandlerRule] | None:
+    try:
+        return handler_table(data)
+    except MalformedStamp:
+        return None
 
 
 def stamp_document(stamp: CapabilityStamp) -> dict[str, Any]:

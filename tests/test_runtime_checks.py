@@ -4,10 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from personas.models import Persona
 from runtime.checks import check_bound_handlers
 from runtime.tools.binding import IMPLEMENTATIONS
+from stamps import selectors
 from stamps.checks import verifying_every_stamp
 from stamps.registry import HANDLERS
+from tests.factories import make_agent, make_owner, make_persona
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -50,3 +53,28 @@ def test_at_start_unbound_actions_are_one_warning_naming_no_persona(monkeypatch)
     [message] = check_bound_handlers()
     assert (message.id, message.obj) == ("runtime.W002", None)
     assert message.msg.endswith("refused when called: identity.list_peers")
+
+
+def test_every_standing_persona_is_named_in_batches_each_tool_list_parsed_once(
+    monkeypatch,
+) -> None:
+    """V1-FAC-7: read a batch at a time, in persona order, every standing persona's table comes
+    back; personas made alike share one parse of their tools (stamps.selectors)."""
+    agent = make_agent(make_owner())
+    made = [make_persona(agent, name=f"Alike {n}") for n in range(3)]
+    other = make_persona(agent, name="Other", queues=["triage"])
+    parsed = []
+    handler_table = selectors.handler_table
+
+    def counted(data: bytes):
+        parsed.append(data)
+        return handler_table(data)
+
+    monkeypatch.setattr(selectors, "_TABLES_BATCH", 1)
+    monkeypatch.setattr(selectors, "handler_table", counted)
+    tables = list(selectors.standing_handler_tables())
+    standing = list(Persona.objects.filter(standing=True).order_by("pk"))
+    assert [persona for persona, _ in tables] == standing
+    assert {*made, other} <= set(standing)
+    assert len(parsed) == 2
+    assert tables[0][1] == handler_table(made[0].generations.get().stamp.data)
