@@ -24,7 +24,7 @@ from cards.models import PublishedCard
 from cards.publishing import card_etag, publish_card
 from cards.signing import sign_document
 from cards.tombstones import tombstone_bytes, tombstone_document
-from personas.models import Generation, Persona
+from personas.models import Persona, PurgedPersona, Tombstone
 
 READ_METHODS = fastpath.READ_METHODS
 RATE_LIMIT_GROUP = "virgo.agent-card"
@@ -98,40 +98,31 @@ def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
     signed_in = request.user.is_authenticated
     is_owner = persona is not None and signed_in and persona.agent.owner_id == request.user.pk
     if persona is not None and persona.standing is False and (persona.discoverable or is_owner):
-        tombstone = _tombstone(persona)
+        tombstone = persona.tombstone()
         if tombstone is not None:
-            return tombstone
-    if persona is None or not is_owner:
+            return _gone(persona.uuid, tombstone)
+    if persona is None:
+        purged = PurgedPersona.objects.filter(uuid=persona_id, listed=True).first()
+        return not_found() if purged is None else _gone(purged.uuid, purged.tombstone)
+    if not is_owner:
         return not_found()
     # The owner previewing an unlisted persona: never kept by shared caches, and always
     # revalidated so an edit shows on the next load.
     return _card_response(request, _current_card(persona), "private, no-cache")
 
 
-def _tombstone(persona: Persona) -> HttpResponse | None:
+def _gone(persona_id: uuid.UUID, tombstone: Tombstone) -> HttpResponse:
     """410 Gone with the tombstone of a revoked persona or current generation (VX-TRUST-5).
 
     Public when the persona was listed (peers may hold its card), else for its owner only: an
-    unlisted id answers 404 to everyone else, revoked or not.
+    unlisted id answers 404 to everyone else, revoked or not. A purged persona's tombstone
+    (personas.models.PurgedPersona) is answered as its persona's was, while it was listed.
     """
-    if persona.revoked_at is not None:
-        revoked_at, reason, generation = persona.revoked_at, persona.revocation_reason, None
-    else:
-        current = (
-            Generation.objects.filter(
-                persona_id=persona.pk, number=persona.generation, revoked_at__isnull=False
-            )
-            .values_list("revoked_at", "revocation_reason")
-            .first()
-        )
-        if current is None:
-            return None
-        (revoked_at, reason), generation = current, persona.generation
     document = tombstone_document(
-        persona_id=str(persona.uuid),
-        revoked_at=revoked_at,
-        reason_code=reason,
-        generation=generation,
+        persona_id=str(persona_id),
+        revoked_at=tombstone.revoked_at,
+        reason_code=tombstone.reason,
+        generation=tombstone.generation,
     )
     # Signed per answer (a tombstone is rare, and signed by whatever key signs cards now, so a
     # rotation or a key revocation needs nothing re-signed); the document is the same each time.

@@ -48,7 +48,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     ),
     # The rest of the card view is the ordinary card response (tests/test_card_endpoint.py);
     # these answer for a revoked persona or generation.
-    "cards/views.py": ("_tombstone",),
+    "cards/views.py": ("_gone",),
 }
 
 _RESULT_LINE = re.compile(r"^\s+(\S+): (.+)$")

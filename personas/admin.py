@@ -153,8 +153,16 @@ class OwnedAdmin(ServiceAdmin):
         """Deleting what one owns deletes what hangs on it (the service's cascade): only the
         ownership of the selected objects is checked, not model permissions on the cascade."""
         deleted, counts, _, protected = super().get_deleted_objects(objs, request)
-        foreign = any(not selectors.owns(request.user, obj) for obj in objs)
-        return deleted, counts, {str(self.opts.verbose_name)} if foreign else set(), protected
+        refused = set()
+        if any(not selectors.owns(request.user, obj) for obj in objs):
+            refused.add(str(self.opts.verbose_name))
+        if not request.user.is_superuser and any(self.revoked_personas(obj) for obj in objs):
+            refused.add("revoked personas (each keeps its tombstone: only a superuser may purge)")
+        return deleted, counts, refused, protected
+
+    def revoked_personas(self, obj: Any) -> list[Persona]:
+        """The revoked personas deleting `obj` would delete (VX-TRUST-5): none by default."""
+        return []
 
 
 # Agents -----------------------------------------------------------------------------------------
@@ -175,6 +183,9 @@ class AgentAdmin(OwnedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return selectors.agents_visible_to(request.user).annotate(persona_total=Count("personas"))
+
+    def revoked_personas(self, obj: Agent) -> list[Persona]:
+        return [persona for persona in obj.personas.all() if persona.tombstone() is not None]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.fieldsets if obj else self.fieldsets[:2]
@@ -344,6 +355,9 @@ class PersonaAdmin(OwnedAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Persona) -> None:
         services.persona_delete(persona=obj, actor=request.user)
+
+    def revoked_personas(self, obj: Persona) -> list[Persona]:
+        return [obj] if obj.tombstone() is not None else []
 
     # A change that widens the grant: save -> review -> confirm --------------------------------
 

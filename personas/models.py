@@ -6,7 +6,8 @@ Writes go through personas.services; these models hold data and small read-only 
 import secrets
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import models
@@ -412,6 +413,71 @@ class Persona(models.Model):
         """The whole persona is revoked (a revoked generation alone is its generation's)."""
         return self.revoked_at is not None
 
+    def tombstone(self) -> "Tombstone | None":
+        """What its card's tombstone says (VX-TRUST-5): the persona's revocation, or its current
+        generation's; None while neither is revoked."""
+        if self.revoked_at is not None:
+            return Tombstone(self.revoked_at, self.revocation_reason, None)
+        current = (
+            Generation.objects.filter(
+                persona_id=self.pk, number=self.generation, revoked_at__isnull=False
+            )
+            .values_list("revoked_at", "revocation_reason")
+            .first()
+        )
+        if current is None:
+            return None
+        return Tombstone(current[0], current[1], self.generation)
+
+
+class Tombstone(NamedTuple):
+    """A revocation as a tombstone tells it: when, why (the code), and which generation, or
+    None when the whole persona was revoked."""
+
+    revoked_at: datetime
+    reason: str
+    generation: int | None
+
+
+class PurgedPersona(models.Model):
+    """A revoked persona a superuser purged: its tombstone stays (VX-TRUST-5).
+
+    Whoever holds the card of a revoked persona must go on learning that it was revoked, whatever
+    becomes of the records, so a purge keeps exactly what the tombstone says, and nothing else:
+    no name, no prompt, no tool. Nothing but a purge writes it (personas.services.persona_purge),
+    and the purge is in the audit trail.
+    """
+
+    uuid = models.UUIDField(unique=True, editable=False)
+    revoked_at = models.DateTimeField(editable=False)
+    revocation_reason = models.CharField(
+        max_length=32, choices=RevocationReason.choices, editable=False
+    )
+    generation = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The revoked generation, when only it was; empty when the persona was.",
+    )
+    listed = models.BooleanField(
+        editable=False,
+        help_text="Whether its card was public: only then does the tombstone answer everyone.",
+    )
+    purged_at = models.DateTimeField(auto_now_add=True)
+    purged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-purged_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"purged persona {self.uuid}"
+
+    @property
+    def tombstone(self) -> Tombstone:
+        return Tombstone(self.revoked_at, self.revocation_reason, self.generation)
+
 
 class GenerationFrozen(Exception):
     """A generation's identity and composition never change; its stamp and composition hashes
@@ -568,6 +634,7 @@ class AuditEvent(models.Model):
         ORGANIZATION_APPROVED = "organization-approved", "Organization domain approved"
         ORGANIZATION_LAPSED = "organization-lapsed", "Organization domain proof lapsed"
         ORGANIZATION_SHARED = "organization-shared", "Organization domain shared"
+        PURGED = "purged", "Revoked persona purged (its tombstone kept)"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(

@@ -58,7 +58,12 @@ from personas.services.personas import (
     persona_update,
 )
 from personas.services.proposals import proposal_approve, proposal_reject
-from personas.services.revocation import REVOCATION_REASON_LIMIT, Revocation, persona_revoke
+from personas.services.revocation import (
+    REVOCATION_REASON_LIMIT,
+    Revocation,
+    persona_purge,
+    persona_revoke,
+)
 from personas.services.skills import skill_delete, skill_save
 from personas.services.validation import User, validate_grant, validate_scope
 
@@ -98,6 +103,7 @@ __all__ = [
     "persona_create",
     "persona_delete",
     "persona_draft",
+    "persona_purge",
     "persona_revoke",
     "persona_set_discoverable",
     "persona_submit",

@@ -7,12 +7,13 @@ and an audit event (_narrow_personas); widening it changes no persona.
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from personas.models import Agent, AuditEvent
 from personas.services.derivation import current_skill_map
 from personas.services.generations import _queue_settle, _settle_generation, _supersede_proposals
+from personas.services.revocation import KEPT_TOMBSTONE, keep_tombstone
 from personas.services.validation import User, _require_owner, validate_grant
 
 
@@ -91,5 +92,15 @@ def _narrow_personas(agent: Agent, actor: User) -> None:
 
 @transaction.atomic
 def agent_delete(*, agent: Agent, actor: User) -> None:
+    """Delete an agent and its personas. While one of them is revoked only a superuser may, as
+    a purge that keeps its tombstone (personas.services.persona_purge)."""
     _require_owner(actor, agent)
+    revoked = [persona for persona in agent.personas.all() if persona.tombstone() is not None]
+    if revoked and not getattr(actor, "is_superuser", False):
+        names = ", ".join(repr(persona.name) for persona in revoked)
+        raise PermissionDenied(
+            f"agent {agent.name!r} has revoked personas ({names}): {KEPT_TOMBSTONE}"
+        )
+    for persona in revoked:
+        keep_tombstone(persona, actor=actor)
     agent.delete()

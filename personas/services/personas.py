@@ -24,7 +24,7 @@ from personas.services.generations import (
     _supersede_proposals,
     grant_diff,
 )
-from personas.services.revocation import _revoked_message
+from personas.services.revocation import _revoked_message, persona_purge
 from personas.services.validation import User, _require_owner, _validate_persona
 from virgo.canonical import sha256_hex
 
@@ -283,5 +283,9 @@ def _loaded_changes(proposal: GrantProposal) -> dict[str, Any]:
 
 @transaction.atomic
 def persona_delete(*, persona: Persona, actor: User) -> None:
+    """Delete a persona; a revoked one only as a superuser's purge, which keeps its tombstone."""
+    if persona.tombstone() is not None:
+        persona_purge(persona=persona, actor=actor)
+        return
     _require_owner(actor, persona.agent)
     persona.delete()

@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from personas.models import AuditEvent, Generation, Persona, RevocationReason
+from personas.models import AuditEvent, Generation, Persona, PurgedPersona, RevocationReason
 from personas.services.validation import User
 from personas.signals import persona_revoked, personas_written
 from virgo.bulk import update_each
@@ -127,3 +127,61 @@ def _revoked_message(persona: Persona) -> str:
         f"persona {persona.uuid} was revoked at {persona.revoked_at.isoformat()} "
         f"({persona.revocation_reason}); a revoked persona never changes again: create a new one"
     )
+
+
+KEPT_TOMBSTONE = (
+    "it is revoked, and its tombstone answers whoever holds its card, so its owner cannot delete "
+    "it; a superuser may purge it, which keeps the tombstone"
+)
+
+
+@transaction.atomic
+def persona_purge(*, persona: Persona, actor: User) -> None:
+    """Delete a revoked persona (or one whose current generation is revoked), keeping what its
+    tombstone says and recording who purged it (VX-TRUST-5). Only a superuser may: its owner
+    may revoke it, never unsay the revocation."""
+    if not (actor.is_authenticated and getattr(actor, "is_superuser", False)):
+        raise PermissionDenied(f"persona {persona.name!r}: {KEPT_TOMBSTONE}")
+    persona = (
+        Persona.objects.select_for_update(of=("self",)).select_related("agent").get(pk=persona.pk)
+    )
+    keep_tombstone(persona, actor=actor)
+    persona.delete()
+
+
+def keep_tombstone(persona: Persona, *, actor: User | None, via: str = "purge") -> None:
+    """Before a revoked persona's row goes, keep what its tombstone says (PurgedPersona) and
+    say so in the audit trail; nothing for a persona that is not revoked, or kept already.
+
+    Also connected to pre_delete (personas.apps), so no way of deleting the row, a cascade
+    from its agent or owner included, takes the tombstone with it. The event names the persona
+    and its agent in its data only: both rows may be going in the same deletion.
+    """
+    tombstone = persona.tombstone()
+    if tombstone is None or PurgedPersona.objects.filter(uuid=persona.uuid).exists():
+        return
+    PurgedPersona.objects.create(
+        uuid=persona.uuid,
+        revoked_at=tombstone.revoked_at,
+        revocation_reason=tombstone.reason,
+        generation=tombstone.generation,
+        listed=persona.discoverable,
+        purged_by=actor,
+    )
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.PURGED,
+        actor=actor,
+        data={
+            "persona": str(persona.uuid),
+            "name": persona.name,
+            "agent": persona.agent_id,
+            "via": via,
+            "revoked_at": tombstone.revoked_at.isoformat(),
+            "reason_code": tombstone.reason,
+            "generation": tombstone.generation,
+        },
+    )
+
+
+def tombstone_kept_on_delete(sender: type[Persona], instance: Persona, **kwargs: Any) -> None:
+    keep_tombstone(instance, actor=None, via="deletion")
