@@ -91,7 +91,14 @@ def start(home: Path, log: Path, *, through_make: bool) -> subprocess.Popen[byte
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # As a terminal starts it: a suite run under nohup would hand down SIGHUP ignored,
+            # which a shell cannot trap, and the hangup this test sends would never arrive.
+            preexec_fn=_hangup_as_a_terminal_has_it,
         )
+
+
+def _hangup_as_a_terminal_has_it() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 WAYS = {
