@@ -185,7 +185,7 @@ class AgentAdmin(OwnedAdmin):
         return selectors.agents_visible_to(request.user).annotate(persona_total=Count("personas"))
 
     def revoked_personas(self, obj: Agent) -> list[Persona]:
-        return [persona for persona in obj.personas.all() if persona.tombstone() is not None]
+        return list(obj.personas.with_tombstone())
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.fieldsets if obj else self.fieldsets[:2]

@@ -307,6 +307,16 @@ class PersonaQuerySet(models.QuerySet["Persona"]):
     def owned_by(self, user: Any) -> "PersonaQuerySet":
         return self.filter(agent__owner=user)
 
+    def with_tombstone(self) -> "PersonaQuerySet":
+        """Personas whose card answers a tombstone (Persona.tombstone): revoked, or their
+        current generation revoked; in one query, however many."""
+        current_revoked = Generation.objects.filter(
+            persona=models.OuterRef("pk"),
+            number=models.OuterRef("generation"),
+            revoked_at__isnull=False,
+        )
+        return self.filter(models.Q(revoked_at__isnull=False) | models.Exists(current_revoked))
+
 
 class Persona(models.Model):
     """A scoped face of one agent (SPEC-0009 "Persona Record")."""

@@ -75,6 +75,9 @@ def test_a_persona_whose_current_generation_is_revoked_is_kept_alike(owner: Any)
     assert not persona.is_revoked and persona.tombstone() is not None
     with pytest.raises(PermissionDenied):
         persona_delete(persona=persona, actor=owner)
+    with pytest.raises(PermissionDenied, match="has revoked personas"):
+        agent_delete(agent=persona.agent, actor=owner)
+    assert list(Persona.objects.with_tombstone()) == [persona]
     assert Persona.objects.filter(pk=persona.pk).exists()
 
 

@@ -95,7 +95,7 @@ def agent_delete(*, agent: Agent, actor: User) -> None:
     """Delete an agent and its personas. While one of them is revoked only a superuser may, as
     a purge that keeps its tombstone (personas.services.persona_purge)."""
     _require_owner(actor, agent)
-    revoked = [persona for persona in agent.personas.all() if persona.tombstone() is not None]
+    revoked = list(agent.personas.with_tombstone())
     if revoked and not getattr(actor, "is_superuser", False):
         names = ", ".join(repr(persona.name) for persona in revoked)
         raise PermissionDenied(
