@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     modules = selected_modules(args.modules, configured_modules())
     globs = [glob for module in modules for glob in patterns(module)]
 
+    # The commit the mutants are copied from: one made while they run is not what they mutated.
+    commit = git_commit()
     rerun: list[str] | None = None
     if args.keep and MUTANTS.exists():
         # Only what the last run let through: the tests added since are all that changed.
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         tool=f"mutmut {metadata.version('mutmut')}",
         python=platform.python_version(),
         django=metadata.version("Django"),
-        commit=git_commit(),
+        commit=commit,
         children=args.children,
         wall_seconds=wall_seconds,
         mutants_run=len(mutants) if rerun is None else len(rerun),

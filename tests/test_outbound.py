@@ -1,5 +1,6 @@
 """Outbound destinations: no loopback, private, link-local or metadata address unless allowed."""
 
+import contextlib
 import os
 import re
 import socket
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from runtime.models import DecisionRecord, RefusalRecord, Webhook, WebhookDelivery
@@ -467,3 +469,81 @@ def test_a_card_import_answered_with_a_redirect_is_refused_and_not_followed(
     # The target itself serves a card the guard lets through when it is asked directly.
     if target == "allowed_target":
         assert card_import.load_card(to.url).name
+
+
+# Reading an answer -------------------------------------------------------------------------------
+
+
+class Trickle(Server):
+    """A server that sends its body in `pieces`, `pause` seconds apart, each within any read
+    timeout, so only a deadline on the whole answer stops the reader."""
+
+    def __init__(self, pieces: list[bytes], pause: float) -> None:
+        super().__init__(body=b"")
+        total = sum(map(len, pieces))
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(total))
+                self.end_headers()
+                # The reader hangs up part-way when it gives up: that is the point.
+                with contextlib.suppress(ConnectionError):
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        threading.Event().wait(pause)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd.RequestHandlerClass = Handler
+
+
+def test_fetch_reads_the_answer_as_sent_from_the_checked_address(only_127_0_0_1: None) -> None:
+    """VX-SEC-3: a fetch returns the status, headers and exact body, asks for no content
+    encoding, and names the URL's own host in Host."""
+    headers = {"Content-Type": "text/plain", "X-Kept": "yes"}
+    with Server(status=203, headers=headers, body=b"token-bytes\n") as server:
+        fetched = outbound.fetch(f"{server.url}/.well-known/x", what="url", timeout=5, limit=12)
+        assert (fetched.status, fetched.body) == (203, b"token-bytes\n")
+        assert fetched.headers["X-Kept"] == "yes"
+        host = server.url.removeprefix("http://")
+        assert server.requests == [("GET", "/.well-known/x", host)]
+
+
+def test_fetch_stops_reading_past_its_limit_and_names_the_argument(only_127_0_0_1: None) -> None:
+    """VX-SEC-3: an answer one byte past the limit is refused as too large, naming the caller's
+    argument; an answer of exactly the limit is read whole."""
+    with Server(body=b"x" * 65) as server:
+        with pytest.raises(outbound.TooLarge, match=r"^the-url: the answer is longer than 64 b"):
+            outbound.fetch(server.url, what="the-url", timeout=5, limit=64)
+        assert outbound.fetch(server.url, what="the-url", timeout=5, limit=65).body == b"x" * 65
+
+
+def test_fetch_answers_a_redirect_itself(only_127_0_0_1: None, allowed_target: Server) -> None:
+    """VX-SEC-3: a fetch answered with a redirect returns it; its target is never asked."""
+    with redirecting(f"{allowed_target.url}/card", 301) as first:
+        fetched = outbound.fetch(first.url, what="url", timeout=5, limit=1024)
+    assert (fetched.status, fetched.headers["Location"]) == (301, f"{allowed_target.url}/card")
+    assert allowed_target.requests == []
+
+
+def test_fetch_refuses_an_address_outside_the_allowed_networks(
+    only_127_0_0_1: None, refused_target: Server
+) -> None:
+    """VX-SEC-3: a fetch of a loopback address the setting does not allow is refused before
+    anything is sent, naming what was asked for."""
+    with pytest.raises(outbound.DestinationRefused, match=r"^proof-url: .*loopback"):
+        outbound.fetch(refused_target.url, what="proof-url", timeout=5, limit=64)
+    assert refused_target.requests == []
+
+
+def test_fetch_gives_up_on_an_answer_that_trickles_past_its_time(only_127_0_0_1: None) -> None:
+    """VX-SEC-3: a server that sends a byte at a time, each within the read timeout, is cut off
+    once the whole answer has taken longer than the fetch's time."""
+    late = pytest.raises(httpx.ReadTimeout, match=r"^url: no whole answer within 0.3 s")
+    with Trickle([b"a"] * 8, pause=0.15) as server, late:
+        outbound.fetch(server.url, what="url", timeout=0.3, limit=64)
+    with Trickle([b"a"] * 2, pause=0.01) as server:
+        assert outbound.fetch(server.url, what="url", timeout=5, limit=64).body == b"aa"
