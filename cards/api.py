@@ -6,17 +6,22 @@ Filters (cards.filters) narrow it by skill, tag, provider and words; personas.se
 each is answered from an index on PostgreSQL.
 """
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from cards.directory_page import DirectoryPageRenderer
 from cards.filters import PARAMETERS, read_filters
 from cards.serializers import DirectoryEntrySerializer
 from personas.models import Persona
@@ -73,6 +78,8 @@ class DirectoryView(ListAPIView):
 
     permission_classes = [IsAuthenticated]
     throttle_classes = [PrincipalRateThrottle]
+    # JSON for clients (first: what `Accept: */*` or none gets); a page for a browser.
+    renderer_classes = [JSONRenderer, DirectoryPageRenderer]
     pagination_class = DirectoryPagination
     serializer_class = DirectoryEntrySerializer
 
@@ -90,6 +97,13 @@ class DirectoryView(ListAPIView):
             )
             .only("id", "uuid", "name", "description", "system_prompt", "skills")
         )
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        patch_vary_headers(response, ["Accept"])
+        return response
 
     def throttled(self, request: Request, wait: float | None) -> None:
         raise DirectoryRateLimited(int(wait or 1))

@@ -4,7 +4,7 @@ from django.apps import AppConfig
 class ChannelConfig(AppConfig):
     name = "channel"
     default_auto_field = "django.db.models.BigAutoField"
-    verbose_name = "virgo-channel"
+    verbose_name = "Human channel"
 
     def ready(self) -> None:
         from channel import checks  # noqa: F401  (registers the system check)

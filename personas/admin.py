@@ -15,7 +15,7 @@ from django.contrib.admin.options import ActionLocation
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, Model, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -59,6 +59,12 @@ from virgo.admin_permissions import NoEditsMixin
 
 def _is_staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
+
+
+def account_name(user: Any) -> str:
+    """An account as a read-only field shows it: its name, never a link to the accounts admin,
+    which only a superuser may open."""
+    return user.get_username() if user is not None else "-"
 
 
 def _adopt(obj: Model, saved: Model) -> None:
@@ -223,7 +229,7 @@ class AuditInline(NoEditsMixin, admin.TabularInline):
 
     model = AuditEvent
     fk_name = "persona"
-    fields = ("at", "kind", "actor", "change")
+    fields = ("at", "kind", "by", "change")
     readonly_fields = fields
     extra = 0
     max_num = 0
@@ -237,6 +243,10 @@ class AuditInline(NoEditsMixin, admin.TabularInline):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _is_staff(request)
 
+    @admin.display(description="actor")
+    def by(self, obj: AuditEvent) -> str:
+        return account_name(obj.actor)
+
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:
         return describe_audit(obj)
@@ -246,7 +256,7 @@ class ProposalInline(NoEditsMixin, admin.TabularInline):
     """The persona's grant proposals, each linked to its diff page. Read-only; owner only."""
 
     model = GrantProposal
-    fields = ("proposed_at", "state", "via", "proposed_by", "widening", "review")
+    fields = ("proposed_at", "state", "via", "by", "widening", "review")
     readonly_fields = fields
     extra = 0
     max_num = 0
@@ -263,6 +273,10 @@ class ProposalInline(NoEditsMixin, admin.TabularInline):
     @admin.display(description="status")
     def state(self, obj: GrantProposal) -> str:
         return GrantProposal.Status(obj.effective_status).label
+
+    @admin.display(description="proposed by")
+    def by(self, obj: GrantProposal) -> str:
+        return account_name(obj.proposed_by)
 
     @admin.display(description="why it waits")
     def widening(self, obj: GrantProposal) -> str:
@@ -297,6 +311,34 @@ def describe_audit(event: AuditEvent) -> str:
     return f"skill {data.get('skill')} {data.get('change')}"
 
 
+class PersonaStateFilter(admin.SimpleListFilter):
+    """Where each persona's card stands: the revoked ones first among what owners look for."""
+
+    title = "card state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("stands", "Stands"),
+            ("fails", "Does not stand"),
+            ("unknown", "Being stamped"),
+            ("revoked", "Revoked"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Persona]) -> QuerySet[Persona]:
+        live = queryset.filter(revoked_at__isnull=True, generation_revoked=False)
+        match self.value():
+            case "stands":
+                return live.filter(standing=True)
+            case "fails":
+                return live.filter(standing=False)
+            case "unknown":
+                return live.filter(standing__isnull=True)
+            case "revoked":
+                return queryset.filter(Q(revoked_at__isnull=False) | Q(generation_revoked=True))
+        return queryset
+
+
 @admin.register(Persona)
 class PersonaAdmin(OwnedAdmin):
     """Personas of one's own agents. The add form has two steps: choose the agent, then
@@ -311,19 +353,18 @@ class PersonaAdmin(OwnedAdmin):
     inlines: list[type[admin.options.InlineModelAdmin]] = [ProposalInline, AuditInline]
     contributed_inlines: ClassVar[list[type[admin.options.InlineModelAdmin]]] = []
     contributed_urls: ClassVar[list[Callable[[admin.ModelAdmin], list[URLPattern]]]] = []
+    # Fits a 1280 px screen: skills as a count (their ids on hover), the card's state in words.
     list_display = (
-        "name",
+        "persona",
         "agent",
-        "owner",
-        "persona_class",
+        "kind",
         "address",
-        "skill_ids",
+        "skill_count",
         "generation",
-        "standing",
-        "discoverable",
+        "state",
     )
     list_select_related = ("agent__owner", "address")
-    list_filter = ("discoverable", "persona_class", "standing")
+    list_filter = (PersonaStateFilter, "discoverable", "persona_class")
     search_fields = ("name", "agent__name", "address__path")
     actions = ("list_in_directory", "delist_from_directory", "revoke")
     readonly_fields = ("agent", "derived_skills", "generation", "standing", "uuid", "card_link")
@@ -342,13 +383,27 @@ class PersonaAdmin(OwnedAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Persona]:
-        return selectors.personas_visible_to(request.user)
+        return selectors.personas_visible_to(request.user).with_generation_revoked()
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "owning_lead" and field is not None:
+            # A lead is a persona of its own: made, changed and deleted on its own page, never
+            # from the select of another's form.
+            field.widget.can_add_related = False
+            field.widget.can_change_related = False
+            field.widget.can_delete_related = False
+        return field
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         return (*self.authored, *self.derived) if obj else self.authored
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return (*self.list_display, self.directory_toggle(request), "card")
+        # An owner's list holds only their own personas: the owner column is a moderator's.
+        columns = list(self.list_display)
+        if selectors.is_moderator(request.user):
+            columns.insert(2, "owner")
+        return (*columns, self.directory_toggle(request), "card")
 
     def form_attrs(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
         return {"agent": obj.agent if obj else self.agent_for_add(request)}
@@ -448,9 +503,38 @@ class PersonaAdmin(OwnedAdmin):
     def owner(self, obj: Persona) -> str:
         return str(obj.agent.owner)
 
+    @admin.display(description="persona", ordering="name")
+    def persona(self, obj: Persona) -> str:
+        # Two personas may share a name and an address: the start of the uuid tells them apart.
+        return format_html(
+            '{} <span class="virgo-short-id" title="{}">{}</span>',
+            obj.name,
+            obj.uuid,
+            str(obj.uuid)[:8],
+        )
+
+    @admin.display(description="class", ordering="persona_class")
+    def kind(self, obj: Persona) -> str:
+        return obj.get_persona_class_display()
+
     @admin.display(description="skills")
-    def skill_ids(self, obj: Persona) -> str:
-        return ", ".join(skill["id"] for skill in obj.skills) or "-"
+    def skill_count(self, obj: Persona) -> str:
+        ids = [skill["id"] for skill in obj.skills]
+        return format_html('<span title="{}">{}</span>', ", ".join(ids) or "none", len(ids))
+
+    @admin.display(description="card state")
+    def state(self, obj: Persona) -> str:
+        if obj.revoked_at is not None:
+            words, kind = f"revoked: {obj.revocation_reason}", "revoked"
+        elif getattr(obj, "generation_revoked", False):
+            words, kind = f"generation {obj.generation} revoked", "revoked"
+        elif obj.standing:
+            words, kind = "stands", "stands"
+        elif obj.standing is False:
+            words, kind = "does not stand", "fails"
+        else:
+            words, kind = "being stamped", "unknown"
+        return format_html('<span class="virgo-state virgo-state-{}">{}</span>', kind, words)
 
     @admin.display(description="skills (derived from the verb subset)")
     def derived_skills(self, obj: Persona) -> str:
@@ -489,18 +573,20 @@ class PersonaAdmin(OwnedAdmin):
         @admin.display(description="directory")
         def directory(obj: Persona) -> str:
             owner = selectors.owns(user, obj)
+            shown = "listed" if obj.discoverable else "not listed"
             if obj.discoverable and (owner or moderator):
                 value, label = "off", "Delist"
             elif not obj.discoverable and owner:
                 value, label = "on", "List"
             else:
-                return "listed" if obj.discoverable else "not listed"
+                return shown
             url = reverse("admin:personas_persona_discoverability", args=[obj.pk])
             if filters:
                 url += "?" + filters
             return format_html(
-                '<button type="submit" class="button" formaction="{}" name="discoverable" '
-                'value="{}">{}</button>',
+                '<span class="virgo-state">{}</span> <button type="submit" class="button" '
+                'formaction="{}" name="discoverable" value="{}">{}</button>',
+                shown,
                 url,
                 value,
                 label,
@@ -893,7 +979,7 @@ class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
     list_filter = ("kind",)
     show_full_result_count = False
     list_per_page = 100
-    fields = ("at", "kind", "actor", "persona", "agent", "change", "data")
+    fields = ("at", "kind", "by", "persona", "agent", "change", "data")
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
@@ -904,6 +990,10 @@ class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _is_staff(request)
+
+    @admin.display(description="actor")
+    def by(self, obj: AuditEvent) -> str:
+        return account_name(obj.actor)
 
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:

@@ -34,6 +34,8 @@ from personas.models import (
 )
 from personas.services import PERSONA_FIELDS
 
+VERBS_BY_NAME = {verb.name: verb for verb in VERBS}
+
 
 class _Rehearsal(Exception):
     """Raised to roll back a rehearsed service call that succeeded."""
@@ -89,6 +91,54 @@ class VerbCheckboxes(forms.CheckboxSelectMultiple):
             option["attrs"]["title"] = reason
             option["label"] = f"{label} (not available: {reason})"
         return option
+
+
+def _flat(choices: Any) -> list[tuple[str, str]]:
+    return [item for _, items in choices for item in items]
+
+
+class VerbGrid(VerbCheckboxes):
+    """The persona's verb subset as one table per capability bundle, each verb with its
+    description and, beside it, whether it asks first: the ask-first checkboxes are the form's
+    `ask_first_verbs` field, drawn here (that field's own widget draws nothing) so an owner
+    decides both for a verb in one place. A verb a global boundary governs always asks."""
+
+    template_name = "personas/widgets/verb_grid.html"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.may_ask_first: frozenset[str] = frozenset()
+        self.asks_first: frozenset[str] = frozenset()
+
+    def get_context(self, name: str, value: Any, attrs: Any) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        groups = []
+        for group, options, _ in context["widget"]["optgroups"]:
+            rows = []
+            for option in options:
+                verb = VERBS_BY_NAME[option["value"]]
+                rows.append(
+                    {
+                        "option": option,
+                        "verb": verb,
+                        "may_ask_first": verb.name in self.may_ask_first,
+                        "asks_first": verb.name in self.asks_first,
+                        "ask_id": f"id_ask_first_verbs_{verb.name}",
+                    }
+                )
+            groups.append({"name": group, "rows": rows})
+        context["widget"]["groups"] = groups
+        return context
+
+
+class DrawnElsewhere(forms.CheckboxSelectMultiple):
+    """Checkboxes another widget draws (VerbGrid): read from the request as usual, rendered as
+    nothing, and hidden so the admin gives them no row of their own."""
+
+    input_type = "hidden"
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        return ""
 
 
 def _checkboxes(choices: Any = ()) -> forms.MultipleChoiceField:
@@ -173,9 +223,9 @@ class PersonaForm(ServiceForm):
     # Set by the admin: the agent chosen on the first step of "add", or the persona's own.
     agent: ClassVar[Agent | None] = None
 
-    verb_subset = forms.MultipleChoiceField(required=False, widget=VerbCheckboxes)
+    verb_subset = forms.MultipleChoiceField(required=False, widget=VerbGrid)
     queues = _checkboxes()
-    ask_first_verbs = _checkboxes()
+    ask_first_verbs = forms.MultipleChoiceField(required=False, widget=DrawnElsewhere)
     human_surface_bindings = NamesField(
         required=False,
         help_text=(
@@ -187,6 +237,29 @@ class PersonaForm(ServiceForm):
     class Meta:
         model = Persona
         fields = (*PERSONA_FIELDS, "discoverable")
+        help_texts = {
+            "name": "Shown on the persona's card and in the directory.",
+            "description": "What this face of the agent is for, in a sentence or two; on the card.",
+            "persona_class": (
+                "Sets which tools the persona must have to stand and which it may never have "
+                "(the class matrix): a verb the class refuses is shown greyed out."
+            ),
+            "address": (
+                "Where the persona works in root/workspace/project/role, e.g. work/core/lead. "
+                "Only registered addresses are offered (Registered addresses)."
+            ),
+            "owning_lead": (
+                "A project lead of yours that answers this persona's ask-first calls. Empty: "
+                "you answer them."
+            ),
+            "graph_namespace": (
+                "The knowledge-graph namespace the persona's bounded graph queries read. Empty: "
+                "its address."
+            ),
+            "discoverable": (
+                "Listed in the directory and its card served publicly, while it stands."
+            ),
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -202,18 +275,35 @@ class PersonaForm(ServiceForm):
             "from these."
         )
         self.fields["queues"].choices = [(queue, queue) for queue in agent.granted_queues]
+        self.fields[
+            "queues"
+        ].help_text = (
+            f"The queues of agent {agent.name!r} this persona works on; its tasks come from these."
+        )
         # Only verbs no global boundary asks for: those always wait for confirmation anyway.
         self.fields["ask_first_verbs"].choices = verb_choices(
             verb.name for verb in VERBS if verb.name in agent.granted_verbs and not verb.boundary
         )
-        self.fields["ask_first_verbs"].help_text = (
-            "Verbs of the subset above that wait for confirmation before they run: the owning "
-            "lead answers, or you when there is none."
+        self.fields["verb_subset"].help_text += (
+            " A verb that asks first waits for confirmation before it runs: the owning lead "
+            "answers, or you when there is none."
         )
+        grid = self.fields["verb_subset"].widget
+        grid.may_ask_first = frozenset(
+            name for name, _ in _flat(self.fields["ask_first_verbs"].choices)
+        )
+        grid.asks_first = frozenset(self["ask_first_verbs"].value() or ())
         if "owning_lead" in self.fields:
             self.fields["owning_lead"].queryset = Persona.objects.filter(
                 agent__owner_id=agent.owner_id, persona_class=PersonaClass.PROJECT_LEAD
             ).exclude(pk=self.instance.pk)
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        # The ask-first checkboxes are drawn in the verb table: their errors are shown there.
+        if self._errors and "ask_first_verbs" in self._errors:
+            errors = self._errors.pop("ask_first_verbs")
+            self._errors.setdefault("verb_subset", self.error_class()).extend(errors)
 
     # The proposal the last call_service made: a grant that widens (a new persona's whole grant
     # included) is never saved from the form; the admin shows its diff page, where the owner

@@ -310,12 +310,22 @@ class PersonaQuerySet(models.QuerySet["Persona"]):
     def with_tombstone(self) -> "PersonaQuerySet":
         """Personas whose card answers a tombstone (Persona.tombstone): revoked, or their
         current generation revoked; in one query, however many."""
-        current_revoked = Generation.objects.filter(
+        return self.filter(models.Q(revoked_at__isnull=False) | _current_generation_revoked())
+
+    def with_generation_revoked(self) -> "PersonaQuerySet":
+        """Each persona with `generation_revoked`: whether its current generation is revoked,
+        read in the same query (a list of personas asks it of every row)."""
+        return self.annotate(generation_revoked=_current_generation_revoked())
+
+
+def _current_generation_revoked() -> models.Exists:
+    return models.Exists(
+        Generation.objects.filter(
             persona=models.OuterRef("pk"),
             number=models.OuterRef("generation"),
             revoked_at__isnull=False,
         )
-        return self.filter(models.Q(revoked_at__isnull=False) | models.Exists(current_revoked))
+    )
 
 
 class Persona(models.Model):
@@ -663,7 +673,8 @@ class AuditEvent(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.kind} by {self.actor_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+        # An inline's row heading: the row itself shows who and the exact time.
+        return f"{self.get_kind_display()}, {self.at:%d %b %Y %H:%M}"
 
 
 class GrantProposal(models.Model):

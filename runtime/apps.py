@@ -4,7 +4,7 @@ from django.apps import AppConfig
 class RuntimeConfig(AppConfig):
     name = "runtime"
     default_auto_field = "django.db.models.BigAutoField"
-    verbose_name = "Persona runtime"
+    verbose_name = "Runtime records"
 
     def ready(self) -> None:
         from personas.models import Persona

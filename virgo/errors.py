@@ -1,4 +1,5 @@
-"""Site-wide error pages: JSON on the JSON surfaces, Django's own pages elsewhere.
+"""Site-wide error pages: JSON on the JSON surfaces, pages in the admin's look elsewhere
+(templates/403.html, 404.html, 500.html).
 
 The card endpoint and the API speak JSON with `detail` and `code` in every error, including
 the ones no view of theirs produced: an unknown path under them, a malformed request, a crash.
@@ -35,6 +36,15 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_json(request):
         return JsonResponse({"detail": "Bad request.", "code": "bad_request"}, status=400)
     return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse(
+            {"detail": "You do not have permission to do this.", "code": "permission_denied"},
+            status=403,
+        )
+    return defaults.permission_denied(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

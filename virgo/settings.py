@@ -302,12 +302,13 @@ VIRGO_CHECK_PROCESSES = env_int("VIRGO_CHECK_PROCESSES", os.process_cpu_count() 
 VIRGO_LAUNCH_PASS_ENV = env_list("VIRGO_LAUNCH_PASS_ENV")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "virgo.admin_site.VirgoAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.forms",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -348,6 +349,9 @@ WSGI_APPLICATION = "virgo.wsgi.application"
 # WSGI layers virgo.wsgi puts in front of Django, outermost first: the public card's fast path
 # answers current cards from memory before Django is entered.
 VIRGO_WSGI_LAYERS = ["cards.fastpath.PublicCardFastPath"]
+
+# Widgets may be drawn by the project's templates/ (personas.forms.VerbGrid), like every page.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 
 TEMPLATES = [
     {

@@ -4,10 +4,12 @@ from drf_spectacular.views import SpectacularAPIView
 
 from virgo.docs import api_docs
 from virgo.health import healthz, readyz
+from virgo.landing import landing
 from virgo.metrics import metrics_view
 from virgo.signin import admin_login
 
 urlpatterns = [
+    path("", landing, name="landing"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
@@ -24,5 +26,6 @@ urlpatterns = [
 ]
 
 handler400 = "virgo.errors.bad_request"
+handler403 = "virgo.errors.permission_denied"
 handler404 = "virgo.errors.not_found"
 handler500 = "virgo.errors.server_error"
