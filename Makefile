@@ -30,6 +30,7 @@ install: $(VENV)/.installed
 # URL, so every command printed below works pasted into a new shell in this checkout.
 run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
+	$(PY) -m virgo.ports 127.0.0.1 "$(PORT)" --for "make run"
 	$(PY) -m virgo.envfile embedded
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py reconcile

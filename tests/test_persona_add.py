@@ -78,14 +78,15 @@ def test_no_suggestion_once_a_persona_exists() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_an_explicit_address_is_used_as_given() -> None:
     """V1-FAC-2, V1-FAC-3: a given address wins even on an empty installation, and must be
-    registered (or registered on request)."""
-    make_owner("alice")
+    registered (or registered on request, by a moderator: address_register's rule)."""
+    make_owner("alice", is_superuser=True)
     args = ["--owner", "alice", "--agent", "main", "--create-agent", "--prompt", PROMPT]
     lead = ["--name", "Lead", "--class", "project-lead", "--address", "work/core/lead"]
     with pytest.raises(CommandError, match="'work/core/lead' is not registered"):
         add(*args, *lead)
     output = add(*args, *lead, "--register-address", "--queues", "deploys")
     assert "suggesting" not in output
+    assert "Registered address work/core/lead." in output
     persona = Persona.objects.get()
     assert (persona.address.path, persona.queues, persona.standing) == ("work/core/lead", [], False)
     assert persona.proposals.get().changes["queues"] == ["deploys"]

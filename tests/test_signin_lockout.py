@@ -3,6 +3,8 @@ page and the token endpoint stop answering a password guesser, say so clearly, a
 can be lifted by `virgo signin unlock`."""
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -278,11 +280,66 @@ def test_a_lockout_is_lifted_and_unlock_says_what_it_lifted(settings: Any) -> No
     assert guess(ada.username, times=5) == [200] * 5
 
 
-def test_unlock_without_a_shared_cache_says_how_to_lift_instead() -> None:
-    """VX-SEC-4: the embedded default's counts live in the server process; the command says so
-    (restart, or wait) rather than pretend, and refuses an unusable argument."""
-    with pytest.raises(CommandError, match=r"restart the server to lift every lockout"):
-        call_command("signin", "unlock", "--username", "ada")
+def page_commands(page: str, *, username: str, address: str) -> list[list[str]]:
+    """The unlock commands the lockout page gives, filled in, as a shell would split them."""
+    given = re.findall(r"<code>(virgo signin unlock [^<]*)</code>", page)
+    filled = [command.replace("NAME", username).replace("ADDRESS", address) for command in given]
+    return [shlex.split(command) for command in filled]
+
+
+def test_the_embedded_servers_lockout_is_lifted_by_the_command_in_another_process(
+    virgo_home: Path,
+) -> None:
+    """VX-SEC-4: under the embedded settings (no Redis: the counts in the server process's own
+    memory, here this test's), the commands the lockout page gives, run as processes of their
+    own with the installation's VIRGO_HOME, lift the lockout the server counted: the owner
+    signs in at once, and the next failures are counted from zero."""
+    ada = make_owner()
+    guess(ada.username)
+    refused = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
+    assert refused.status_code == 429
+    commands = page_commands(refused.content.decode(), username=ada.username, address=ATTACKER)
+    assert [command[:4] for command in commands] == [
+        ["virgo", "signin", "unlock", "--username"],
+        ["virgo", "signin", "unlock", "--address"],
+    ]
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/"),
+        "DJANGO_SETTINGS_MODULE": "virgo.settings",
+        "VIRGO_EMBEDDED": "1",
+        "VIRGO_HOME": str(virgo_home),
+    }
+    for command, lifted in zip(commands, (ada.username, ATTACKER), strict=True):
+        # `virgo` is `python -m virgo.cli`; run from the checkout, it is this checkout's code.
+        done = subprocess.run(
+            [sys.executable, "-m", "virgo.cli", *command[1:]], cwd=REPO, env=env,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, ""), done.stdout + done.stderr
+        kind = "username" if lifted == ada.username else "address"
+        assert done.stdout == (
+            f"Lifted {kind} {lifted!r}: the server counts its failed sign-ins from zero again.\n"
+        )
+    assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
+    assert guess(ada.username, times=5) == [200] * 5
+    assert sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD).status_code == 429
+
+
+def test_an_unreadable_generation_fails_closed(virgo_home: Path) -> None:
+    """VX-SEC-4: in the embedded default the generations are files under VIRGO_HOME; one that
+    cannot be read (here a directory in its place) checks no password, as an unreachable cache
+    does: 503, and the right password signs no one in."""
+    ada = make_owner()
+    budget = signin.Budget(signin.USERNAME, signin.normal_username(ada.username))
+    budget.generation_file.mkdir(parents=True)
+    page = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
+    assert page.status_code == 503
+    assert "Sign-in is unavailable for a moment" in page.content.decode()
+
+
+def test_unlock_refuses_an_unusable_argument() -> None:
+    """VX-SEC-4: the command names what it cannot use rather than lift nothing."""
     with pytest.raises(CommandError, match=r"--address: 'nowhere' is not an IP address"):
         call_command("signin", "unlock", "--address", "nowhere")
     with pytest.raises(CommandError, match=r"--username NAME and/or --address ADDRESS"):

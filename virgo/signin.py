@@ -22,15 +22,23 @@ cache that answers without a count (a backend that swallows its errors); django-
 RATELIMIT_FAIL_OPEN, which would read such an answer as "no limit", opens nothing here.
 
 `virgo signin unlock --username NAME | --address ADDRESS` lifts a lockout: each budget's count
-is keyed with a generation stored beside it, and unlocking starts a new one.
+is keyed with a generation, and unlocking starts a new one. The generations are kept where
+every process of the installation reaches them, so the command lifts what the server counted:
+in the shared cache beside the counts, and without one (the embedded default, whose counts stay
+in the one server process's memory, an exact and atomic counter) as files under
+VIRGO_HOME/signin-generations/, read by the server at each attempt, as the card tokens are
+(cards.fastpath). A generation file that cannot be read refuses sign-in like an unreachable
+cache.
 """
 
 import contextlib
 import hashlib
 import ipaddress
+import os
 import secrets
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -45,6 +53,7 @@ from django.utils.cache import add_never_cache_headers
 from django_ratelimit.core import get_usage
 
 from virgo import metrics
+from virgo.checks import SHARED_CACHES
 from virgo.clients import client_address
 from virgo.outages import REDIS_ERRORS, SHARED_CACHE, logged_by_outage
 
@@ -52,6 +61,8 @@ USERNAME = "username"
 ADDRESS = "address"
 _GROUP = "virgo.signin-failures."
 _GENERATION = "virgo.signin-generation:"
+# Under VIRGO_HOME: the generations, where the counts are not in a cache every process shares.
+GENERATION_DIRECTORY = "signin-generations"
 LOCKED_OUT = (
     "Too many failed sign-ins for this username or from this address. "
     "Sign-in is paused for them; try again later."
@@ -93,9 +104,17 @@ class Budget:
         return settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS
 
     @property
+    def digest(self) -> str:
+        # Usernames are arbitrary text; cache keys (memcached's) and file names must not be.
+        return hashlib.sha256(self.value.encode()).hexdigest()
+
+    @property
     def generation_key(self) -> str:
-        # Usernames are arbitrary text; cache keys (memcached's) must not be.
-        return _GENERATION + self.kind + ":" + hashlib.sha256(self.value.encode()).hexdigest()
+        return _GENERATION + self.kind + ":" + self.digest
+
+    @property
+    def generation_file(self) -> Path:
+        return Path(settings.VIRGO_HOME) / GENERATION_DIRECTORY / f"{self.kind}-{self.digest}"
 
 
 @dataclass(frozen=True)
@@ -154,9 +173,43 @@ def usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -
     return found
 
 
+def counts_shared() -> bool:
+    """Whether every process counts into one cache (Redis), so any of them reads the counts."""
+    return settings.CACHES[settings.RATELIMIT_USE_CACHE]["BACKEND"] in SHARED_CACHES
+
+
+def _generations(budgets_: list[Budget]) -> dict[str, str]:
+    """Each budget's current generation, by its key; a budget never lifted has none."""
+    if counts_shared():
+        cache = caches[settings.RATELIMIT_USE_CACHE]
+        return cache.get_many([budget.generation_key for budget in budgets_])
+    found = {}
+    for budget in budgets_:
+        try:
+            found[budget.generation_key] = budget.generation_file.read_text(encoding="ascii")
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def _new_generation(budget: Budget) -> None:
+    generation = secrets.token_hex(8)
+    if counts_shared():
+        caches[settings.RATELIMIT_USE_CACHE].set(budget.generation_key, generation, timeout=None)
+        return
+    path = budget.generation_file
+    # Owner-private like everything under VIRGO_HOME; replaced whole, so a reader sees the old
+    # generation or the new one, never a part.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{generation}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(generation)
+    os.replace(temporary, path)
+
+
 def _usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -> list[Usage]:
-    cache = caches[settings.RATELIMIT_USE_CACHE]
-    generations = cache.get_many([budget.generation_key for budget in budgets_])
+    generations = _generations(budgets_)
     seconds = settings.VIRGO_SIGNIN_LOCKOUT_SECONDS
     found = []
     for budget in budgets_:
@@ -210,11 +263,10 @@ def count_failure(
 
 
 def lift(budget: Budget) -> int:
-    """Lift a lockout (or a count short of one): the failures it had in its window."""
+    """Lift a lockout (or a count short of one): the failures it had in its window, as this
+    process counts them (where the counts are not shared, only the server's own are real)."""
     (before,) = usage([budget], request=None, count=False) or [Usage(budget, 0, 0)]
-    caches[settings.RATELIMIT_USE_CACHE].set(
-        budget.generation_key, secrets.token_hex(8), timeout=None
-    )
+    _new_generation(budget)
     return before.failures
 
 

@@ -12,7 +12,7 @@ a persona's generations), `revocation`, `identities`, `organizations` (proven do
 decision on a held change). No module of the package imports this one.
 """
 
-from personas.services.addresses import address_register, resolve_address
+from personas.services.addresses import address_register, address_register_first, resolve_address
 from personas.services.agents import agent_create, agent_delete, agent_update
 from personas.services.derivation import (
     SkillMap,
@@ -81,6 +81,7 @@ __all__ = [
     "StaleProposal",
     "User",
     "address_register",
+    "address_register_first",
     "agent_create",
     "agent_delete",
     "agent_update",

@@ -7,7 +7,9 @@ owner may act on, so another owner's persona is unknown to it by any of the thre
 `add` is the one place that suggests the first persona of an installation: when no persona exists
 yet and no address is given, it proposes `root/secretary` (a secretary named "Secretary") and
 registers that reserved-root address. Everywhere else, including the stamp factory, an address
-must be given and registered.
+must be given and registered: `add` and `import-card` take `--register-address` to register it
+in the transaction that makes the persona, as address_register allows (a moderator), so a
+persona that is not made leaves no address behind.
 """
 
 from pathlib import Path
@@ -50,6 +52,11 @@ from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, impor
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path
 
+REGISTER_ADDRESS_HELP = (
+    "register --address if it is not registered yet, with the persona (a moderator may): a "
+    "persona that is not made leaves no address behind"
+)
+
 
 def _names(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
@@ -87,11 +94,7 @@ class Command(BaseCommand):
         )
         add.add_argument("--name")
         add.add_argument("--address", help="canonical registered address, e.g. work/core/lead")
-        add.add_argument(
-            "--register-address",
-            action="store_true",
-            help="register --address first if it is not registered yet",
-        )
+        add.add_argument("--register-address", action="store_true", help=REGISTER_ADDRESS_HELP)
         add.add_argument("--class", dest="persona_class", choices=PersonaClass.values)
         add.add_argument(
             "--verbs",
@@ -164,6 +167,7 @@ class Command(BaseCommand):
         card.add_argument(
             "--address", required=True, help="the registered address the persona takes"
         )
+        card.add_argument("--register-address", action="store_true", help=REGISTER_ADDRESS_HELP)
         card.add_argument(
             "--class", dest="persona_class", required=True, choices=PersonaClass.values
         )
@@ -291,14 +295,19 @@ class Command(BaseCommand):
     def _import_card(self, options: dict[str, Any]) -> None:
         agent = self._target_agent(options["agent"])
         try:
+            # Fetched before the transaction: no database transaction waits on the network.
             card = card_import.load_card(options["source"])
-            outcome = card_import.import_card(
-                card,
-                agent=agent,
-                actor=agent.owner,
-                persona_class=options["persona_class"],
-                address=options["address"],
-            )
+            with transaction.atomic():
+                address, registered = self._address(
+                    options["address"], agent.owner, register=options["register_address"]
+                )
+                outcome = card_import.import_card(
+                    card,
+                    agent=agent,
+                    actor=agent.owner,
+                    persona_class=options["persona_class"],
+                    address=address,
+                )
         except card_import.CardImportError as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
@@ -306,6 +315,8 @@ class Command(BaseCommand):
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
         persona, proposal = outcome.persona, outcome.proposal
+        if registered:
+            self.stdout.write(f"Registered address {address.path}.")
         self.stdout.write(
             f"Drafted persona {persona.name!r} ({persona.uuid}) at {persona.address.path} from "
             f"the card; it is not discoverable and does not stand. Its grant of "
@@ -326,10 +337,15 @@ class Command(BaseCommand):
     def _add(self, options: dict[str, Any]) -> None:
         owner = user_argument(options["owner"], flag="--owner")
         fields, suggested = self._fields(options, owner)
-        register = options["register_address"] or suggested
         try:
             with transaction.atomic():
-                address = self._address(fields.pop("address"), owner, register)
+                path = fields.pop("address")
+                if suggested and not RegisteredAddress.objects.filter(path=path).exists():
+                    address, registered = services.address_register_first(actor=owner), True
+                else:
+                    address, registered = self._address(
+                        path, owner, register=options["register_address"]
+                    )
                 agent = self._agent(owner, options, fields)
                 change = services.persona_draft(
                     agent=agent, actor=owner, via=GrantProposal.Via.CLI, address=address, **fields
@@ -345,6 +361,8 @@ class Command(BaseCommand):
             raise CommandError(self._explain(exc)) from None
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from None
+        if registered:
+            self.stdout.write(f"Registered address {address.path}.")
         change.persona.refresh_from_db()
         self._report(change.persona, change.proposal)
 
@@ -396,19 +414,29 @@ class Command(BaseCommand):
             )
         return fields, suggested
 
-    def _address(self, path: str, owner: Any, register: bool) -> RegisteredAddress:
+    def _address(self, path: str, owner: Any, *, register: bool) -> tuple[RegisteredAddress, bool]:
+        """The persona's registered address, and whether it was registered now (by `owner`,
+        under address_register's rule); the caller's transaction holds the registration."""
         registered = RegisteredAddress.objects.filter(path=path).first()
         if registered is not None:
-            return registered
+            return registered, False
         problem = address_problem(path)
+        # Named by its field, as every other refusal of what the records hold.
         if problem:
-            raise CommandError(problem)
+            raise CommandError(f"address: {problem}")
         if not register:
             raise CommandError(
-                f"address {path!r} is not registered; pass --register-address to register it"
+                f"address: {path!r} is not registered; pass --register-address to register it "
+                "with the persona"
             )
-        self.stdout.write(f"Registered address {path}.")
-        return RegisteredAddress.objects.create(path=path, registered_by=owner)
+        try:
+            return services.address_register(actor=owner, path=path), True
+        except PermissionDenied as refusal:
+            raise CommandError(
+                f"--register-address: {refusal} and {owner.get_username()} is not one; a "
+                f"moderator registers {path!r} (admin: Registered addresses), then run this "
+                "again without --register-address"
+            ) from None
 
     def _agent(self, owner: Any, options: dict[str, Any], fields: dict[str, Any]) -> Agent:
         try:

@@ -1,18 +1,17 @@
 """`virgo signin unlock --username NAME | --address ADDRESS`: lift a sign-in lockout at once.
 
 Lockouts end by themselves when their window does (VIRGO_SIGNIN_LOCKOUT_SECONDS); this is for
-the owner who cannot wait. The counts live in the shared cache (Redis), so the command reaches
-what every web process sees. Without one (the embedded default) they live in the server
-process's own memory, which no other process can reach: restarting the server lifts them all.
+the owner who cannot wait. It works in every mode: it starts a new generation of the budget's
+count where every process of the installation reads it (virgo.signin), in the shared cache
+(Redis) or, in the embedded default, under VIRGO_HOME. Only with Redis does it see the counts
+too and say how many failures it lifted; the embedded server keeps them in its own memory.
 """
 
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from virgo import signin
-from virgo.checks import SHARED_CACHES
 
 
 class Command(BaseCommand):
@@ -39,24 +38,34 @@ class Command(BaseCommand):
                 budgets.append(signin.Budget(signin.ADDRESS, signin.normal_address(address)))
             except ValueError:
                 raise CommandError(f"--address: {address!r} is not an IP address") from None
-        backend = settings.CACHES[settings.RATELIMIT_USE_CACHE]["BACKEND"]
-        if backend not in SHARED_CACHES:
-            raise CommandError(
-                "sign-in counts live in the server process's own memory here (no REDIS_URL), "
-                "out of this command's reach: restart the server to lift every lockout, or wait "
-                f"at most {settings.VIRGO_SIGNIN_LOCKOUT_SECONDS} seconds"
-            )
+        shared = signin.counts_shared()
         for budget in budgets:
             try:
                 failures = signin.lift(budget)
-            except (signin.Unavailable, *signin.CACHE_ERRORS):
-                raise CommandError(
-                    "Redis, where the sign-in counts live, cannot be reached: nothing was "
-                    "lifted. Try again once it answers (sign-in answers 503 until then)."
-                ) from None
+            except (signin.Unavailable, *signin.CACHE_ERRORS) as error:
+                raise CommandError(self._not_lifted(shared, error)) from None
             shown = username if budget.kind == signin.USERNAME else budget.value
+            if not shared:
+                # The embedded server counts in its own memory, out of this process's sight.
+                self.stdout.write(
+                    f"Lifted {budget.kind} {shown!r}: the server counts its failed sign-ins "
+                    "from zero again."
+                )
+                continue
             state = "was locked out" if failures >= budget.limit else "was not locked out"
             self.stdout.write(
                 f"Lifted {budget.kind} {shown!r}: {failures} failed sign-in"
                 f"{'' if failures == 1 else 's'} in this window ({state})."
             )
+
+    @staticmethod
+    def _not_lifted(shared: bool, error: Exception) -> str:
+        if shared:
+            return (
+                "Redis, where the sign-in counts live, cannot be reached: nothing was lifted. "
+                "Try again once it answers (sign-in answers 503 until then)."
+            )
+        return (
+            f"the sign-in generations under VIRGO_HOME cannot be written ({error}): nothing was "
+            "lifted. Run this as the server's user, with its VIRGO_HOME."
+        )
