@@ -135,8 +135,10 @@ class Browsers:
         self.watches: dict[str, PageWatch] = {}
         self.pages: dict[str, Page] = {}
 
-    def page_for(self, person: str) -> Page:
-        context = self.browser.new_context(base_url=self.base_url)
+    def page_for(self, person: str, *, width: int = 1280, height: int = 720) -> Page:
+        context = self.browser.new_context(
+            base_url=self.base_url, viewport={"width": width, "height": height}
+        )
         context.set_default_timeout(TIMEOUT_MS)
         watch = PageWatch(origin=_origin(self.base_url))
         watch.watch(context)

@@ -1,0 +1,147 @@
+"""The owner's walk through Virgo's pages in Chromium at 1280x800 (issue 24).
+
+An owner with a few personas (one listed, one whose grant waits on its diff page, one revoked,
+long names among them) signs in and opens each page an owner meets: the landing page, the
+index, the persona list, a persona's form, "from an agent card", the diff page, the revoke page,
+the audit trail and the directory. The list must fit the screen with every column showing;
+every Virgo page must have the admin's breadcrumbs, and each form page its submit row. A
+screenshot of every page is saved under the test artifacts folder (VIRGO_ARTIFACTS_DIR, else
+tmp/artifacts/walk-*.png) for a person to look at; no page may violate its CSP, log an error or
+load anything from elsewhere.
+"""
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from personas import services
+from personas.models import GrantProposal
+from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
+from tests.factories import make_owner, make_persona, run_on_commit
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.runtime_support import standing_persona
+from tests.test_browser_admin import sign_in
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+WIDTH, HEIGHT = 1280, 800
+
+
+@pytest.fixture
+def walker() -> dict[str, Any]:
+    """Ada's personas as an owner has them after a while: listed, waiting, revoked."""
+    ada = make_owner("ada")
+    listed = standing_persona(ada, extra=("claim",), discoverable=True)
+    agent = listed.agent
+    long_name = "Release coordinator for the platform-infrastructure team"
+    make_persona(agent, name=long_name)
+    revoked = make_persona(agent, name="Retired reviewer")
+    with run_on_commit():
+        services.persona_revoke(
+            persona=revoked,
+            actor=ada,
+            reason_code="superseded",
+            reason="replaced by the release coordinator",
+            via="test",
+        )
+        change = services.persona_submit(
+            persona=listed,
+            actor=ada,
+            via=GrantProposal.Via.API,
+            verb_subset=[*listed.verb_subset, "complete", "list_todos"],
+        )
+    assert change.proposal is not None
+    return {"listed": listed.pk, "listed_name": listed.name, "proposal": change.proposal.pk}
+
+
+def fits_the_screen(page: Page) -> None:
+    """No horizontal scroll, of the page or of the list's own box, and every column's header
+    wholly on screen."""
+    widths = page.evaluate(
+        """() => {
+            const results = document.querySelector("#changelist .results");
+            return {
+                page: document.documentElement.scrollWidth,
+                results: results.scrollWidth,
+                box: results.clientWidth,
+                headers: [...document.querySelectorAll("#result_list thead th")].map(
+                    th => [th.className, th.getBoundingClientRect().right]),
+            };
+        }"""
+    )
+    assert widths["page"] <= WIDTH, widths
+    assert widths["results"] <= widths["box"], widths
+    off_screen = [name for name, right in widths["headers"] if right > WIDTH]
+    assert not off_screen, f"columns off screen: {off_screen}"
+
+
+def admin_page(page: Page, *, form: bool) -> None:
+    """The admin's own frame: its breadcrumbs, and on a form page its submit row."""
+    expect(page.locator("ol.breadcrumbs")).to_be_visible()
+    if form:
+        expect(page.locator(".submit-row").first).to_be_visible()
+
+
+def test_an_owner_walks_every_page_at_1280_px(walker: dict[str, Any], browsers: Browsers) -> None:
+    """VX-TRUST-5, VX-DIR-1, S9-HDR-1, issue 24: every page an owner meets, at 1280x800, in the
+    admin's frame, the list without horizontal scroll, each page's screenshot kept."""
+    ada = browsers.page_for("ada", width=WIDTH, height=HEIGHT)
+
+    def shot(name: str) -> None:
+        browsers.screenshot("ada", f"walk-{name}")
+
+    with browsers.screenshots_on_failure("walk"):
+        ada.goto("/")
+        expect(ada.locator("#landing-admin")).to_be_visible()
+        shot("landing")
+
+        sign_in(ada, "ada")
+        expect(ada.locator(".app-personas caption")).to_contain_text("Personas")
+        first_app = ada.locator("#content-main .module caption").first
+        expect(first_app).to_contain_text("Personas")
+        shot("index")
+
+        ada.goto("/admin/personas/persona/")
+        expect(ada.locator("#result_list tbody tr")).to_have_count(3)
+        expect(ada.locator("#result_list")).to_contain_text("revoked: superseded")
+        fits_the_screen(ada)
+        shot("list")
+
+        ada.goto(f"/admin/personas/persona/{walker['listed']}/change/")
+        admin_page(ada, form=True)
+        expect(ada.locator("table.verb-grid").first).to_be_visible()
+        expect(ada.locator("#audit_events-heading")).to_be_visible()
+        shot("form")
+
+        ada.goto("/admin/personas/persona/")
+        ada.click("#from-card-link")
+        admin_page(ada, form=True)
+        expect(ada.locator("#card-import-form")).to_be_visible()
+        shot("from-card")
+
+        ada.goto(f"/admin/personas/grantproposal/{walker['proposal']}/change/")
+        admin_page(ada, form=True)
+        expect(ada.locator("#diff-tools-added")).to_contain_text("complete")
+        shot("diff")
+
+        ada.goto("/admin/personas/persona/")
+        row = ada.locator("#result_list tbody tr", has_text=walker["listed_name"])
+        row.locator("input.action-select").check()
+        ada.select_option("select[name=action]", "revoke")
+        ada.click("button[name=index], input[name=index], .actions button[type=submit]")
+        admin_page(ada, form=True)
+        expect(ada.locator("#revoke-submit")).to_be_visible()
+        shot("revoke")
+
+        ada.goto("/admin/personas/auditevent/")
+        admin_page(ada, form=False)
+        expect(ada.locator("#result_list")).to_contain_text("ada")
+        shot("audit-trail")
+
+        ada.goto("/api/directory/")
+        admin_page(ada, form=False)
+        expect(ada.locator("#result_list")).to_contain_text(walker["listed_name"])
+        shot("directory")
+
+        browsers.assert_all_clean()
