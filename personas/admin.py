@@ -308,7 +308,25 @@ def describe_audit(event: AuditEvent) -> str:
         return describe_organization_event(event)
     if event.kind == AuditEvent.Kind.IDENTITY_LINKED:
         return f"OpenID Connect {data.get('issuer')} subject {data.get('subject')} proven"
+    if event.kind == AuditEvent.Kind.REVOKED:
+        return describe_revocation(data)
+    if event.kind == AuditEvent.Kind.PURGED:
+        how = "with a deletion" if data.get("via") == "deletion" else "by a superuser"
+        return (
+            f"{data.get('name')} ({data.get('persona')}) purged {how}; its tombstone kept: "
+            f"revoked {data.get('revoked_at')}, {data.get('reason_code')}"
+        )
     return f"skill {data.get('skill')} {data.get('change')}"
+
+
+def describe_revocation(data: dict[str, Any]) -> str:
+    numbers = ", ".join(str(number) for number in data.get("generations", []))
+    scope = "the whole persona" if data.get("scope") == "persona" else "its current generation"
+    why = f": {data['reason']}" if data.get("reason") else ""
+    return (
+        f"{scope} revoked (generations {numbers or 'none'}), {data.get('reason_code')}{why}; "
+        f"by its {data.get('as', 'owner')} via {data.get('via')}"
+    )
 
 
 class PersonaStateFilter(admin.SimpleListFilter):

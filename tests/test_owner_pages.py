@@ -279,3 +279,20 @@ def test_the_directory_page_names_a_bad_filter_and_asks_a_stranger_to_sign_in() 
     assert stranger.status_code == 401
     page = stranger.content.decode()
     assert 'id="directory-sign-in"' in page and "Hidden from strangers" not in page
+
+
+def test_a_revocation_and_a_purge_read_as_words_in_the_audit_trail() -> None:
+    """VX-AUDIT-2, VX-TRUST-5: the trail says what a revocation and a purge did (scope, the
+    generations, the reason code and the owner's words, the channel), never "skill None None"."""
+    owner = make_owner("vera")
+    persona = make_persona(make_agent(owner), name="Old face")
+    revoke(persona)
+    moderator = make_owner("root", is_superuser=True)
+    with run_on_commit():
+        services.persona_purge(persona=persona, actor=moderator)
+    client = signed_in(moderator)
+    page = client.get("/admin/personas/auditevent/").content.decode()
+    assert "the whole persona revoked (generations 1), compromised: key leaked" in page
+    assert "by its owner via test" in page
+    assert re.search(r"Old face \([0-9a-f-]{36}\) purged by a superuser; its tombstone kept", page)
+    assert "None None" not in page
