@@ -36,6 +36,7 @@ from jwt.algorithms import ECAlgorithm, OKPAlgorithm
 
 from cards import sealing
 from cards.models import SigningKey
+from personas.services import status_list_changed
 from virgo.queueing import queue_after_commit
 
 FAN_OUT_RESIGN = "settling.tasks.fan_out_resign"
@@ -281,6 +282,9 @@ def public_jwks() -> dict[str, list[dict[str, Any]]]:
 
 def _signing_set_changed() -> None:
     queue_after_commit(FAN_OUT_RESIGN)
+    # The revocation status list is signed by the same set: every web process signs it again
+    # on its next request (cards.status_list), in step with this change's commit.
+    status_list_changed()
 
 
 def create_key(*, algorithm: str | None = None, import_from: Path | None = None) -> SigningKey:

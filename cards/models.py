@@ -28,17 +28,20 @@ class PublishedCard(models.Model):
     # The bytes its signatures cover (cards.signing.card_payload), kept so that re-signing in a
     # rotation signs without rebuilding the SDK's view of the card (most of a signing's time).
     payload = models.BinaryField(default=b"")
+    # Whether it names its generation's place in the revocation status list (VX-TRUST-7): a
+    # card published before cards did is owed again.
+    status_listed = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"card of {self.persona_id} (generation {self.generation})"
 
     def is_current_for(self, persona: Persona) -> bool:
         """Whether this card shows `persona.generation` (or newer) at today's base URL, with
-        its pinned grant once the persona stands."""
+        its pinned grant once the persona stands, and its place in the status list."""
         if self.generation != persona.generation:
             return self.generation > persona.generation
         pinned = self.pinned or persona.standing is not True
-        return pinned and self.base_url == settings.VIRGO_PUBLIC_BASE_URL
+        return pinned and self.status_listed and self.base_url == settings.VIRGO_PUBLIC_BASE_URL
 
 
 class SigningKey(models.Model):

@@ -29,7 +29,9 @@ from cards.signing import (
     signed_card_body,
     signers_marker,
 )
+from cards.status_list import status_extension
 from personas.models import Generation, Persona
+from personas.status_list import status_indexes
 from virgo.bulk import update_each
 
 # HTTP dates have one-second resolution: each generation's Last-Modified is at least this much
@@ -43,16 +45,20 @@ def render_card(persona: Persona, generation: Generation | None = None) -> dict[
 
 
 def _rendered(
-    persona: Persona, generation: Generation | None = None
+    persona: Persona, generation: Generation | None = None, status_index: int | None = None
 ) -> tuple[dict[str, Any], bytes]:
-    """render_card, validated, and the payload its signatures cover."""
+    """render_card, validated, and the payload its signatures cover. `status_index` is the
+    generation's index in the revocation status list, when the caller has read it already."""
     if generation is None:
         generation = persona.generations.get(number=persona.generation)
+    if status_index is None:
+        status_index = status_indexes([generation.pk])[generation.pk]
     card = build_card(
         generation.composition,
         generation=generation.number,
         system_prompt=persona.system_prompt,
         pin=_pin(generation),
+        status=status_extension(status_index),
     )
     validate_card(card)
     return card, card_payload(card)
@@ -115,6 +121,7 @@ def _publish(persona: Persona) -> PublishedCard:
         "base_url": settings.VIRGO_PUBLIC_BASE_URL,
         "pinned": bool(generation.stamp_hash),
         "signed_by": signers_marker(signers),
+        "status_listed": True,
     }
     now = timezone.now().replace(microsecond=0)
     if stored is None:
@@ -127,6 +134,8 @@ def _publish(persona: Persona) -> PublishedCard:
     )
     if fields["pinned"]:
         behind |= same & Q(pinned=False)
+    # Published before cards named their place in the status list (VX-TRUST-7).
+    behind |= same & Q(status_listed=False)
     PublishedCard.objects.filter(behind, persona_id=persona.pk).update(
         **fields,
         last_modified=Greatest(
@@ -180,6 +189,9 @@ def _publish_many(personas: Sequence[Persona], known: Sequence[Generation]) -> N
                     number__in={persona.generation for persona in unread},
                 )
             }
+        indexes = status_indexes(
+            generations[(persona.pk, persona.generation)].pk for persona in owed
+        )
         now = timezone.now().replace(microsecond=0)
         created: list[PublishedCard] = []
         replaced: list[PublishedCard] = []
@@ -187,7 +199,7 @@ def _publish_many(personas: Sequence[Persona], known: Sequence[Generation]) -> N
         marker = signers_marker(signers)
         for persona in owed:
             generation = generations[(persona.pk, persona.generation)]
-            card_document, payload = _rendered(persona, generation)
+            card_document, payload = _rendered(persona, generation, indexes[generation.pk])
             body, payload = signed_card_body(card_document, signers, payload)
             card = stored.get(persona.pk)
             if card is None:
@@ -199,12 +211,13 @@ def _publish_many(personas: Sequence[Persona], known: Sequence[Generation]) -> N
             card.generation, card.body, card.etag = persona.generation, body, card_etag(body)
             card.base_url, card.signed_by = settings.VIRGO_PUBLIC_BASE_URL, marker
             card.payload, card.pinned = payload, bool(generation.stamp_hash)
+            card.status_listed = True
         PublishedCard.objects.bulk_create(created)
         update_each(
             replaced,
             [
                 *("generation", "body", "etag", "base_url", "pinned"),
-                *("signed_by", "payload", "last_modified"),
+                *("signed_by", "payload", "last_modified", "status_listed"),
             ],
         )
 

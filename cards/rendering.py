@@ -103,10 +103,13 @@ def build_card(
     generation: int,
     system_prompt: str,
     pin: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The card of one generation, from its composition. Keys are A2A camelCase.
 
-    `pin` is the pinned-grant extension (pinned_grant), once the generation's stamp is built.
+    `pin` is the pinned-grant extension (pinned_grant), once the generation's stamp is built;
+    `status` the generation's place in the revocation status list
+    (cards.status_list.status_extension).
     """
     persona_id = composition["persona"]
     provider = composition["provider"]
@@ -125,6 +128,8 @@ def build_card(
         extensions.append(identity_chain(composition["identity"]))
     if pin is not None:
         extensions.append(pin)
+    if status is not None:
+        extensions.append(status)
     return {
         "name": composition["name"],
         "description": card_description(composition["description"], system_prompt),

@@ -23,6 +23,7 @@ from cards.keys import public_jwks
 from cards.models import PublishedCard
 from cards.publishing import card_etag, publish_card
 from cards.signing import sign_document
+from cards.status_list import current_list
 from cards.tombstones import tombstone_bytes, tombstone_document
 from personas.models import Persona, PurgedPersona, Tombstone
 
@@ -42,6 +43,7 @@ _CARD_COLUMNS = (
     "published_card__last_modified",
     "published_card__base_url",
     "published_card__pinned",
+    "published_card__status_listed",
     "revoked_at",
     "revocation_reason",
 )
@@ -209,4 +211,41 @@ def jwks(request: HttpRequest) -> HttpResponse:
     response["Content-Length"] = str(len(body))
     response["ETag"] = etag
     response["Cache-Control"] = f"public, max-age={settings.VIRGO_JWKS_MAX_AGE}"
+    return response
+
+
+# Counted against the same per-address budget as cards and the JWKS: one client, one budget.
+_STATUS_LIST_RATE_KEY = "status-list"
+
+
+@csrf_exempt  # As the card: nothing changes state, and unsafe methods get their 405.
+def status_list(request: HttpRequest) -> HttpResponse:
+    """The revocation status list (VX-TRUST-7, cards.status_list): public, cacheable briefly,
+    one query per request while it is unchanged, and 304 to a peer holding the current one."""
+    usage = fastpath.count(request.META, _STATUS_LIST_RATE_KEY)
+    if usage.limited:
+        response = json_error(429, "rate_limited", "Too many requests from this address.")
+        response["Retry-After"] = str(usage.retry_after)
+        return response
+    if request.method not in READ_METHODS:
+        response = json_error(
+            405, "method_not_allowed", "The status list is read-only: use GET or HEAD."
+        )
+        response["Allow"] = ", ".join(READ_METHODS)
+        return response
+    if _declares_body(request):
+        return json_error(413, "body_not_accepted", "The status list endpoint accepts no body.")
+    signed = current_list()
+    precondition = get_conditional_response(request, etag=signed.etag)
+    if precondition is None:
+        body = b"" if request.method == "HEAD" else signed.body
+        response = HttpResponse(body, content_type="application/json")
+    elif precondition.status_code == 304:
+        response = HttpResponseNotModified()
+        response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
+    else:
+        return json_error(412, "precondition_failed", "If-Match did not match the status list.")
+    response["Content-Length"] = str(len(signed.body))
+    response["ETag"] = signed.etag
+    response["Cache-Control"] = f"public, max-age={settings.VIRGO_STATUS_LIST_MAX_AGE}"
     return response

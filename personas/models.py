@@ -546,6 +546,15 @@ class GenerationQuerySet(models.QuerySet["Generation"]):
         Generation.check_writes(objs, fields)
         return super().bulk_update(objs, fields, batch_size=batch_size)
 
+    def bulk_create(self, objs: Iterable["Generation"], *args: Any, **kwargs: Any) -> list[Any]:
+        """QuerySet.bulk_create, giving each new generation its status list index in one more
+        insert (StatusListEntry), as save() does for one."""
+        created = super().bulk_create(objs, *args, **kwargs)
+        StatusListEntry.objects.bulk_create(
+            [StatusListEntry(generation=generation) for generation in created]
+        )
+        return created
+
 
 class Generation(models.Model):
     """One immutable composition of a persona; its stamp hangs on it (stamps app).
@@ -594,11 +603,15 @@ class Generation(models.Model):
         return f"generation {self.number}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
+        adding = self._state.adding
+        if not adding:
             fields = kwargs.get("update_fields")
             names = [field.name for field in self._meta.concrete_fields]
             Generation.check_writes([self], names if fields is None else list(fields))
         super().save(*args, **kwargs)
+        if adding:
+            # In the same transaction: a generation is never without its place in the list.
+            StatusListEntry.objects.create(generation=self)
 
     @classmethod
     def check_writes(cls, generations: Sequence["Generation"], fields: Sequence[str]) -> None:
@@ -635,6 +648,69 @@ class Generation(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class StatusListEntryQuerySet(models.QuerySet["StatusListEntry"]):
+    def update(self, **kwargs: Any) -> int:
+        """QuerySet.update, refusing to point an index at another generation."""
+        if "generation" in kwargs or "generation_id" in kwargs:
+            raise GenerationFrozen("a status list index is never given to another generation")
+        return super().update(**kwargs)
+
+
+class StatusListEntry(models.Model):
+    """A generation's place in the revocation status list (VX-TRUST-7, W3C Bitstring Status
+    List): its card names `index`, and the list's bit at `index` is set from the moment the
+    generation, or its whole persona, is revoked (personas.services.persona_revoke).
+
+    Made with the generation (Generation.save, GenerationQuerySet.bulk_create). The index is an
+    auto-increment key, which the database never hands out twice (an identity column; SQLite's
+    AUTOINCREMENT), and an entry is never given to another generation (save and update refuse,
+    the one-to-one column is unique). The entry outlives its generation's row (SET_NULL): a
+    purged persona's cards still read revoked.
+    """
+
+    index = models.BigAutoField(primary_key=True)
+    generation = models.OneToOneField(
+        Generation,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="status_entry",
+        editable=False,
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = StatusListEntryQuerySet.as_manager()
+
+    class Meta:
+        # The list is rendered from exactly these rows, in one index scan however many exist.
+        indexes = [
+            models.Index(
+                fields=["index"],
+                condition=models.Q(revoked_at__isnull=False),
+                name="status_entry_revoked_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"status list index {self.index}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise GenerationFrozen("a status list entry is written once; a revocation updates it")
+        super().save(*args, **kwargs)
+
+
+class StatusListVersion(models.Model):
+    """One row, whose `version` moves in every transaction that changes what the revocation
+    status list says or which keys sign it (a revocation, a change of the signing set). Every
+    web process reads it per request and renders the list again only when it moved, so no
+    process's memory is the truth, and a revocation is seen by all at their next request."""
+
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"status list version {self.version}"
 
 
 class AuditEvent(models.Model):

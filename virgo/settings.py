@@ -275,6 +275,9 @@ if VIRGO_SIGNING_ALGORITHM not in ("ES256", "EdDSA"):
 VIRGO_SIGNING_KEYS_DIR = env_str("VIRGO_SIGNING_KEYS_DIR", "")
 VIRGO_SIGNING_KEY_GRACE_SECONDS = env_int("VIRGO_SIGNING_KEY_GRACE_SECONDS", 7 * 86400)
 VIRGO_JWKS_MAX_AGE = env_int("VIRGO_JWKS_MAX_AGE", 300)
+# How long peers may cache the revocation status list (cards.status_list, VX-TRUST-7): short, as
+# it is how late a peer may learn of a revocation.
+VIRGO_STATUS_LIST_MAX_AGE = env_int("VIRGO_STATUS_LIST_MAX_AGE", 60)
 # Key-encryption keys (virgo.kek, VX-SCALE-1): signing keys are sealed under the first in the
 # database, every one opens; every machine of a deployment needs the same. Local mode without one
 # falls back to a key derived from SECRET_KEY (it only opens, once one is configured).

@@ -7,9 +7,10 @@ with transaction.on_commit so a task never sees uncommitted state.
 Callers import from here; the functions live in a module per record family, each importing only
 the ones before it in this list: `derivation` (what a persona is: its skills and composition),
 `validation` (what a write must pass), `addresses`, `generations` (opening, diffing and settling
-a persona's generations), `revocation`, `identities`, `organizations` (proven domains), `skills`
-(the verb->skill map), `agents`, `discoverability`, `personas` and `proposals` (the owner's
-decision on a held change). No module of the package imports this one.
+a persona's generations), `status_list` (the revocation status list's bits and version),
+`revocation`, `identities`, `organizations` (proven domains), `skills` (the verb->skill map),
+`agents`, `discoverability`, `personas` and `proposals` (the owner's decision on a held
+change). No module of the package imports this one.
 """
 
 from personas.services.addresses import address_register, address_register_first, resolve_address
@@ -65,6 +66,7 @@ from personas.services.revocation import (
     persona_revoke,
 )
 from personas.services.skills import skill_delete, skill_save
+from personas.services.status_list import status_list_changed
 from personas.services.validation import User, validate_grant, validate_scope
 
 __all__ = [
@@ -116,6 +118,7 @@ __all__ = [
     "skill_delete",
     "skill_map_revision",
     "skill_save",
+    "status_list_changed",
     "validate_grant",
     "validate_scope",
 ]

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from personas.models import AuditEvent, Generation, Persona, PurgedPersona, RevocationReason
+from personas.services.status_list import status_revoke
 from personas.services.validation import User
 from personas.signals import persona_revoked, personas_written
 from virgo.bulk import update_each
@@ -41,10 +42,11 @@ def persona_revoke(
     """Revoke a persona, or one of its generations, at once (VX-TRUST-5).
 
     The owner revokes their own; a moderator (superuser) may revoke any. The revoked generations
-    stop standing in this transaction and never stand again (the database refuses it); every
-    web process withdraws the card on its next request (the card token moves, now and after the
-    commit), its runtime refuses naming the revocation, and what waits on or was learned under
-    the revoked stamps is cancelled or retired (`persona_revoked`, in this transaction).
+    stop standing in this transaction and never stand again (the database refuses it), and
+    their bits are set in the revocation status list (VX-TRUST-7); every web process withdraws
+    the card on its next request (the card token moves, now and after the commit), its runtime
+    refuses naming the revocation, and what waits on or was learned under the revoked stamps is
+    cancelled or retired (`persona_revoked`, in this transaction).
 
     Without `generation` the persona itself is revoked, finally: it never changes again. A
     revoked generation alone is followed by the owner's next edit, a new generation.
@@ -89,6 +91,9 @@ def persona_revoke(
             *revoked_generation.not_standing_reasons,
         ]
     update_each(revoked, ["revoked_at", "revocation_reason", "standing", "not_standing_reasons"])
+    # Their bits in the status list, in this transaction (VX-TRUST-7): a persona revoked sets
+    # every generation's not yet set, a generation its own only.
+    status_revoke(generation_ids=[g.pk for g in revoked], at=now)
     numbers = [revoked_generation.number for revoked_generation in revoked]
     fields = ["updated_at"]
     if generation is None:

@@ -1,0 +1,397 @@
+"""The revocation status list (VX-TRUST-7): every card names its place in one signed list, in
+the manner of W3C Bitstring Status List v1.0, and a revocation sets exactly its bits in the
+transaction that revokes.
+
+A peer checks the way README "Checking revocation" says: the card's status extension gives the
+list's URL and the index; one fetch of the list, verified with the JWKS alone (PyJWT, and
+RFC 8785 by the rfc8785 package: nothing of Virgo's), answers for every card it holds.
+"""
+
+import base64
+import gzip
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import jwt
+import pytest
+import rfc8785
+from django.core.cache import cache
+from django.db import IntegrityError, connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from cards import keys
+from cards.status_list import MIN_BITS, STATUS_EXTENSION, status_entry, status_list_url
+from personas.models import (
+    Generation,
+    GenerationFrozen,
+    Persona,
+    StatusListEntry,
+)
+from personas.services import (
+    composition_hash,
+    persona_purge,
+    persona_revoke,
+    status_list_changed,
+)
+from personas.status_list import list_state, status_indexes
+from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
+from tests.test_revocation import moderator
+
+pytestmark = pytest.mark.django_db
+
+LIST = "/.well-known/status/revocation"
+SECURITY_HEADERS = (
+    "Content-Security-Policy",
+    "X-Frame-Options",
+    "X-Content-Type-Options",
+    "Referrer-Policy",
+    "Cross-Origin-Opener-Policy",
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits() -> Iterator[None]:
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Any, settings: Any) -> None:
+    settings.VIRGO_HOME = tmp_path / "home"
+
+
+@pytest.fixture
+def owner() -> Any:
+    return make_owner()
+
+
+@pytest.fixture
+def persona(owner: Any) -> Persona:
+    return make_persona(make_agent(owner), discoverable=True)
+
+
+def revoke(persona: Persona, **kwargs: Any) -> Any:
+    with run_on_commit():
+        return persona_revoke(
+            persona=persona,
+            actor=persona.agent.owner,
+            reason_code="compromised",
+            reason="its host was broken into",
+            via="test",
+            **kwargs,
+        )
+
+
+def verified(document: dict[str, Any]) -> str:
+    """The kid of a signature over `document` that verifies with the served JWKS, as a peer
+    checks it: PyJWT over the RFC 8785 form of the document without `signatures`."""
+    jwks = {
+        jwk["kid"]: jwk
+        for jwk in json.loads(Client().get("/.well-known/jwks.json").content)["keys"]
+    }
+    unsigned = {name: value for name, value in document.items() if name != "signatures"}
+    payload = base64.urlsafe_b64encode(rfc8785.dumps(unsigned)).rstrip(b"=").decode()
+    for signature in document["signatures"]:
+        header = json.loads(base64.urlsafe_b64decode(signature["protected"] + "=="))
+        jwk = jwks.get(header["kid"])
+        if jwk is None:
+            continue
+        token = f"{signature['protected']}.{payload}.{signature['signature']}"
+        jwt.api_jws.decode(token, jwt.PyJWK(jwk).key, algorithms=[jwk["alg"]])
+        return str(header["kid"])
+    raise AssertionError("no signature verifies against the JWKS")
+
+
+def bits(document: dict[str, Any]) -> bytes:
+    """The bitstring: multibase base64url (prefix u, no padding) of its GZIP."""
+    encoded = document["credentialSubject"]["encodedList"]
+    assert encoded.startswith("u") and "=" not in encoded
+    return gzip.decompress(base64.urlsafe_b64decode(encoded[1:] + "=" * (-len(encoded[1:]) % 4)))
+
+
+def bit(bitstring: bytes, index: int) -> int:
+    """W3C: index 0 is the left-most bit of the first byte."""
+    return (bitstring[index // 8] >> (7 - index % 8)) & 1
+
+
+def set_bits(bitstring: bytes) -> list[int]:
+    return [index for index in range(len(bitstring) * 8) if bit(bitstring, index)]
+
+
+def fetch(**headers: str) -> Any:
+    return Client().get(LIST, headers=headers)
+
+
+def served_list() -> dict[str, Any]:
+    response = fetch()
+    assert response.status_code == 200, response.content
+    document: dict[str, Any] = json.loads(response.content)
+    verified(document)
+    return document
+
+
+def index_of(persona: Persona, number: int | None = None) -> int:
+    generation = Generation.objects.get(persona=persona, number=number or persona.generation)
+    return StatusListEntry.objects.get(generation=generation).index
+
+
+def card_status(persona: Persona) -> dict[str, Any]:
+    card = json.loads(Client().get(persona.card_path).content)
+    [extension] = [
+        extension
+        for extension in card["capabilities"]["extensions"]
+        if extension["uri"] == STATUS_EXTENSION
+    ]
+    params: dict[str, Any] = extension["params"]
+    return params
+
+
+def test_the_list_verifies_against_the_jwks_and_is_a_bitstring_status_list(
+    persona: Persona,
+) -> None:
+    """VX-TRUST-7: the list is a BitstringStatusListCredential-shaped document, signed by a key
+    of the JWKS (a changed bit fails), its encodedList at least 131,072 bits, all clear while
+    nothing is revoked."""
+    document = served_list()
+    assert verified(document) in {key["kid"] for key in keys.public_jwks()["keys"]}
+    del document["signatures"]
+    subject = document["credentialSubject"]
+    assert document["type"] == ["VerifiableCredential", "BitstringStatusListCredential"]
+    assert document["id"] == status_list_url()
+    assert (subject["type"], subject["statusPurpose"]) == ("BitstringStatusList", "revocation")
+    bitstring = bits(document)
+    assert len(bitstring) * 8 >= MIN_BITS
+    assert set_bits(bitstring) == []
+    forged = json.loads(fetch().content)
+    flipped = bytearray(bitstring)
+    flipped[0] |= 0x80
+    packed = base64.urlsafe_b64encode(gzip.compress(bytes(flipped))).rstrip(b"=").decode()
+    forged["credentialSubject"]["encodedList"] = "u" + packed
+    with pytest.raises(jwt.exceptions.InvalidSignatureError):
+        verified(forged)
+
+
+def test_a_card_names_its_generations_index_and_is_signed_with_it(persona: Persona) -> None:
+    """VX-TRUST-7: the card's status extension is a BitstringStatusListEntry naming the list and
+    this generation's index; the next generation's card names another index."""
+    first = index_of(persona)
+    assert card_status(persona) == status_entry(first)
+    assert card_status(persona)["statusListCredential"] == status_list_url()
+    persona = update_persona(persona, description="Another generation.")
+    second = index_of(persona)
+    assert second != first
+    assert card_status(persona)["statusListIndex"] == str(second)
+
+
+def test_a_persona_revocation_sets_every_generations_bit_and_nothing_else(
+    persona: Persona, owner: Any
+) -> None:
+    """VX-TRUST-7: revoking the persona sets the bit of each of its generations; another
+    persona's stays clear."""
+    persona = update_persona(persona, description="Generation two.")
+    other = make_persona(make_agent(owner), discoverable=True)
+    revoke(persona)
+    bitstring = bits(served_list())
+    assert set_bits(bitstring) == sorted([index_of(persona, 1), index_of(persona, 2)])
+    assert bit(bitstring, index_of(other)) == 0
+
+
+def test_a_generation_revocation_sets_that_bit_only_and_the_next_generation_is_clear(
+    persona: Persona,
+) -> None:
+    """VX-TRUST-7: a revoked generation's bit is set, the owner's next generation's is not; the
+    card of the revoked one answers its tombstone as before."""
+    persona = update_persona(persona, description="Generation two.")
+    revoke(persona, generation=2)
+    assert Client().get(persona.card_path).status_code == 410
+    persona = update_persona(persona, description="Generation three.")
+    bitstring = bits(served_list())
+    assert set_bits(bitstring) == [index_of(persona, 2)]
+    assert bit(bitstring, index_of(persona, 1)) == 0
+    assert bit(bitstring, index_of(persona, 3)) == 0
+    assert card_status(persona)["statusListIndex"] == str(index_of(persona, 3))
+
+
+def test_the_bit_is_set_in_the_revoking_transaction_and_a_rollback_flips_nothing(
+    persona: Persona,
+) -> None:
+    """VX-TRUST-7: inside the revoking transaction the bit and the version have moved already;
+    a revocation rolled back leaves both as they were."""
+    before = list_state()
+    etag = fetch()["ETag"]
+
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo), transaction.atomic():
+        revoke(persona)
+        assert StatusListEntry.objects.get(index=index_of(persona)).revoked_at is not None
+        assert list_state().version == before.version + 1
+        raise Undo
+    assert list_state() == before
+    assert StatusListEntry.objects.filter(revoked_at__isnull=False).count() == 0
+    assert set_bits(bits(served_list())) == []
+    assert fetch(If_None_Match=etag).status_code == 304
+
+
+def test_the_etag_moves_with_a_revocation_and_revalidates(persona: Persona) -> None:
+    """VX-TRUST-7: an unchanged list answers 304 to its ETag; after a revocation the old ETag
+    gets 200 and the new list, whose ETag then answers 304. Short and public caching."""
+    first = fetch()
+    assert first["Cache-Control"] == "public, max-age=60"
+    assert fetch(If_None_Match=first["ETag"]).status_code == 304
+    revoke(persona)
+    after = fetch(If_None_Match=first["ETag"])
+    assert after.status_code == 200
+    assert after["ETag"] != first["ETag"]
+    assert bit(bits(json.loads(after.content)), index_of(persona)) == 1
+    assert fetch(If_None_Match=after["ETag"]).status_code == 304
+
+
+def test_a_key_rotation_signs_the_list_again(persona: Persona) -> None:
+    """VX-TRUST-7: a change of the signing set moves the list's ETag, and the new list carries a
+    signature by the new key."""
+    before = served_list()
+    etag = fetch()["ETag"]
+    with run_on_commit():
+        new = keys.rotate()
+    after = served_list()
+    assert fetch()["ETag"] != etag
+    kids = {
+        json.loads(base64.urlsafe_b64decode(s["protected"] + "=="))["kid"]
+        for s in after["signatures"]
+    }
+    assert new.kid in kids
+    assert after["credentialSubject"] == before["credentialSubject"]
+
+
+def test_one_fetch_answers_for_thousands_of_cards_in_queries_that_do_not_grow(
+    persona: Persona,
+) -> None:
+    """VX-TRUST-7: with 2,000 more generations, one GET answers every one of them; rendering the
+    list costs the same queries as with one persona, and an unchanged list costs one."""
+
+    def render_queries() -> int:
+        """The queries of a GET that finds the list changed: it renders and signs it."""
+        with transaction.atomic():
+            status_list_changed()
+        with CaptureQueriesContext(connection) as render:
+            assert fetch().status_code == 200
+        return len(render.captured_queries)
+
+    fetch()
+    few = render_queries()
+    template = Generation.objects.get(persona=persona)
+    personas = Persona.objects.bulk_create(
+        [
+            Persona(
+                uuid=uuid.uuid4(),
+                agent_id=persona.agent_id,
+                name=f"Many {number}",
+                system_prompt=persona.system_prompt,
+                persona_class=persona.persona_class,
+                address_id=persona.address_id,
+                discoverable=True,
+            )
+            for number in range(2000)
+        ]
+    )
+    generations = Generation.objects.bulk_create(
+        [
+            Generation(
+                persona=many,
+                number=1,
+                composition={**template.composition, "persona": str(many.uuid)},
+                base_composition_hash=composition_hash(template.composition),
+            )
+            for many in personas
+        ]
+    )
+    indexes = status_indexes(generation.pk for generation in generations)
+    assert len(set(indexes.values())) == 2000
+    revoked = personas[::400]
+    actor = moderator()
+    for many in revoked:
+        with run_on_commit():
+            persona_revoke(
+                persona=many, actor=actor, reason_code="compromised", reason="test", via="test"
+            )
+    assert render_queries() == few
+    with CaptureQueriesContext(connection) as unchanged:
+        assert fetch().status_code == 200
+    assert len(unchanged.captured_queries) == 1
+    bitstring = bits(served_list())
+    assert set_bits(bitstring) == sorted(
+        indexes[generation.pk] for generation in generations if generation.persona in revoked
+    )
+
+
+def test_the_list_has_every_security_header_the_card_has(persona: Persona) -> None:
+    """VX-TRUST-7: the list's 200 and 304 carry the card's security headers (CSP default-src
+    'none' for JSON, nosniff, ...); HEAD has no body; other methods and bodies are refused."""
+    card = Client().get(persona.card_path)
+    response = fetch()
+    assert response["Content-Type"] == "application/json"
+    assert "default-src 'none'" in response["Content-Security-Policy"]
+    assert response["X-Content-Type-Options"] == "nosniff"
+    not_modified = fetch(If_None_Match=response["ETag"])
+    for name in SECURITY_HEADERS:
+        assert response[name] == card[name], name
+        assert not_modified[name] == card[name], name
+    head = Client().head(LIST)
+    assert head.status_code == 200 and head.content == b""
+    assert Client().post(LIST).status_code == 405
+    assert Client().generic("GET", LIST, data=b"x").status_code == 413
+
+
+@pytest.mark.parametrize(
+    "if_none_match",
+    ['"' + "a" * 100_000 + '"', "W/" * 20_000, ",," * 30_000, '"\x00\x7f"', '"unterminated'],
+)
+def test_a_malformed_or_huge_if_none_match_gets_the_list(
+    persona: Persona, if_none_match: str
+) -> None:
+    """VX-TRUST-7: an If-None-Match that is huge or malformed matches nothing: 200 and the
+    list, quickly."""
+    response = fetch(If_None_Match=if_none_match)
+    assert response.status_code == 200
+    verified(json.loads(response.content))
+
+
+def test_the_list_reveals_nothing_but_bits(persona: Persona, owner: Any) -> None:
+    """VX-TRUST-7: the document names no persona, generation, owner or count: exactly the W3C
+    members, the installation as issuer, and the bits."""
+    revoke(persona)
+    document = served_list()
+    assert set(document) == {"@context", "id", "type", "issuer", "credentialSubject", "signatures"}
+    assert set(document["credentialSubject"]) == {"id", "type", "statusPurpose", "encodedList"}
+    text = fetch().content.decode()
+    for secret in (str(persona.uuid), persona.name, owner.username, owner.email):
+        assert not secret or secret not in text
+
+
+def test_an_index_is_never_given_to_another_generation(persona: Persona, owner: Any) -> None:
+    """VX-TRUST-7: one entry per generation (the database refuses a second), an entry is never
+    re-pointed, and a purged persona's revoked indexes stay set and are never handed out
+    again."""
+    generation = Generation.objects.get(persona=persona)
+    entry = StatusListEntry.objects.get(generation=generation)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        StatusListEntry.objects.create(generation=generation)
+    other = make_persona(make_agent(owner))
+    with pytest.raises(GenerationFrozen):
+        StatusListEntry.objects.filter(pk=entry.pk).update(generation=other.generations.get())
+    with pytest.raises(GenerationFrozen):
+        entry.save()
+    revoke(persona)
+    with run_on_commit():
+        persona_purge(persona=persona, actor=moderator())
+    kept = StatusListEntry.objects.get(pk=entry.pk)
+    assert kept.generation_id is None and kept.revoked_at is not None
+    assert bit(bits(served_list()), entry.index) == 1
+    newest = make_persona(make_agent(owner))
+    assert index_of(newest) > max(entry.index, index_of(other))
