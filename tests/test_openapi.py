@@ -34,6 +34,16 @@ pytestmark = pytest.mark.django_db
 LIMIT = 64 * 1024
 # Served by the site but not part of the API it documents (/metrics is the operators').
 UNDOCUMENTED = {"/api/schema/", "/api/docs/", "/metrics"}
+# Served to other specifications' schemas, vendored or cited, not Virgo's (decision 216): the AI
+# Catalog (cards/schemas/ai-catalog.schema.json), robots.txt, and the ARD registry API (ARD's
+# spec/schemas/ard.openapi.yaml).
+UNDOCUMENTED |= {
+    "/.well-known/ai-catalog.json",
+    "/robots.txt",
+    "/api/ard/search",
+    "/api/ard/explore",
+    "/api/ard/agents",
+}
 
 
 @pytest.fixture(autouse=True)
