@@ -32,8 +32,19 @@ from tests.factories import address, make_agent, make_owner, make_persona
 pytestmark = pytest.mark.django_db
 
 LIMIT = 64 * 1024
-# Served by the site but not part of the API it documents (/metrics is the operators').
-UNDOCUMENTED = {"/api/schema/", "/api/docs/", "/metrics"}
+# Served by the site but not part of the API it documents (/metrics is the operators', / the
+# landing page for people).
+UNDOCUMENTED = {"/", "/api/schema/", "/api/docs/", "/metrics"}
+# Served to other specifications' schemas, vendored or cited, not Virgo's (decision 216): the AI
+# Catalog (cards/schemas/ai-catalog.schema.json), robots.txt, and the ARD registry API (ARD's
+# spec/schemas/ard.openapi.yaml).
+UNDOCUMENTED |= {
+    "/.well-known/ai-catalog.json",
+    "/robots.txt",
+    "/api/ard/search",
+    "/api/ard/explore",
+    "/api/ard/agents",
+}
 
 
 @pytest.fixture(autouse=True)

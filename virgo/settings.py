@@ -297,6 +297,14 @@ VIRGO_RESIGN_BATCH_SIZE = env_int("VIRGO_RESIGN_BATCH_SIZE", 500)
 VIRGO_MAX_BODY_BYTES = env_int("VIRGO_MAX_BODY_BYTES", 64 * 1024)
 VIRGO_DIRECTORY_PAGE_SIZE = env_int("VIRGO_DIRECTORY_PAGE_SIZE", 50)
 VIRGO_DIRECTORY_MAX_PAGE_SIZE = env_int("VIRGO_DIRECTORY_MAX_PAGE_SIZE", 100)
+# Other ARD registries an ARD search refers clients to (federation=referrals or auto); Virgo
+# never calls them itself.
+VIRGO_ARD_REFERRALS = env_list("VIRGO_ARD_REFERRALS")
+for _referral in VIRGO_ARD_REFERRALS:
+    if urlsplit(_referral).scheme != "https" or not urlsplit(_referral).hostname:
+        raise _unusable(
+            "VIRGO_ARD_REFERRALS", _referral, "an https:// URL of an ARD registry", "none"
+        )
 VIRGO_RECOMPUTE_BATCH_SIZE = env_int("VIRGO_RECOMPUTE_BATCH_SIZE", 500)
 # Processes `virgo check` verifies the stamp files in (stamps.checks): the cores it may use.
 VIRGO_CHECK_PROCESSES = env_int("VIRGO_CHECK_PROCESSES", os.process_cpu_count() or 1)

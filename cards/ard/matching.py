@@ -1,0 +1,204 @@
+"""Which listed personas an ARD query matches, and how relevant each is to its text.
+
+Filters follow ARD §7.1: OR within a key (a scalar is one value), AND across keys, each key a
+path into the entry as cards.ard.entries builds it, answered in SQL from the persona row and its
+current generation (so a page never needs a query per row). The relevance score is
+PostgreSQL full-text rank where it runs, and a documented weighted match elsewhere (decision
+219); both give 0-100 and one cutoff, a score of at least 1, for search and explore alike.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db.models import (
+    Exists,
+    Expression,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.sql.compiler import SQLCompiler
+
+from cards.ard import entries
+from personas.models import PROVIDER_ORGANIZATION, Generation, Persona
+from personas.search import SkillsCarry, like_pattern
+
+# Where each word weighs in the SQLite fallback: a persona's name, its skills (names, ids and
+# tags), its description; a score is the share of the best possible, 0-100.
+NAME_WEIGHT, SKILL_WEIGHT, DESCRIPTION_WEIGHT = 3, 2, 1
+BEST = NAME_WEIGHT + SKILL_WEIGHT + DESCRIPTION_WEIGHT
+# Conditions that hold for every persona and for none: an empty Q() would vanish from an OR.
+EVERY = Q(pk__isnull=False)
+NONE = Q(pk__in=[])
+
+
+def registry_personas() -> QuerySet[Persona]:
+    """What the registry may list: listed by their owner, standing (so their card pins a grant),
+    neither they nor their current generation revoked. A quarantined stamp does not stand."""
+    return (
+        Persona.objects.advertised()
+        .filter(standing=True, revoked_at__isnull=True)
+        .with_generation_revoked()
+        .filter(generation_revoked=False)
+    )
+
+
+def _current() -> QuerySet[Generation]:
+    return Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
+
+
+def _identity_is(path: Sequence[str], value: str) -> Q:
+    """The current generation's identity chain holds `value` at `path`."""
+    lookup = "__".join(("composition", "identity", *path))
+    return Q(Exists(_current().filter(**{lookup: value})))
+
+
+def publisher_is(publisher: str) -> Q:
+    """The entry's URN publisher is `publisher`: the proven domain, else the installation."""
+    domain = publisher.lower()
+    proven = Q(Exists(_current().alias(domain=PROVIDER_ORGANIZATION).filter(domain=domain)))
+    if domain != entries.installation_host():
+        return proven
+    some_domain = _current().alias(domain=PROVIDER_ORGANIZATION).filter(domain__isnull=False)
+    return proven | ~Q(Exists(some_domain))
+
+
+def publisher_column() -> Subquery:
+    """The proven domain of each persona's current generation, or NULL (the installation)."""
+    return Subquery(_current().annotate(domain=PROVIDER_ORGANIZATION).values("domain")[:1])
+
+
+def _any(values: Sequence[str], one: Callable[[str], Q]) -> Q:
+    condition = NONE
+    for value in values:
+        condition |= one(value)
+    return condition
+
+
+def _type(value: str) -> Q:
+    return EVERY if value == entries.ENTRY_TYPE else NONE
+
+
+def _version(value: str) -> Q:
+    return Q(generation=int(value)) if value.isascii() and value.isdigit() else NONE
+
+
+def _identifier(value: str) -> Q:
+    parsed = entries.parse_identifier(value)
+    if parsed is None:
+        return NONE
+    publisher, persona_uuid = parsed
+    return Q(uuid__iexact=persona_uuid) & publisher_is(publisher)
+
+
+def _attestation(value: str) -> Q:
+    if value == entries.PINNED_GRANT:
+        # Every persona the registry lists stands, so its card pins its grant.
+        return EVERY
+    if value == entries.OWNER_OIDC:
+        return _identity_is(("owner", "verification"), "oidc")
+    if value.startswith(entries.ORGANIZATION_PREFIX):
+        method = value.removeprefix(entries.ORGANIZATION_PREFIX)
+        if method != "unverified":
+            return _identity_is(("organization", "verification"), method)
+    return NONE
+
+
+def _metadata(key: str) -> Callable[[str], Q]:
+    path = entries.METADATA_PATHS[key]
+    return lambda value: _identity_is(path, value)
+
+
+FILTERS: dict[str, Callable[[str], Q]] = {
+    "type": _type,
+    "tags": lambda tag: Q(SkillsCarry(F("skills"), [{"tags": [tag]}])),
+    "capabilities": lambda skill: Q(SkillsCarry(F("skills"), [{"id": skill}])),
+    "publisher": publisher_is,
+    "version": _version,
+    "identifier": _identifier,
+    "trustManifest.identity": _identifier,
+    "trustManifest.identityType": lambda value: EVERY if value == "other" else NONE,
+    "trustManifest.attestations.type": _attestation,
+    **{f"metadata.{key}": _metadata(key) for key in entries.METADATA_PATHS},
+}
+
+
+def filter_condition(filters: dict[str, tuple[str, ...]]) -> Q:
+    """ARD §7.1: every key must hold (AND), each by any of its values (OR)."""
+    condition = Q()
+    for key, values in filters.items():
+        condition &= _any(values, FILTERS[key])
+    return condition
+
+
+class Relevance(Func):
+    """0-100: how well a persona's name, skills and description answer the query's words."""
+
+    output_field = IntegerField()
+
+    def __init__(self, words: Sequence[str]) -> None:
+        super().__init__(F("name"), F("description"), F("skills"))
+        self.words = tuple(words)
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: Any, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        """The fallback (SQLite): each word found (LIKE, any case of ASCII) in the name weighs
+        3, in a skill's name, id or tag 2, in the description 1; the sum over the best sum."""
+        name, description, skills = self._columns(compiler)
+        terms: list[str] = []
+        params: list[Any] = []
+        for word in self.words:
+            pattern = like_pattern(word)
+            terms.append(
+                f"(CASE WHEN {name} LIKE %s ESCAPE '\\' THEN {NAME_WEIGHT} ELSE 0 END)"
+                " + (CASE WHEN EXISTS (SELECT 1 FROM json_each("
+                f"{skills}) AS skill WHERE json_extract(skill.value, '$.name') LIKE %s"
+                " ESCAPE '\\' OR json_extract(skill.value, '$.id') LIKE %s ESCAPE '\\'"
+                " OR EXISTS (SELECT 1 FROM json_each(skill.value, '$.tags') AS tag"
+                f" WHERE tag.value LIKE %s ESCAPE '\\')) THEN {SKILL_WEIGHT} ELSE 0 END)"
+                f" + (CASE WHEN {description} LIKE %s ESCAPE '\\'"
+                f" THEN {DESCRIPTION_WEIGHT} ELSE 0 END)"
+            )
+            params += [pattern] * 5
+        total = " + ".join(terms) or "0"
+        return f"((100 * ({total})) / {BEST * max(len(self.words), 1)})", params
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: Any, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        """ts_rank over the name (weight A), the skills' names, ids and tags (B) and the
+        description (C), against any of the words; as a percentage, capped at 100."""
+        name, description, skills = self._columns(compiler)
+        skill_text = " || ' ' || ".join(
+            f"COALESCE(jsonb_path_query_array({skills}, '{path}')::text, '')"
+            for path in ("$[*].name", "$[*].id", "$[*].tags[*]")
+        )
+        document = (
+            f"setweight(to_tsvector('simple', {name}), 'A')"
+            f" || setweight(to_tsvector('simple', {skill_text}), 'B')"
+            f" || setweight(to_tsvector('simple', {description}), 'C')"
+        )
+        query = " || ".join("plainto_tsquery('simple', %s)" for _ in self.words)
+        return (
+            f"LEAST(100, ROUND(100 * ts_rank({document}, {query})))::integer",
+            list(self.words),
+        )
+
+    def _columns(self, compiler: SQLCompiler) -> list[str]:
+        columns = []
+        for expression in self.get_source_expressions():
+            sql, params = compiler.compile(expression)
+            assert not params  # plain columns
+            columns.append(sql)
+        return columns
+
+
+def ranked(queryset: QuerySet[Persona], words: Sequence[str]) -> QuerySet[Persona]:
+    """The personas relevant to the words (score at least 1), best first, then by key."""
+    relevance: Expression = Relevance(words)
+    return queryset.annotate(score=relevance).filter(score__gte=1).order_by("-score", "id")

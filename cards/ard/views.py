@@ -1,0 +1,213 @@
+"""The ARD registry API: POST search, POST explore, GET agents (ARD v0.9 §7).
+
+Authenticated like the directory (token or session), counted against the directory's
+per-principal budget (one client harvesting either is one client), and limited to the personas
+the directory lists, standing and unrevoked (cards.ard.matching.registry_personas). Refusals are
+ARD's Appendix B: `{"errorCode", "message"}`, with the field at fault for a 400.
+"""
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cards.api import PrincipalRateThrottle
+from cards.ard import entries, matching, paging
+from cards.ard.requests import (
+    Facet,
+    Invalid,
+    Query,
+    StrictJSONParser,
+    read_explore,
+    read_listing,
+    read_search,
+)
+from personas.models import Persona
+
+# How federation=auto is answered: this registry calls no other, so it refers (ARD §8).
+ANSWERED_AS = "Virgo-ARD-Federation"
+_CODES = {
+    exceptions.NotAuthenticated: "UNAUTHENTICATED",
+    exceptions.AuthenticationFailed: "UNAUTHENTICATED",
+    exceptions.PermissionDenied: "PERMISSION_DENIED",
+    exceptions.Throttled: "RATE_LIMIT_EXCEEDED",
+    exceptions.NotFound: "NOT_FOUND",
+    exceptions.ParseError: "INVALID_ARGUMENT",
+    exceptions.ValidationError: "INVALID_ARGUMENT",
+    Invalid: "INVALID_ARGUMENT",
+}
+
+
+# ARD's own OpenAPI (spec/schemas/ard.openapi.yaml) is these operations' schema; Virgo's
+# documents its own API and leaves them out (decision 216).
+@extend_schema(exclude=True)
+class RegistryView(APIView):
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [PrincipalRateThrottle]
+    parser_classes = [StrictJSONParser]
+    renderer_classes = [JSONRenderer]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        if isinstance(exc, exceptions.APIException):
+            code = next(
+                (name for kind, name in _CODES.items() if isinstance(exc, kind)),
+                str(exc.default_code).upper(),
+            )
+            message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+            response.data = {"errorCode": code, "message": str(message)}
+            if isinstance(exc, Invalid):
+                response.data["field"] = exc.field
+        return response
+
+
+def _matched(query: Query) -> QuerySet[Persona]:
+    personas = matching.registry_personas().filter(matching.filter_condition(query.filters))
+    return matching.ranked(personas, query.words) if query.words else personas
+
+
+def _page_token(token: str | None, query: dict[str, Any]) -> list[Any] | None:
+    if token is None:
+        return None
+    try:
+        return paging.read_token(token, query)
+    except paging.BadToken as error:
+        raise Invalid("pageToken", str(error)) from None
+
+
+def referrals() -> list[dict[str, str]]:
+    """The registries the operator named (VIRGO_ARD_REFERRALS); none is ever called."""
+    return [
+        {
+            "identifier": f"urn:air:{urlsplit(url).hostname}:registry",
+            "displayName": urlsplit(url).hostname or url,
+            "type": entries.REGISTRY_TYPE,
+            "url": url,
+        }
+        for url in settings.VIRGO_ARD_REFERRALS
+    ]
+
+
+class SearchView(RegistryView):
+    """POST /api/ard/search: ranked entries for `query.text`, narrowed by `query.filter`."""
+
+    def post(self, request: Request) -> Response:
+        search = read_search(request.data)
+        key = {"op": "search", **search.query.canonical()}
+        personas = _matched(search.query).only(*entries.PERSONA_COLUMNS)
+        after = _page_token(search.page_token, key)
+        if after is not None:
+            score, last = after
+            if not isinstance(score, int):
+                raise Invalid("pageToken", "was not issued by this registry")
+            personas = personas.filter(Q(score__lt=score) | Q(score=score, id__gt=last))
+        page = list(personas[: search.page_size + 1])
+        shown = page[: search.page_size]
+        source = entries.api_base()
+        results = [
+            {**document, "score": persona.score, "source": source}
+            for persona, document in zip(shown, entries.entries(shown), strict=True)
+        ]
+        body: dict[str, Any] = {"results": results}
+        answered = "none" if search.federation == "none" else "referrals"
+        if answered == "referrals" and (named := referrals()):
+            body["referrals"] = named
+        if len(page) > search.page_size:
+            body["pageToken"] = paging.make_token(key, [shown[-1].score, shown[-1].pk])
+        response = Response(body)
+        response[ANSWERED_AS] = answered
+        return response
+
+
+class ExploreView(RegistryView):
+    """POST /api/ard/explore: facet counts over the whole matched set (ARD §7.3)."""
+
+    def post(self, request: Request) -> Response:
+        explore = read_explore(request.data)
+        counts: dict[str, Counter[str]] = {facet.field: Counter() for facet in explore.facets}
+        host = entries.installation_host()
+        rows = (
+            _matched(explore.query)
+            .annotate(publisher=matching.publisher_column())
+            .values_list("skills", "publisher")
+        )
+        # One pass over the matched set, streamed: a count needs each persona once.
+        for skills, publisher in rows.iterator(chunk_size=2000):
+            values = {
+                "type": {entries.ENTRY_TYPE},
+                "tags": {tag for skill in skills for tag in skill.get("tags", ())},
+                "capabilities": {skill["id"] for skill in skills},
+                "publisher": {publisher or host},
+            }
+            for facet_field, counter in counts.items():
+                counter.update(values[facet_field])
+        return Response(
+            {
+                "resultType": "facets",
+                "facets": {
+                    facet.field: _buckets(counts[facet.field], facet) for facet in explore.facets
+                },
+            }
+        )
+
+
+def _buckets(counter: Counter[str], facet: Facet) -> dict[str, Any]:
+    ordered = sorted(
+        ((value, count) for value, count in counter.items() if count >= facet.min_count),
+        key=lambda item: (-item[1], item[0]),
+    )
+    shown, rest = ordered[: facet.limit], ordered[facet.limit :]
+    return {
+        "buckets": [{"value": value, "count": count} for value, count in shown],
+        "otherCount": sum(count for _, count in rest),
+    }
+
+
+class AgentsView(RegistryView):
+    """GET /api/ard/agents: every listed entry in a stable order, filtered (ARD §7.4)."""
+
+    def get(self, request: Request) -> Response:
+        listing = read_listing(request.query_params)
+        key = {"op": "agents", "filter": listing.expression, "orderBy": listing.order_by}
+        personas = matching.registry_personas().filter(matching.filter_condition(listing.filters))
+        if listing.display_name is not None:
+            personas = personas.filter(name__icontains=listing.display_name)
+        if listing.created_after is not None:
+            personas = personas.filter(created_at__gt=listing.created_after)
+        if listing.updated_after is not None:
+            personas = personas.filter(updated_at__gt=listing.updated_after)
+        column = listing.order_field
+        after = _page_token(listing.page_token, key)
+        if after is not None:
+            value = after[0]
+            if column != "name":
+                value = _instant(value)
+            beyond = {f"{column}__{'lt' if listing.descending else 'gt'}": value}
+            personas = personas.filter(Q(**beyond) | Q(**{column: value}, id__gt=after[1]))
+        ordering = f"-{column}" if listing.descending else column
+        personas = personas.order_by(ordering, "id").only(*entries.PERSONA_COLUMNS, column)
+        page = list(personas[: listing.page_size + 1])
+        shown = page[: listing.page_size]
+        body: dict[str, Any] = {"items": entries.entries(shown)}
+        if len(page) > listing.page_size:
+            last = getattr(shown[-1], column)
+            value = last if isinstance(last, str) else last.isoformat()
+            body["pageToken"] = paging.make_token(key, [value, shown[-1].pk])
+        return Response(body)
+
+
+def _instant(value: Any) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise Invalid("pageToken", "was not issued by this registry") from None
