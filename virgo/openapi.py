@@ -270,6 +270,46 @@ def _jwks_operation(method: str) -> dict[str, Any]:
     }
 
 
+def _status_list_operation(method: str) -> dict[str, Any]:
+    validators = {
+        "ETag": {"schema": {"type": "string"}, "required": True},
+        "Cache-Control": {"schema": {"type": "string"}, "required": True},
+    }
+    credential = {
+        "type": "object",
+        "description": (
+            "A W3C Bitstring Status List credential (statusPurpose revocation), signed by the "
+            "card keys: `signatures` as a card's, verifiable against /.well-known/jwks.json. "
+            "credentialSubject.encodedList is 'u' + base64url(gzip(bits)); bit i set means the "
+            "card whose revocation-status extension names index i is revoked."
+        ),
+        "required": ["type", "credentialSubject"],
+        "properties": {
+            "type": {"type": "array", "items": {"type": "string"}},
+            "credentialSubject": {"type": "object"},
+        },
+    }
+    operation = _jwks_operation(method)
+    operation.update(
+        operationId=f"revocation_status_list_{method}",
+        summary="The revocation status of every card, in one signed list",
+        description=(
+            "Public. One fetch tells a peer which of the cards it holds are revoked: each card "
+            "names its index here. A revocation sets its bit in the transaction that revokes, "
+            "and every web process serves it (with a new ETag) on its next request. "
+            "Rate-limited per source address, with cards."
+        ),
+    )
+    operation["responses"]["200"] = {
+        "description": "The list." if method == "get" else "The list's headers.",
+        "headers": validators,
+        **({"content": {"application/json": {"schema": credential}}} if method == "get" else {}),
+    }
+    operation["responses"]["412"] = _json("If-Match did not match the list.", "Error")
+    operation["responses"]["413"] = _json("The status list accepts no body.", "Error")
+    return operation
+
+
 def _health_operation(name: str, summary: str, ready: bool) -> dict[str, Any]:
     if ready:
         body = {
@@ -412,6 +452,10 @@ def add_plain_django_endpoints(
     paths["/.well-known/jwks.json"] = {
         "get": _jwks_operation("get"),
         "head": _jwks_operation("head"),
+    }
+    paths["/.well-known/status/revocation"] = {
+        "get": _status_list_operation("get"),
+        "head": _status_list_operation("head"),
     }
     paths["/healthz"] = {"get": _health_operation("healthz", "The process is alive", ready=False)}
     paths["/readyz"] = {
