@@ -205,7 +205,8 @@ def test_the_landing_page_names_the_installation_and_its_doors_without_a_query(
     page = response.content.decode()
     assert response.status_code == 200 and len(captured) == 0
     assert "Example Virgo" in page and 'id="site-name"' in page
-    for href in ("/admin/", "/api/directory/", "/api/docs/", "/.well-known/jwks.json"):
+    doors = ("/admin/", "/api/directory/", "/api/docs/", "/.well-known/jwks.json")
+    for href in (*doors, "/.well-known/status/revocation", "/.well-known/ai-catalog.json"):
         assert f'href="{href}"' in page
     assert "default-src 'self'" in response["Content-Security-Policy"]
 
