@@ -12,10 +12,13 @@ class RuntimeConfig(AppConfig):
         from runtime import (
             checks,  # noqa: F401  (registers the system check)
             revocation,
+            vectors,
         )
         from runtime.tools import bind_all
+        from stamps.vectors import register
 
         bind_all()
+        register(vectors)
         persona_revoked.connect(
             revocation.persona_revoked, sender=Persona, dispatch_uid="runtime-revoked"
         )

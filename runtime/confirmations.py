@@ -108,9 +108,12 @@ def request_confirmation(
     op: Operation,
     verdict: Verdict,
     correlation_id: str,
+    authority: Authority | None = None,
 ) -> DecisionRecord:
-    """Write the durable pending request. Nothing of the operation has run when this returns."""
-    authority = route(stamp=stamp, persona=persona, verdict=verdict)
+    """Write the durable pending request. Nothing of the operation has run when this returns.
+
+    `authority` is the one handle() routed to while deciding; without it, routed here."""
+    authority = authority or route(stamp=stamp, persona=persona, verdict=verdict)
     return DecisionRecord.objects.create(
         correlation_id=correlation_id,
         requester=persona,

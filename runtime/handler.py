@@ -13,6 +13,9 @@
    stops there; nothing runs before that record exists;
 6. otherwise runs the implementation bound to the tool's handler action.
 
+Steps 1-5 up to the point of effect are `decide()`, which writes nothing: runtime.explain asks
+it the same question with `dry_run`, so what it answers is what handle() does.
+
 A correlation id that already has a decision record resumes that record: approved and not yet
 run, the operation runs now, exactly once; run before, the recorded result comes back.
 
@@ -25,6 +28,7 @@ whether the same call may succeed later. Records and log lines hold the operatio
 `Operation.recorded()` gives it: secret values and credential-file content only as a marker.
 """
 
+import dataclasses
 import errno
 import logging
 import re
@@ -104,21 +108,74 @@ class _Context:
     op: Operation | None = None
 
 
-def handle(
-    persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
-) -> Result:
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Where the decision ends a call before anything runs, and in which words.
+
+    `recorded` is False for a failure of the arguments a confirmation would ask about (the
+    caller's mistake, answered but not recorded as a refusal); `os_error` is the disk's answer
+    while the call was read.
+    """
+
+    code: str
+    reason: str
+    verdict: Verdict | None = None
+    recorded: bool = True
+    os_error: OSError | None = None
+    # A stamp the load found unusable because its generation is (or, loading for real, would
+    # be) quarantined: what runtime.explain tells apart from a stamp not built or not standing.
+    quarantined: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Everything handle() decides about a call before it has any effect.
+
+    `refusal` ends the call whatever else is known (the stamp, the tool, the arguments, a deny
+    boundary). Past it, `call` and `verdict` are set; a correlation id that already has a
+    decision record resumes that record before `held` (no implementation, arguments the tool
+    refuses, no authority to ask) is applied. For a confirmation, `authority` is who would be
+    asked and `learned` the exact learned choice that answers instead, if any.
+    """
+
+    context: _Context
+    refusal: Stop | None = None
+    verdict: Verdict | None = None
+    call: ToolCall | None = None
+    held: Stop | None = None
+    authority: confirmations.Authority | None = None
+    learned: PromptRegistryEntry | None = None
+
+
+def decide(
+    persona: Persona,
+    tool_name: str,
+    arguments: dict[str, Any] | None,
+    correlation_id: str,
+    *,
+    dry_run: bool = False,
+) -> Decision:
+    """The decision phase of handle(), up to the point of effect: it writes nothing.
+
+    `dry_run` (runtime.explain) also leaves the machine as it found it: the stamp is read
+    without materialising or quarantining its file, and the workspace is looked at without its
+    root being made. A real call does both on the way, as it always has.
+    """
     context = _Context(persona, str(tool_name), str(correlation_id))
     if not isinstance(correlation_id, str) or not _CORRELATION_ID.match(correlation_id):
-        return _refuse(context, "invalid_correlation_id", "correlation id must be 1-200 safe chars")
+        return Decision(
+            context, Stop("invalid_correlation_id", "correlation id must be 1-200 safe chars")
+        )
     try:
-        stamp = load_active_stamp(persona)
+        stamp = load_active_stamp(persona, dry_run=dry_run)
     except StampUnavailable as exc:
-        return _refuse(context, exc.code, exc.reason)
+        return Decision(context, Stop(exc.code, exc.reason, quarantined=exc.quarantined))
     context = _Context(persona, tool_name, correlation_id, stamp)
     tool = stamp.tools.get(tool_name)
     if tool is None:
-        return _refuse(
-            context, "not_granted", f"tool {tool_name} is not granted to persona {persona.uuid}"
+        return Decision(
+            context,
+            Stop("not_granted", f"tool {tool_name} is not granted to persona {persona.uuid}"),
         )
     binding, space = stamp.binding_for(tool), stamp.workspace_for(tool)
     context = _Context(persona, tool_name, correlation_id, stamp, tool)
@@ -131,31 +188,72 @@ def handle(
             binding=binding,
             workspace=space,
             declaration=declared.params if declared else None,
+            look_only=dry_run,
         )
     except InvalidArgument as exc:
-        return _refuse(context, InvalidOperation.code, exc.reason)
+        return Decision(context, Stop(InvalidOperation.code, exc.reason))
     except OSError as exc:
         # Looking at the path on disk (creating the workspace root, resolving symlinks).
-        return _os_failure(context, exc)
+        return Decision(context, Stop("os_error", str(exc), os_error=exc))
     if declared is not None and declared.resolve is not None:
         op = op.with_resolved(declared.resolve(persona, op.arguments))
     context = _Context(persona, tool_name, correlation_id, stamp, tool, op)
     verdict = classify(op, binding, access=tool.access)
     if verdict.outcome is Outcome.DENY:
-        return _refuse(context, "boundary_denied", verdict.reason, verdict)
+        return Decision(context, Stop("boundary_denied", verdict.reason, verdict), verdict)
     call = ToolCall(persona, stamp, tool, binding, space, op, correlation_id)
+    decision = Decision(context, verdict=verdict, call=call)
+    if HANDLERS.implementation(tool.action) is None:
+        return dataclasses.replace(
+            decision,
+            held=Stop(
+                "not_implemented",
+                f"tool {tool_name} ({tool.action}) has no bound implementation in this runtime",
+            ),
+        )
+    if declared is not None:
+        # Nobody is asked about a call that cannot run, and explain foresees the tool's refusal
+        # of its arguments: the parse the tool makes first, made here once more.
+        try:
+            Arguments(call, declared.params)
+        except Invalid as exc:
+            return dataclasses.replace(decision, held=Stop(exc.code, exc.reason, recorded=False))
+    if verdict.outcome is not Outcome.CONFIRM:
+        return decision
+    try:
+        authority = confirmations.route(stamp=stamp, persona=persona, verdict=verdict)
+    except StampUnavailable as exc:
+        # The stamp routes confirmations to nobody who may answer them: nothing can be asked.
+        return dataclasses.replace(decision, held=Stop("stamp_unavailable", exc.reason, verdict))
+    learned = registry.lookup(persona=persona, stamp=stamp, op=op)
+    return dataclasses.replace(decision, authority=authority, learned=learned)
+
+
+def handle(
+    persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
+) -> Result:
+    decision = decide(persona, tool_name, arguments, correlation_id)
+    context = decision.context
+    if decision.refusal is not None:
+        return _stop(context, decision.refusal)
+    call, verdict = decision.call, decision.verdict
+    assert call is not None and verdict is not None
     existing = DecisionRecord.objects.filter(correlation_id=correlation_id).first()
     if existing is not None:
         return _resume(context, existing, call)
-    if HANDLERS.implementation(tool.action) is None:
-        return _refuse(
-            context,
-            "not_implemented",
-            f"tool {tool_name} ({tool.action}) has no bound implementation in this runtime",
-        )
+    if decision.held is not None:
+        return _stop(context, decision.held)
     if verdict.outcome is Outcome.CONFIRM:
-        return _confirm(context, call, verdict)
+        return _confirm(context, decision)
     return _execute(context, call)
+
+
+def _stop(context: _Context, stop: Stop) -> Result:
+    if stop.os_error is not None:
+        return _os_failure(context, stop.os_error)
+    if not stop.recorded:
+        return _failure(context, stop.code, stop.reason)
+    return _refuse(context, stop.code, stop.reason, stop.verdict)
 
 
 def _declared(action: str) -> Tool | None:
@@ -164,14 +262,10 @@ def _declared(action: str) -> Tool | None:
     return implementation if isinstance(implementation, Tool) else None
 
 
-def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
-    declared = _declared(call.tool.action)
-    if declared is not None:
-        try:
-            Arguments(call, declared.params)
-        except Invalid as exc:
-            return _failure(call, exc.code, exc.reason)
-    entry = registry.lookup(persona=call.persona, stamp=call.stamp, op=call.op)
+def _confirm(context: _Context, decision: Decision) -> Result:
+    call, verdict, authority = decision.call, decision.verdict, decision.authority
+    assert call is not None and verdict is not None and authority is not None
+    entry = decision.learned
     try:
         with transaction.atomic():
             record = confirmations.request_confirmation(
@@ -180,15 +274,13 @@ def _confirm(context: _Context, call: ToolCall, verdict: Verdict) -> Result:
                 op=call.op,
                 verdict=verdict,
                 correlation_id=call.correlation_id,
+                authority=authority,
             )
     except IntegrityError:
         # A concurrent call with the same correlation id wrote the record first: resume it.
         return _resume(
             context, DecisionRecord.objects.get(correlation_id=call.correlation_id), call
         )
-    except StampUnavailable as exc:
-        # The stamp routes confirmations to nobody who may answer them: nothing can be asked.
-        return _refuse(context, "stamp_unavailable", exc.reason, verdict)
     with transaction.atomic():
         if entry is None:
             confirmations.notify_authority(record)
@@ -275,7 +367,7 @@ def _execute(context: _Context, call: ToolCall) -> Result:
                 )
                 return _refuse(context, exc.code, exc.reason, verdict)
         # A tool may add what a caller needs beyond code and reason (status, retryable).
-        return {**_failure(call, exc.code, exc.reason), **getattr(exc, "details", {})}
+        return {**_failure(context, exc.code, exc.reason), **getattr(exc, "details", {})}
     except OSError as exc:
         return _os_failure(context, exc)
     return {
@@ -300,14 +392,14 @@ def _pending(record: DecisionRecord) -> Result:
     }
 
 
-def _failure(call: ToolCall, code: str, reason: str) -> Result:
+def _failure(context: _Context, code: str, reason: str) -> Result:
     return {
         "ok": False,
         "code": code,
         "boundary": None,
         "reason": reason,
-        "tool": call.tool.name,
-        "correlation_id": call.correlation_id,
+        "tool": context.tool_name,
+        "correlation_id": context.correlation_id,
     }
 
 

@@ -126,6 +126,7 @@ def normalise(
     binding: Binding,
     workspace: Workspace | None = None,
     declaration: Sequence[Param] | None = None,
+    look_only: bool = False,
 ) -> Operation:
     """The normal form of one call. Raises InvalidOperation for arguments that make no sense.
 
@@ -133,7 +134,8 @@ def normalise(
     the classifier refuses it loudly as cross-scope access. `workspace`, when given, lets the
     normaliser see symlinks on disk; without it only the spelling of the path is judged.
     `declaration` is what the tool takes (the workspace tools' own is known here); without one,
-    every argument is shape, by fingerprint.
+    every argument is shape, by fingerprint. `look_only` looks at the workspace without making
+    its root (runtime.explain changes nothing on disk).
     """
     if arguments is None:
         arguments = {}
@@ -164,7 +166,7 @@ def normalise(
             raise InvalidOperation(exc.reason) from None
         if not escapes and workspace is not None and values["path"]:
             try:
-                _, resolved_path = workspace.resolve_inside(values["path"])
+                _, resolved_path = workspace.resolve_inside(values["path"], create=not look_only)
             except PathEscape:
                 escapes = True
     target, shape = _split(values, declaration or (), target)

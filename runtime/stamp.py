@@ -23,7 +23,7 @@ from stamps.integrity import stamp_file_messages
 from stamps.models import StampNotVerifiable, stored_stamp_of
 from stamps.problems import StampRejected
 from stamps.projections import HandlerRule, project
-from stamps.quarantine import FoundBy, materialise, quarantine, settle
+from stamps.quarantine import FoundBy, is_quarantined, materialise, quarantine, settle
 from stamps.storage import stamp_path
 from stamps.validation import validate_stamp
 from virgo.canonical import MalformedStamp, parse_strict
@@ -33,12 +33,17 @@ class StampUnavailable(Exception):
     """The persona has no usable stamp: nothing may be served or launched for it.
 
     `code` is what a refused tool call says: `revoked` for a revoked persona or generation.
+    `quarantined`: the generation is quarantined, or its file was just found at fault (which
+    quarantines it, unless the load was a dry run).
     """
 
-    def __init__(self, reason: str, code: str = "stamp_unavailable") -> None:
+    def __init__(
+        self, reason: str, code: str = "stamp_unavailable", *, quarantined: bool = False
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.code = code
+        self.quarantined = quarantined
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,7 @@ class ActiveStamp:
 _validated: dict[str, tuple[str, ...]] = {}
 
 
-def load_active_stamp(persona: Persona) -> ActiveStamp:
+def load_active_stamp(persona: Persona, *, dry_run: bool = False) -> ActiveStamp:
     """The verified stamp of the persona's current generation, or StampUnavailable saying why.
 
     A file this machine does not have yet is materialised from the stored stamp (the immutable
@@ -132,6 +137,9 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     file that exists and differs, or any other fault of the file, quarantines the generation
     (stamps.quarantine, VX-OPS-4) before it is refused, so its card is withdrawn too and the
     next load refuses at once, naming the reason.
+
+    `dry_run` (runtime.explain) reaches the same answer and changes nothing: a missing file is
+    read from the stored stamp, not written, and a fault is refused without quarantining.
     """
     label = f"persona {persona.uuid}"
     # The persona's current generation as committed, whatever the caller's instance remembers.
@@ -148,19 +156,23 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
     if generation.standing is not True or generation.persona.standing is not True:
         reasons = "; ".join(generation.not_standing_reasons) or "its stamp is not built yet"
         raise StampUnavailable(
-            f"{label} is not standing (generation {generation.number}): {reasons}"
+            f"{label} is not standing (generation {generation.number}): {reasons}",
+            quarantined=is_quarantined(generation),
         )
     try:
         stored = stored_stamp_of(generation)
     except StampNotVerifiable as exc:
-        _quarantine(generation, str(exc))
-        raise StampUnavailable(f"{label} (generation {generation.number}): {exc}") from None
+        if not dry_run:
+            _quarantine(generation, str(exc))
+        raise StampUnavailable(
+            f"{label} (generation {generation.number}): {exc}", quarantined=True
+        ) from None
     path = stamp_path(persona.uuid, generation.number)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         try:
-            data = materialise(generation, stored)
+            data = stored.data if dry_run else materialise(generation, stored)
         except OSError as exc:
             reason = f"{label}: stamp file {path} is missing and cannot be written: {exc}"
             raise StampUnavailable(reason) from None
@@ -172,19 +184,22 @@ def load_active_stamp(persona: Persona) -> ActiveStamp:
         _refuse(
             generation,
             f"{label}: stamp file {path} was altered (sha256 {digest}, stored {stored.stamp_hash})",
+            dry_run=dry_run,
         )
     try:
         document = parse_strict(data)
     except MalformedStamp as exc:
-        _refuse(generation, f"{label}: stamp file {path} is malformed: {exc}")
+        _refuse(generation, f"{label}: stamp file {path} is malformed: {exc}", dry_run=dry_run)
     if digest not in _validated:
         try:
             validate_stamp(document)
         except StampRejected as exc:
-            _refuse(generation, f"{label}: stamp file {path} is invalid: {exc}")
+            _refuse(generation, f"{label}: stamp file {path} is invalid: {exc}", dry_run=dry_run)
         _validated[digest] = ()
     if document["persona"]["id"] != str(persona.uuid):
-        _refuse(generation, f"{label}: stamp file {path} belongs to another persona")
+        _refuse(
+            generation, f"{label}: stamp file {path} belongs to another persona", dry_run=dry_run
+        )
     projections = project(data)
     return ActiveStamp(
         persona_uuid=str(persona.uuid),
@@ -215,9 +230,10 @@ def revocation_of(generation: Generation) -> str:
     return ""
 
 
-def _refuse(generation: Generation, reason: str) -> NoReturn:
-    _quarantine(generation, reason.partition(": ")[2])
-    raise StampUnavailable(reason) from None
+def _refuse(generation: Generation, reason: str, *, dry_run: bool) -> NoReturn:
+    if not dry_run:
+        _quarantine(generation, reason.partition(": ")[2])
+    raise StampUnavailable(reason, quarantined=True) from None
 
 
 def _quarantine(generation: Generation, reason: str) -> None:

@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/docs/", api_docs, name="api-docs"),
     path("api/channel/", include("channel.urls")),
     path("api/", include("personas.urls")),
+    path("api/", include("runtime.urls")),
 ]
 
 handler400 = "virgo.errors.bad_request"

@@ -236,14 +236,15 @@ class Workspace:
 
     # Resolution -------------------------------------------------------------------------------
 
-    def resolve_inside(self, path: str) -> tuple[Path, str]:
+    def resolve_inside(self, path: str, *, create: bool = True) -> tuple[Path, str]:
         """The real location of a normalised path and its real path relative to the root.
 
         Symlinks are followed; a result outside the root is a PathEscape. The resolved relative
         path is what secret checks must look at too, so a link named `notes.md` that points at
-        `.env` is as secret as `.env`.
+        `.env` is as secret as `.env`. Without `create` a missing root is not made: nothing
+        lies under it, so the path resolves as it is spelt, as it would once the root is made.
         """
-        root = self.ensure()
+        root = self.ensure() if create else Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(root / path)) if path else root
         if real != root and root not in real.parents:
             raise PathEscape(f"path {path!r} resolves outside the workspace")

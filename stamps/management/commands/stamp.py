@@ -1,4 +1,10 @@
-"""`virgo stamp show|verify|build|diff|restore`: read, check, (re)build and restore stamps.
+"""`virgo stamp show|verify|build|diff|restore|vectors|test`: read, check, (re)build and
+restore stamps, and export and replay a persona's policy vectors.
+
+`stamp vectors <persona>` prints the persona's policy vectors (JSON, or into --output FILE);
+`stamp test <persona> FILE` replays them against its current grant: a line per call whose
+verdict changed and status 1, or one summary line and 0; a file that is no vectors document is
+one line and status 2. The runtime explains the calls (stamps.vectors says how it is reached).
 
 `stamp show --json` prints only the stamp document on stdout, its header lines (persona,
 hashes, file) on stderr, so `virgo stamp show <uuid> --json | jq` works. `stamp build --all`
@@ -12,8 +18,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from personas.commandline import persona_argument
+from personas.commandline import EXIT_USAGE, persona_argument
 from personas.models import Generation, Persona
+from stamps import vectors
 from stamps.models import StampNotVerifiable, stamp_file_state
 from stamps.quarantine import is_quarantined, restore, restore_command
 from stamps.selectors import stamp_diff, stamp_document
@@ -56,6 +63,17 @@ class Command(BaseCommand):
             "there is set aside) and lift its quarantine once it verifies.",
         )
         restored.add_argument("persona", help="the persona: its id, uuid or name")
+        exported = actions.add_parser(
+            "vectors",
+            help="Print the persona's policy vectors: calls with the verdict and rule each gets.",
+        )
+        exported.add_argument("persona", help="the persona: its id, uuid or name")
+        exported.add_argument("--output", type=Path, help="write them to this file instead")
+        replayed = actions.add_parser(
+            "test", help="Replay a vectors file against the persona's current grant."
+        )
+        replayed.add_argument("persona", help="the persona: its id, uuid or name")
+        replayed.add_argument("vectors", type=Path, help="the file `stamp vectors` wrote")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -66,6 +84,10 @@ class Command(BaseCommand):
                 self._build(options["persona"], build_all=options["all"])
         elif action == "restore":
             self._restore(self._persona(options["persona"]))
+        elif action == "vectors":
+            self._vectors(self._persona(options["persona"]), options["output"])
+        elif action == "test":
+            self._test(self._persona(options["persona"]), options["vectors"])
         else:
             persona = self._persona(options["persona"])
             if action == "show":
@@ -187,3 +209,43 @@ class Command(BaseCommand):
             self.stdout.write(f"  ~ {name}: access {before} -> {after}")
         for name in diff.scope_changed:
             self.stdout.write(f"  ~ {name}: scope changed")
+
+    def _vectors(self, persona: Persona, output: Path | None) -> None:
+        try:
+            document = vectors.provider().export(persona)
+        except vectors.PersonaUnexplainable as exc:
+            raise CommandError(f"no vectors for persona {persona.uuid}: {exc}") from None
+        text = json.dumps(document, indent=2, ensure_ascii=True) + "\n"
+        if output is None:
+            self.stdout.write(text, ending="")
+            return
+        output.write_text(text)
+        self.stderr.write(f"{len(document['vectors'])} vectors written to {output}")
+
+    def _test(self, persona: Persona, path: Path) -> None:
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CommandError(
+                f"{path}: not a vectors file: {exc}", returncode=EXIT_USAGE
+            ) from None
+        try:
+            replay = vectors.provider().replay(persona, document)
+        except vectors.MalformedVectors as exc:
+            raise CommandError(f"{path}: {exc}", returncode=EXIT_USAGE) from None
+        except vectors.PersonaUnexplainable as exc:
+            raise CommandError(f"persona {persona.uuid}: {exc}") from None
+        for change in replay.changed:
+            arguments = json.dumps(change.arguments, sort_keys=True, ensure_ascii=True)
+            self.stdout.write(
+                f"{change.id}: {change.tool} {arguments}: expected {change.expected}, "
+                f"now {change.now}"
+            )
+        if replay.changed:
+            raise CommandError(
+                f"{len(replay.changed)} of {replay.total} vectors changed for persona "
+                f"{persona.name!r} ({persona.uuid})"
+            )
+        self.stdout.write(
+            f"all {replay.total} vectors hold for persona {persona.name!r} ({persona.uuid})"
+        )

@@ -1,0 +1,339 @@
+"""explain (VX-EXPLAIN-1): the verdict and rule handle() reaches, through handle()'s own decision,
+with nothing written, asked or run."""
+
+import json
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from personas.models import Persona, PersonaClass
+from runtime import transport
+from runtime.explain import explain
+from runtime.handler import handle
+from runtime.models import DecisionRecord, RefusalRecord
+from runtime.rules import EXAMPLE_PERSONA, RULES, RULES_BY_ID, Example
+from tests.factories import make_owner
+from tests.owner_clients import fresh_rate_limits, session_client, token_client  # noqa: F401
+from tests.runtime_support import correlation, standing_persona
+
+pytestmark = pytest.mark.django_db
+
+# The codes handle() answers with when its decision stops a call before the tool runs; any
+# other answer comes from the tool itself, which explain does not run: the call was allowed.
+DECIDED_REFUSALS = frozenset(
+    {"not_granted", "invalid_arguments", "not_implemented", "stamp_unavailable", "revoked"}
+)
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, settings) -> Path:
+    settings.VIRGO_HOME = tmp_path / "home"
+    return settings.VIRGO_HOME
+
+
+class Recording:
+    """A transport that keeps what it was asked to carry, instead of reaching the hub."""
+
+    def __init__(self) -> None:
+        self.sent: list[DecisionRecord] = []
+
+    def confirmation_requested(self, record: DecisionRecord) -> None:
+        self.sent.append(record)
+
+
+@pytest.fixture(autouse=True)
+def hub() -> Iterator[Recording]:
+    recording = Recording()
+    previous = transport.register(recording)
+    yield recording
+    transport.register(previous)
+
+
+@pytest.fixture(autouse=True)
+def no_outbound(monkeypatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an outbound request was made")
+
+    monkeypatch.setattr("virgo.outbound.request", refuse)
+
+
+def rows() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+
+def tree(root: Path) -> list[tuple[str, int]]:
+    if not root.exists():
+        return []
+    return sorted(
+        (str(path.relative_to(root)), path.stat().st_mtime_ns) for path in root.rglob("*")
+    )
+
+
+def handled(persona: Persona, tool: str, arguments: dict[str, Any]) -> tuple[str, str]:
+    """handle()'s verdict and deciding rule for one call, read from its answer and records."""
+    cid = correlation()
+    result = handle(persona, tool, arguments, cid)
+    code = result.get("code")
+    if code == "confirmation_required":
+        return "confirm", DecisionRecord.objects.get(correlation_id=cid).rule
+    if code in ("boundary_denied", "denied_by_learned_choice"):
+        return "deny", RefusalRecord.objects.get(correlation_id=cid).rule
+    if code in DECIDED_REFUSALS:
+        return "refused", code
+    return "allow", "default-allow"
+
+
+def explained(
+    persona: Persona, tool: str, arguments: dict[str, Any], home: Path
+) -> tuple[str, str]:
+    """explain()'s verdict and rule, asserting it changed nothing at all."""
+    before, files = rows(), tree(home)
+    found = explain(persona, tool, arguments)
+    assert rows() == before, (tool, arguments)
+    assert tree(home) == files, (tool, arguments)
+    rule = found.rule["id"] if found.verdict != "refused" else found.code
+    return found.verdict, rule
+
+
+def own(example: Example, persona: Persona) -> dict[str, Any]:
+    """An example of the table as the real persona would make it (its uuid for the example's)."""
+    text = json.dumps(example.arguments).replace(EXAMPLE_PERSONA, str(persona.uuid))
+    return json.loads(text)
+
+
+EXAMPLES = [(rule.id, example) for rule in RULES for example in (*rule.match, *rule.not_match)]
+
+
+@pytest.mark.parametrize(("rule_id", "example"), EXAMPLES, ids=lambda v: getattr(v, "tool", v))
+def test_every_example_of_the_rule_table_gets_the_same_verdict_and_rule_as_handle(
+    rule_id: str, example: Example, private_home: Path, hub: Recording
+) -> None:
+    """VX-EXPLAIN-1: explain and handle() agree on each example; explain wrote nothing, asked
+    nobody; and where the persona has the tool, a match example is decided by its own row."""
+    persona = standing_persona(extra=("register_webhook", "trigger_webhook", "list_todos"))
+    arguments = own(example, persona)
+    said = explained(persona, example.tool, arguments, private_home)
+    assert hub.sent == []
+    assert said == handled(persona, example.tool, arguments), (rule_id, example)
+    if said[0] in ("deny", "confirm") and example in RULES_BY_ID[rule_id].match:
+        assert said[1] == rule_id
+
+
+CALLS = [
+    ("workspace_write", {"path": "QUEUE.md", "content": "- [ ] review\n"}),
+    ("workspace_read", {"path": "QUEUE.md"}),
+    ("workspace_read", {"path": "memory/.env"}),
+    ("workspace_read", {"path": "../elsewhere/QUEUE.md"}),
+    ("workspace_list", {"project": "web"}),
+    ("workspace_write", {"path": "memory/old.md", "mode": "delete"}),
+    ("workspace_write", {"path": "memory/.env", "content": "MODE=dev"}),
+    ("workspace_stat", {"path": "memory/session.lease"}),
+    ("list_peers", {}),
+    ("list_decisions", {}),
+    ("list_tasks", {}),
+    ("create_run", {"title": "v2 to prod", "kind": "deploy"}),
+    ("create_run", {"title": "lint", "kind": "test"}),
+    ("send_human_message", {"binding": "teams:general", "text": "hello"}),
+    ("send_human_message", {"binding": "teams:elsewhere", "text": "hello"}),
+    ("send_broker_message", {"body": "here: AKIAIOSFODNN7EXAMPLE"}),
+    ("trigger_webhook", {"webhook": "ci"}),
+    ("no_such_tool", {}),
+]
+
+
+@pytest.mark.parametrize("persona_class", list(PersonaClass))
+def test_real_calls_of_each_class_agree_with_handle(
+    persona_class: str, private_home: Path, hub: Recording
+) -> None:
+    """VX-EXPLAIN-1: for every class, a table of ordinary, confirmed, denied and refused calls
+    is answered by explain as handle() then decides it; explain alone writes nothing."""
+    persona = standing_persona(
+        persona_class=persona_class,
+        **(
+            {"human_surface_bindings": ["teams:general"]}
+            if persona_class in (PersonaClass.SECRETARY, PersonaClass.TEAM_COORDINATOR)
+            else {}
+        ),
+    )
+    verdicts = set()
+    for tool, arguments in CALLS:
+        asked = len(hub.sent)
+        said = explained(persona, tool, arguments, private_home)
+        assert len(hub.sent) == asked
+        assert said == handled(persona, tool, arguments), (persona_class, tool, arguments)
+        verdicts.add(said[0])
+    assert {"allow", "confirm", "deny", "refused"} <= verdicts
+
+
+def test_the_explanation_names_consumers_verdict_rule_authority_and_operation() -> None:
+    """VX-EXPLAIN-1: what each consumer has, who would be asked and through what, and the
+    operation a learned choice would be keyed on."""
+    persona = standing_persona()
+    found = explain(persona, "workspace_write", {"path": "memory/old.md", "mode": "delete"})
+    assert (found.verdict, found.rule["kind"], found.rule["id"]) == (
+        "confirm",
+        "boundary",
+        "workspace-delete",
+    )
+    assert found.rule["boundary"] == "destructive-or-irreversible"
+    assert found.consumers == {
+        "mcp_server": True,
+        "launcher_allowlist": True,
+        "handler_table": True,
+    }
+    assert found.confirmation is not None
+    assert found.confirmation["kind"] == "human"
+    assert "virgo-channel" in found.confirmation["surface"]
+    assert found.operation == {
+        "handler_action": "workspace.write",
+        "target_scope": {
+            "workspace": "work",
+            "project": "core",
+            "persona": str(persona.uuid),
+            "path": "memory/old.md",
+        },
+        "shape": found.operation["shape"],
+    }
+    assert found.operation["shape"]["arguments"]["mode"] == "delete"
+    missing = explain(persona, "trigger_webhook", {})
+    assert (missing.verdict, missing.refused_because) == ("refused", "not in the stamp")
+    assert missing.consumers == {
+        "mcp_server": False,
+        "launcher_allowlist": False,
+        "handler_table": False,
+    }
+    outside = explain(persona, "workspace_read", {"path": "/etc/passwd"})
+    assert (outside.verdict, outside.refused_because, outside.rule["id"]) == (
+        "deny",
+        "outside scope",
+        "path-escape",
+    )
+
+
+def test_a_deputy_scope_confirmation_names_the_owning_lead() -> None:
+    """VX-EXPLAIN-1: an ask-first verb is asked of the lead, through the lead's inbox."""
+    owner = make_owner()
+    lead = standing_persona(owner, persona_class=PersonaClass.PROJECT_LEAD)
+    deputy = standing_persona(
+        owner, agent=lead.agent, owning_lead=lead, ask_first_verbs=["list_peers"]
+    )
+    found = explain(deputy, "list_peers", {})
+    assert (found.verdict, found.rule["kind"]) == ("confirm", "class condition")
+    assert found.confirmation is not None
+    assert found.confirmation["persona"] == str(lead.uuid)
+    assert f"virgo:persona/{lead.uuid}" in found.confirmation["surface"]
+
+
+def test_a_revoked_or_quarantined_persona_is_explained_as_such_and_left_as_it_was(
+    private_home: Path,
+) -> None:
+    """VX-EXPLAIN-1: a refusal says why; an altered stamp file is not quarantined by explain."""
+    from stamps.storage import stamp_path
+
+    persona = standing_persona()
+    path = stamp_path(persona.uuid, persona.generation)
+    path.write_bytes(path.read_bytes().replace(b'"allow"', b'"allow" ', 1))
+    before = rows()
+    found = explain(persona, "workspace_list", {})
+    assert (found.verdict, found.refused_because) == ("refused", "quarantined")
+    assert rows() == before
+    persona.refresh_from_db()
+    assert persona.standing is True
+    assert handle(persona, "workspace_list", {}, correlation())["code"] == "stamp_unavailable"
+    persona.refresh_from_db()
+    assert persona.standing is False
+    assert explain(persona, "workspace_list", {}).refused_because == "quarantined"
+
+
+def test_a_missing_stamp_file_is_not_written_by_explain(private_home: Path) -> None:
+    from stamps.storage import stamp_path
+
+    persona = standing_persona()
+    path = stamp_path(persona.uuid, persona.generation)
+    path.unlink()
+    assert explain(persona, "workspace_list", {}).verdict == "allow"
+    assert not path.exists()
+
+
+# The API ---------------------------------------------------------------------------------------
+
+
+def url(persona: Persona) -> str:
+    return f"/api/personas/{persona.uuid}/explain/"
+
+
+def test_the_api_explains_for_the_owner_only(private_home: Path) -> None:
+    """VX-EXPLAIN-1: session or token; another owner's persona is a 404; nothing is written."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    clients = (token_client(owner), session_client(owner, enforce_csrf_checks=False))
+    stranger = token_client(make_owner())
+    before = rows()
+    body = {"tool": "workspace_read", "args": {"path": "memory/.env"}}
+    for client in clients:
+        response = client.post(url(persona), body, format="json")
+        assert response.status_code == 200, response.content
+        assert (response.json()["verdict"], response.json()["rule"]["id"]) == (
+            "deny",
+            "secret-path",
+        )
+    assert stranger.post(url(persona), body, format="json").status_code == 404
+    assert rows() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "tool"),
+        ({"tool": 7}, "tool"),
+        ({"tool": "list_peers", "args": ["x"]}, "args"),
+        ({"tool": "list_peers", "extra": 1}, "extra"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(body: dict[str, Any], field: str) -> None:
+    persona = standing_persona()
+    response = token_client(persona.agent.owner).post(url(persona), body, format="json")
+    assert response.status_code == 400
+    assert field in json.dumps(response.json())
+
+
+# The command -----------------------------------------------------------------------------------
+
+
+def test_the_command_prints_the_explanation_in_lines_or_json() -> None:
+    persona = standing_persona()
+    out = StringIO()
+    arguments = '{"path": "memory/a.md", "mode": "delete"}'
+    call_command(
+        "explain", "workspace_write", "--args", arguments, persona=str(persona.pk), stdout=out
+    )
+    text = out.getvalue()
+    assert text.startswith(f"workspace_write for persona {persona.uuid}: confirm")
+    assert "rule: kind boundary, id workspace-delete" in text
+    out = StringIO()
+    call_command("explain", "list_peers", persona=persona.name, json=True, stdout=out)
+    assert json.loads(out.getvalue())["verdict"] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"arguments": "{nope"}, "--args: not JSON"),
+        ({"arguments": "[1]"}, "--args: must be a JSON object"),
+        ({"persona": "nobody-by-this-name"}, "--persona:"),
+    ],
+)
+def test_the_command_refuses_in_one_line(options: dict[str, str], message: str) -> None:
+    persona = standing_persona()
+    options = {"persona": str(persona.uuid), **options}
+    with pytest.raises(CommandError) as refused:
+        call_command("explain", "list_peers", **options)
+    assert str(refused.value).startswith(message)
+    assert "\n" not in str(refused.value)
+    assert refused.value.returncode == 2
