@@ -105,3 +105,29 @@ def test_the_check_is_one_line_whatever_port_it_is_given(busy_port: int) -> None
     assert port_problem("127.0.0.1", free) is None
     passed = check(str(free))
     assert (passed.returncode, passed.stdout, passed.stderr) == (0, "", "")
+
+
+def test_make_serve_on_a_busy_port_stops_before_it_starts_anything(
+    busy_port: int, tmp_path: Path
+) -> None:
+    """VX-OPS-7: `make serve` on a port another process holds is the same one line (naming
+    `make serve`) and status 2, before a database or Redis is started or VIRGO_HOME is made."""
+    checkout = make_fresh_checkout(tmp_path / "checkout")
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(
+        ["make", "--no-print-directory", "serve", f"PORT={busy_port}"],
+        cwd=checkout,
+        env=clean_environment(home),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    said = f"status {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 2, said
+    check_line = done.stderr.splitlines()[0]
+    assert check_line.startswith(
+        f"make serve: port {busy_port} on 127.0.0.1 is in use by another process"
+    ), said
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (checkout / "var").exists()
