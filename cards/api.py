@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from django.utils.cache import patch_vary_headers
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -72,7 +72,11 @@ class PrincipalRateThrottle(BaseThrottle):
         return self.retry_after
 
 
-@extend_schema_view(get=extend_schema(parameters=PARAMETERS))
+# The page for browsers is chosen by Accept (decision 211); the `format` override DRF would
+# offer beside it is not part of the API.
+@extend_schema_view(
+    get=extend_schema(parameters=[*PARAMETERS, OpenApiParameter("format", exclude=True)])
+)
 class DirectoryView(ListAPIView):
     """GET /api/directory/: the personas their owners listed, and that stand."""
 
