@@ -10,8 +10,7 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
-from django.utils.cache import get_conditional_response
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
@@ -19,7 +18,7 @@ from cards import fastpath
 from cards.ard import entries
 from cards.publishing import card_etag
 from cards.signing import jwks_url
-from cards.views import READ_METHODS, json_error
+from cards.views import READ_METHODS, json_error, public_document
 
 CATALOG_PATH = "/.well-known/ai-catalog.json"
 CATALOG_TYPE = "application/ai-catalog+json"
@@ -79,20 +78,14 @@ def ai_catalog(request: HttpRequest) -> HttpResponse:
         response["Allow"] = ", ".join(READ_METHODS)
         return response
     body = json.dumps(catalog_document(), separators=(",", ":"), sort_keys=True).encode()
-    etag = card_etag(body)
-    precondition = get_conditional_response(request, etag=etag)
-    if precondition is None:
-        response = HttpResponse(b"" if request.method == "HEAD" else body, CATALOG_TYPE)
-    elif precondition.status_code == 304:
-        response = HttpResponseNotModified()
-        # As for cards: a 304 must not loosen the JSON policy a cache stored with the body.
-        response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
-    else:
-        return json_error(412, "precondition_failed", "If-Match did not match the catalog.")
-    response["Content-Length"] = str(len(body))
-    response["ETag"] = etag
-    response["Cache-Control"] = f"public, max-age={settings.VIRGO_CARD_MAX_AGE}"
-    return response
+    return public_document(
+        request,
+        body=body,
+        etag=card_etag(body),
+        name="the catalog",
+        max_age=settings.VIRGO_CARD_MAX_AGE,
+        content_type=CATALOG_TYPE,
+    )
 
 
 @require_safe

@@ -199,18 +199,38 @@ def jwks(request: HttpRequest) -> HttpResponse:
     if _declares_body(request):
         return json_error(413, "body_not_accepted", "The JWKS endpoint accepts no body.")
     body = json.dumps(public_jwks(), separators=(",", ":"), sort_keys=True).encode()
-    etag = card_etag(body)
+    return public_document(
+        request,
+        body=body,
+        etag=card_etag(body),
+        name="the JWKS",
+        max_age=settings.VIRGO_JWKS_MAX_AGE,
+    )
+
+
+def public_document(
+    request: HttpRequest,
+    *,
+    body: bytes,
+    etag: str,
+    name: str,
+    max_age: int,
+    content_type: str = "application/json",
+) -> HttpResponse:
+    """A public, cacheable JSON document (the JWKS, the status list, the AI Catalog): the body
+    or its headers, 304 to a peer holding `etag`, 412 to an If-Match that names another."""
     precondition = get_conditional_response(request, etag=etag)
     if precondition is None:
-        response = HttpResponse(b"" if request.method == "HEAD" else body, "application/json")
+        response = HttpResponse(b"" if request.method == "HEAD" else body, content_type)
     elif precondition.status_code == 304:
         response = HttpResponseNotModified()
+        # As for cards: a 304 must not loosen the JSON policy a cache stored with the body.
         response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
     else:
-        return json_error(412, "precondition_failed", "If-Match did not match the JWKS.")
+        return json_error(412, "precondition_failed", f"If-Match did not match {name}.")
     response["Content-Length"] = str(len(body))
     response["ETag"] = etag
-    response["Cache-Control"] = f"public, max-age={settings.VIRGO_JWKS_MAX_AGE}"
+    response["Cache-Control"] = f"public, max-age={max_age}"
     return response
 
 
@@ -236,16 +256,10 @@ def status_list(request: HttpRequest) -> HttpResponse:
     if _declares_body(request):
         return json_error(413, "body_not_accepted", "The status list endpoint accepts no body.")
     signed = current_list()
-    precondition = get_conditional_response(request, etag=signed.etag)
-    if precondition is None:
-        body = b"" if request.method == "HEAD" else signed.body
-        response = HttpResponse(body, content_type="application/json")
-    elif precondition.status_code == 304:
-        response = HttpResponseNotModified()
-        response._csp_config = settings.VIRGO_JSON_CSP  # type: ignore[attr-defined]
-    else:
-        return json_error(412, "precondition_failed", "If-Match did not match the status list.")
-    response["Content-Length"] = str(len(signed.body))
-    response["ETag"] = signed.etag
-    response["Cache-Control"] = f"public, max-age={settings.VIRGO_STATUS_LIST_MAX_AGE}"
-    return response
+    return public_document(
+        request,
+        body=signed.body,
+        etag=signed.etag,
+        name="the status list",
+        max_age=settings.VIRGO_STATUS_LIST_MAX_AGE,
+    )
