@@ -795,15 +795,19 @@ class Bench:
         from stamps.factory import build_stamp
         from stamps.services import stamp_inputs
         from stamps.storage import stamp_path, write_stamp_file, write_stamp_files
+        from stamps.validation import Verdicts
         from virgo.canonical import sha256_hex, stamp_bytes
 
         generations = owed_generations(self.fleet.agent)
         inputs = [stamp_inputs(generation) for generation in generations]
 
-        def build(first: int, last: int) -> list[tuple[Path, bytes]]:
+        def build(first: int, last: int, *, batch: bool = True) -> list[tuple[Path, bytes]]:
+            # A batch shares the semantic verdict of stamps alike, as build_current_stamps does;
+            # a single change builds its one stamp alone.
+            verdicts = Verdicts() if batch else None
             built = []
             for generation, kwargs in zip(generations[first:last], inputs[first:last], strict=True):
-                data = stamp_bytes(build_stamp(**kwargs))
+                data = stamp_bytes(build_stamp(**kwargs, verdicts=verdicts))
                 sha256_hex(data)
                 built.append(
                     (stamp_path(generation.composition["persona"], generation.number), data)
@@ -816,7 +820,7 @@ class Bench:
             return len(generations) / (time.perf_counter() - started)
 
         def one_by_one() -> None:
-            for path, data in build(0, len(generations)):
+            for path, data in build(0, len(generations), batch=False):
                 write_stamp_file(path, data)
 
         def in_batches() -> None:
