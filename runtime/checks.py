@@ -18,7 +18,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from runtime.transport import registered
 from stamps.checks import every_stamp_verified
 from stamps.registry import HANDLERS
-from stamps.selectors import standing_handler_tables
+from stamps.selectors import standing_personas_granting
 
 
 @register("virgo")
@@ -53,18 +53,14 @@ def check_bound_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 id="runtime.W002",
             )
         ]
-    messages: list[CheckMessage] = []
-    for persona, table in standing_handler_tables():
-        unbound = sorted(
-            rule.tool for action, rule in table.items() if HANDLERS.implementation(action) is None
+    return [
+        Warning(
+            f"persona {persona.name!r} ({persona.uuid}): tools with no implementation "
+            f"in this runtime yet, refused when called: {', '.join(unbound)}",
+            obj=persona,
+            id="runtime.W001",
         )
-        if unbound:
-            messages.append(
-                Warning(
-                    f"persona {persona.name!r} ({persona.uuid}): tools with no implementation "
-                    f"in this runtime yet, refused when called: {', '.join(unbound)}",
-                    obj=persona,
-                    id="runtime.W001",
-                )
-            )
-    return messages
+        for persona, unbound in standing_personas_granting(
+            lambda action: HANDLERS.implementation(action) is None
+        )
+    ]

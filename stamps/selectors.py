@@ -1,7 +1,7 @@
 """Reads over stored stamps: who may see them, comparing two."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,50 +26,58 @@ def generations_visible_to(user: Any, persona: Persona) -> QuerySet[Generation]:
     return persona.generations.select_related("stamp").order_by("-number")
 
 
-# Standing stamps standing_handler_tables reads at once, and distinct tool lists it keeps parsed.
+# Standing stamps standing_personas_granting reads at once, and distinct tool lists it keeps.
 _TABLES_BATCH = 500
 _TABLES_KEPT = 4096
 # In the stored bytes (RFC 8785, keys sorted), the last member: the tools, up to the closing brace.
 _TOOLS_MEMBER = b',"tools":'
 
 
-def standing_handler_tables() -> Iterator[tuple[Persona, dict[str, HandlerRule]]]:
-    """Each standing persona's handler table, from its current generation's stored stamp.
+def standing_personas_granting(
+    wanted: Callable[[str], bool],
+) -> Iterator[tuple[Persona, list[str]]]:
+    """Each standing persona whose current generation's stored stamp grants a handler action
+    `wanted` says yes to, with the names of the tools that grant them, in persona order.
 
-    For the boot checks of the apps that serve those handlers (`virgo check`). Nothing before
-    the tables are migrated; a stamp that does not parse is left to the stamp checks, which
-    report it. Read in batches, so memory does not grow with the fleet; and a table is a
-    function of the tools alone, which personas made alike share, so each distinct tool list is
-    parsed once (`_tools_table`) rather than every stamp in full.
+    For the boot checks of the apps that serve those handlers (`virgo check`), which name such
+    personas. Nothing before the tables are migrated; a stamp that does not parse is left to the
+    stamp checks, which report it. Read in batches of column values, so memory does not grow with
+    the fleet and only the personas named become model objects; and the tools granted are a
+    function of the tool list alone, which personas made alike share, so each distinct list is
+    parsed and asked about once (`_granted`) rather than every stamp in full.
     """
-    standing = (
-        Generation.objects.filter(
-            number=F("persona__generation"), standing=True, stamp__isnull=False
-        )
-        .select_related("persona", "stamp")
-        .only("persona", "persona__uuid", "persona__name", "stamp__body")
-        .order_by("persona_id")
-    )
-    tables: dict[bytes, dict[str, HandlerRule] | None] = {}
+    standing = Generation.objects.filter(
+        number=F("persona__generation"), standing=True, stamp__isnull=False
+    ).order_by("persona_id")
+    granted: dict[bytes, list[str]] = {}
     last_persona = 0
     while True:
         try:
-            batch = list(standing.filter(persona_id__gt=last_persona)[:_TABLES_BATCH])
+            rows = list(
+                standing.filter(persona_id__gt=last_persona).values_list(
+                    "persona_id", "stamp__body"
+                )[:_TABLES_BATCH]
+            )
         except DatabaseError:
             return
-        if not batch:
+        if not rows:
             return
-        for generation in batch:
-            table = _tools_table(generation.stamp.data, tables)
-            if table is not None:
-                yield generation.persona, table
-        last_persona = batch[-1].persona_id
+        granting = {
+            persona_id: tools
+            for persona_id, body in rows
+            if (tools := _granted(bytes(body), wanted, granted))
+        }
+        personas = Persona.objects.in_bulk(list(granting))
+        for persona_id, tools in granting.items():
+            yield personas[persona_id], tools
+        last_persona = rows[-1][0]
 
 
-def _tools_table(
-    data: bytes, tables: dict[bytes, dict[str, HandlerRule] | None]
-) -> dict[str, HandlerRule] | None:
-    """The handler table of stored stamp bytes, None if they do not parse.
+def _granted(
+    data: bytes, wanted: Callable[[str], bool], granted: dict[bytes, list[str]]
+) -> list[str]:
+    """The sorted names of the tools of stored stamp bytes whose handler action is wanted; none
+    if the bytes do not parse.
 
     Stored bytes are the factory's canonical encoding, whose last member is the tools array: that
     text is the key, and it is read strictly (parse_strict, as a document of the tools alone)
@@ -77,13 +85,17 @@ def _tools_table(
     """
     start = data.rfind(_TOOLS_MEMBER)
     if start < 0 or not data.endswith(b"]}"):
-        return _whole_table(data)
+        return _wanted_tools(_whole_table(data), wanted)
     tools = data[start + len(_TOOLS_MEMBER) : -1]
-    if tools not in tables:
-        if len(tables) >= _TABLES_KEPT:
-            del tables[next(iter(tables))]
-        tables[tools] = _whole_table(b'{"tools":' + tools + b"}")
-    return tables[tools]
+    if tools not in granted:
+        if len(granted) >= _TABLES_KEPT:
+            del granted[next(iter(granted))]
+        granted[tools] = _wanted_tools(_whole_table(b'{"tools":' + tools + b"}"), wanted)
+    return granted[tools]
+
+
+def _wanted_tools(table: dict[str, HandlerRule] | None, wanted: Callable[[str], bool]) -> list[str]:
+    return sorted(rule.tool for action, rule in (table or {}).items() if wanted(action))
 
 
 def _whole_table(data: bytes) -> dict[str, HandlerRule] | None:
