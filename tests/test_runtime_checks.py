@@ -44,6 +44,22 @@ def test_unbound_tools_are_named_per_persona(monkeypatch) -> None:
         assert check_bound_handlers() == []
 
 
+def test_with_every_action_bound_virgo_check_reads_no_stamp_for_it(monkeypatch) -> None:
+    """V1-FAC-7, VX-SCALE-2: when every registered action is bound no persona can be granted an
+    unbound one, so `virgo check` does not read every standing stamp to say nothing."""
+    standing_persona()
+
+    def read(*args: object) -> None:
+        raise AssertionError("the stamps were read")
+
+    monkeypatch.setattr("runtime.checks.standing_personas_granting", read)
+    with verifying_every_stamp():
+        assert check_bound_handlers() == []
+    monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
+    with verifying_every_stamp(), pytest.raises(AssertionError, match="the stamps were read"):
+        check_bound_handlers()
+
+
 def test_at_start_unbound_actions_are_one_warning_naming_no_persona(monkeypatch) -> None:
     """V1-FAC-7, VX-OPS-5: start-up names the unbound handler actions once, whatever the number
     of personas whose stamps grant them."""
