@@ -189,3 +189,22 @@ def test_the_compiled_check_refuses_what_jsonschema_refuses(
     problems = schema_problems(document)
     assert problems
     assert all(problem.message.startswith("schema v3: at ") for problem in problems)
+
+
+def test_stamps_alike_share_their_tool_grants_and_nothing_else() -> None:
+    """VX-GRANT-3: the tool grants worked out once for stamps with the same tools are those of
+    each stamp worked out alone; another class or other tools are worked out on their own."""
+    first = build_stamp(**stamp_kwargs(ask_first_verbs=["claim"]))
+    second = copy.deepcopy(first)
+    second["persona"]["name"] = "Another"
+    grant._tool_grants.clear()
+    assert grant.grant_of(first).tools is grant.grant_of(second).tools
+    assert len(grant._tool_grants) == 1
+    alone = tuple(sorted((grant._tool(tool) for tool in first["tools"]), key=lambda t: t.name))
+    assert grant.grant_of(first).tools == alone
+    assert grant.grant_of(first).ask_first == ("claim",)
+    narrowed = copy.deepcopy(first)
+    narrowed["tools"] = [tool for tool in narrowed["tools"] if tool["name"] != "claim"]
+    assert "claim" not in {tool.name for tool in grant.grant_of(narrowed).tools}
+    assert grant.grant_of(narrowed).ask_first == ()
+    assert len(grant._tool_grants) == 2
