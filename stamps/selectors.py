@@ -5,8 +5,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError
-from django.db.models import F, QuerySet
+from django.db import DatabaseError, connection
+from django.db.models import CharField, F, Func, QuerySet, Value
 
 from personas import selectors
 from personas.models import Generation, Persona
@@ -33,6 +33,19 @@ _TABLES_KEPT = 4096
 _TOOLS_MEMBER = b',"tools":'
 
 
+class _ToolsDigest(Func):
+    """PostgreSQL: the SHA-256 (hex) of a stored stamp's bytes from its tools member on, so a
+    batch reads 64 characters per persona instead of every body, and a body only for a tool list
+    not seen. Bytes without the member are digested whole, and read whole when first seen."""
+
+    template = "encode(sha256(%(expressions)s), 'hex')"
+    output_field = CharField()
+
+    def __init__(self, body: str) -> None:
+        start = Func(Value(_TOOLS_MEMBER), F(body), function="position", arg_joiner=" in ")
+        super().__init__(Func(F(body), start, function="substring", arg_joiner=" from "))
+
+
 def standing_personas_granting(
     wanted: Callable[[str], bool],
 ) -> Iterator[tuple[Persona, list[str]]]:
@@ -44,37 +57,76 @@ def standing_personas_granting(
     stamp checks, which report it. Read in batches of column values, so memory does not grow with
     the fleet and only the personas named become model objects; and the tools granted are a
     function of the tool list alone, which personas made alike share, so each distinct list is
-    parsed and asked about once (`_granted`) rather than every stamp in full.
+    parsed and asked about once (`_granted`) rather than every stamp in full. On PostgreSQL the
+    list is told apart by a digest the database computes (_ToolsDigest), and only a list not
+    seen yet is read.
     """
     standing = Generation.objects.filter(
         number=F("persona__generation"), standing=True, stamp__isnull=False
     ).order_by("persona_id")
-    granted: dict[bytes, list[str]] = {}
+    digested = connection.vendor == "postgresql"
+    if digested:
+        standing = standing.annotate(tools_digest=_ToolsDigest("stamp__body"))
+    granted: dict[bytes | str, list[str]] = {}
     last_persona = 0
     while True:
         try:
-            rows = list(
-                standing.filter(persona_id__gt=last_persona).values_list(
+            if digested:
+                digests = list(
+                    standing.filter(persona_id__gt=last_persona).values_list(
+                        "persona_id", "tools_digest"
+                    )[:_TABLES_BATCH]
+                )
+                tools_of = _tools_by_digest(digests, wanted, granted)
+                rows = [(persona_id, tools_of[digest]) for persona_id, digest in digests]
+            else:
+                bodies = standing.filter(persona_id__gt=last_persona).values_list(
                     "persona_id", "stamp__body"
                 )[:_TABLES_BATCH]
-            )
+                rows = [
+                    (persona_id, _granted(bytes(body), wanted, granted))
+                    for persona_id, body in bodies
+                ]
         except DatabaseError:
             return
         if not rows:
             return
-        granting = {
-            persona_id: tools
-            for persona_id, body in rows
-            if (tools := _granted(bytes(body), wanted, granted))
-        }
+        granting = {persona_id: tools for persona_id, tools in rows if tools}
         personas = Persona.objects.in_bulk(list(granting))
         for persona_id, tools in granting.items():
             yield personas[persona_id], tools
         last_persona = rows[-1][0]
 
 
+def _tools_by_digest(
+    rows: list[tuple[int, str]],
+    wanted: Callable[[str], bool],
+    granted: dict[bytes | str, list[str]],
+) -> dict[str, list[str]]:
+    """The tools granted under each digest of a batch: those seen before as kept, the others
+    worked out from one body each (one query for all of them)."""
+    tools_of = {digest: granted[digest] for _, digest in rows if digest in granted}
+    unseen = {digest: persona_id for persona_id, digest in rows if digest not in tools_of}
+    bodies = dict(
+        CapabilityStamp.objects.filter(
+            generation__persona_id__in=unseen.values(),
+            generation__number=F("generation__persona__generation"),
+        ).values_list("generation__persona_id", "body")
+    )
+    for digest, persona_id in unseen.items():
+        tools_of[digest] = _keep(granted, digest, _granted(bytes(bodies[persona_id]), wanted, {}))
+    return tools_of
+
+
+def _keep(granted: dict[bytes | str, list[str]], key: bytes | str, tools: list[str]) -> list[str]:
+    if len(granted) >= _TABLES_KEPT:
+        del granted[next(iter(granted))]
+    granted[key] = tools
+    return tools
+
+
 def _granted(
-    data: bytes, wanted: Callable[[str], bool], granted: dict[bytes, list[str]]
+    data: bytes, wanted: Callable[[str], bool], granted: dict[bytes | str, list[str]]
 ) -> list[str]:
     """The sorted names of the tools of stored stamp bytes whose handler action is wanted; none
     if the bytes do not parse.
@@ -87,11 +139,9 @@ def _granted(
     if start < 0 or not data.endswith(b"]}"):
         return _wanted_tools(_whole_table(data), wanted)
     tools = data[start + len(_TOOLS_MEMBER) : -1]
-    if tools not in granted:
-        if len(granted) >= _TABLES_KEPT:
-            del granted[next(iter(granted))]
-        granted[tools] = _wanted_tools(_whole_table(b'{"tools":' + tools + b"}"), wanted)
-    return granted[tools]
+    if tools in granted:
+        return granted[tools]
+    return _keep(granted, tools, _wanted_tools(_whole_table(b'{"tools":' + tools + b"}"), wanted))
 
 
 def _wanted_tools(table: dict[str, HandlerRule] | None, wanted: Callable[[str], bool]) -> list[str]:
