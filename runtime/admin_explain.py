@@ -1,4 +1,5 @@
-"""The persona's "Try a call" page in the admin: runtime.explain for one call, as a page.
+"""The persona's "Try a call" page in the admin: runtime.explain for one call, as a page; and
+the diff page's list of the persona's policy vectors a grant proposal would change.
 
 Contributed to the persona's admin (personas.admin.PersonaAdmin.contributed_urls), as the stamp
 pages and the card import are, so the records never import the runtime. The view is thin: the
@@ -18,17 +19,21 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from personas.admin import PersonaAdmin
+from personas import services
+from personas.admin import GrantProposalAdmin, PersonaAdmin
 from personas.catalogue import VERBS
-from personas.models import Persona
+from personas.models import GrantProposal, Persona
 from personas.selectors import personas_visible_to
+from runtime import vectors
 from runtime.confirmations import key_values
 from runtime.explain import Explanation, explain
 from runtime.rules import RULES
 from runtime.stamp import StampUnavailable, load_active_stamp
+from stamps.vectors import PersonaUnexplainable
 
 # The tools a global boundary governs: every tool of the rule table's examples and each verb
 # the catalogue puts behind a boundary. Offered beside the stamp's, so an owner can ask what
@@ -193,4 +198,38 @@ class TryCallPage:
         return TemplateResponse(request, "admin/personas/persona/try_call.html", context)
 
 
+def proposal_vectors(request: HttpRequest, proposal: GrantProposal) -> str:
+    """The diff page's section: which of the persona's policy vectors (those its current grant
+    gives, as `virgo stamp vectors` exports them) the pending proposal would decide otherwise,
+    each from -> to. runtime.vectors computes it; nothing is written."""
+    if not proposal.decidable:
+        return ""
+    context: dict[str, Any] = {"proposal": proposal}
+    proposed = services.proposal_next_generation(proposal=proposal, actor=request.user)
+    if proposed is None:
+        context["unavailable"] = "approving it would make no generation now"
+    else:
+        try:
+            replayed = vectors.what_a_proposal_changes(proposal.persona, proposed)
+        except PersonaUnexplainable as exc:
+            context["unavailable"] = f"the persona has no current grant to draw them from: {exc}"
+        else:
+            if replayed is None:
+                context["unavailable"] = "the next stamp would not stand"
+            else:
+                context["replay"] = replayed
+                context["changed"] = [
+                    {
+                        "id": change.id,
+                        "tool": change.tool,
+                        "arguments": key_values({"shape": {"arguments": change.arguments}}),
+                        "before": change.expected,
+                        "after": change.now,
+                    }
+                    for change in replayed.changed
+                ]
+    return render_to_string("admin/personas/grantproposal/vectors.html", context, request)
+
+
 PersonaAdmin.contributed_urls.append(lambda model_admin: TryCallPage(model_admin).urls())
+GrantProposalAdmin.contributed_sections.append(proposal_vectors)

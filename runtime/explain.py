@@ -101,9 +101,17 @@ class Explanation:
         return out
 
 
-def explain(persona: Persona, tool_name: str, arguments: dict[str, Any] | None) -> Explanation:
-    """handle()'s decision for this call, as a dry run: nothing is written, asked or run."""
-    decision = decide(persona, tool_name, arguments, EXPLAIN_CORRELATION, dry_run=True)
+def explain(
+    persona: Persona,
+    tool_name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    under: ActiveStamp | None = None,
+) -> Explanation:
+    """handle()'s decision for this call, as a dry run: nothing is written, asked or run.
+
+    `under`: the stamp to decide under in place of the persona's active one (a proposal's)."""
+    decision = decide(persona, tool_name, arguments, EXPLAIN_CORRELATION, dry_run=True, under=under)
     stamp = decision.context.stamp
     op = decision.context.op
     common: dict[str, Any] = {

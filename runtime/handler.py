@@ -154,20 +154,27 @@ def decide(
     correlation_id: str,
     *,
     dry_run: bool = False,
+    under: ActiveStamp | None = None,
 ) -> Decision:
     """The decision phase of handle(), up to the point of effect: it writes nothing.
 
     `dry_run` (runtime.explain) also leaves the machine as it found it: the stamp is read
     without materialising or quarantining its file, and the workspace is looked at without its
     root being made. A real call does both on the way, as it always has.
+
+    `under` (a dry run only) is a stamp to decide under in place of the persona's active one:
+    the stamp a grant proposal would make, which runtime.vectors replays a persona's vectors
+    against before anything is approved.
     """
+    if under is not None and not dry_run:
+        raise ValueError("only a dry run decides under a stamp other than the active one")
     context = _Context(persona, str(tool_name), str(correlation_id))
     if not isinstance(correlation_id, str) or not _CORRELATION_ID.match(correlation_id):
         return Decision(
             context, Stop("invalid_correlation_id", "correlation id must be 1-200 safe chars")
         )
     try:
-        stamp = load_active_stamp(persona, dry_run=dry_run)
+        stamp = under or load_active_stamp(persona, dry_run=dry_run)
     except StampUnavailable as exc:
         return Decision(context, Stop(exc.code, exc.reason, quarantined=exc.quarantined))
     context = _Context(persona, tool_name, correlation_id, stamp)
