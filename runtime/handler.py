@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from personas.catalogue import Boundary
 from personas.models import Persona
-from runtime import confirmations, registry
+from runtime import confirmations, registry, tracing
 from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
 from runtime.operations import InvalidOperation, Operation, normalise
 from runtime.policy import Verdict, classify
@@ -236,10 +236,11 @@ def decide(
     return dataclasses.replace(decision, authority=authority, learned=learned)
 
 
+@tracing.traced_handle  # one span per call when tracing is configured (runtime.tracing)
 def handle(
     persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
 ) -> Result:
-    decision = decide(persona, tool_name, arguments, correlation_id)
+    decision = tracing.decided(decide(persona, tool_name, arguments, correlation_id))
     context = decision.context
     if decision.refusal is not None:
         return _stop(context, decision.refusal)

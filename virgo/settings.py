@@ -195,6 +195,9 @@ load_env_file(home_env_file(VIRGO_HOME), variable="VIRGO_HOME", required=False)
 check_database_url()
 check_url("REDIS_URL", ("redis", "rediss", "unix"))
 check_url("REDIS_CACHE_URL", ("redis", "rediss", "unix"))
+# Tracing (virgo.telemetry): on only when one of these says where the OTLP/HTTP collector is.
+check_url("OTEL_EXPORTER_OTLP_ENDPOINT", ("http", "https"))
+check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ("http", "https"))
 
 
 DEBUG = env_bool("DEBUG", False)
