@@ -15,11 +15,14 @@ this module is imported by the handler, and may not import what imports the hand
 """
 
 import functools
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
 from virgo import telemetry
+
+logger = logging.getLogger("virgo.runtime")
 
 SPAN = "virgo.handle"
 TRACER = "virgo.runtime"
@@ -69,6 +72,11 @@ def decided(decision: Any) -> Any:
     current = _current.get()
     if current is not None and _describe is not None:
         span, persona, tool_name = current
-        verdict, rule = _describe(persona, tool_name, decision)
+        try:
+            verdict, rule = _describe(persona, tool_name, decision)
+        except Exception:
+            # A span is an observation: reading it must never change what the call does.
+            logger.exception("could not read the decision of %s for its span", tool_name)
+            verdict, rule = "unknown", "unknown"
         span.set_attributes({"virgo.verdict": verdict, "virgo.rule": rule})
     return decision

@@ -301,3 +301,20 @@ def test_a_real_virgo_process_configured_by_its_environment_exports_its_spans(
         "live-otlp-1",
     )
     assert (attributes["virgo.verdict"], attributes["virgo.rule"]) == ("allow", "default-allow")
+
+
+def test_a_span_that_cannot_be_read_never_changes_the_call(spans: InMemorySpanExporter) -> None:
+    from runtime import tracing
+
+    def broken(*args: Any) -> tuple[str, str]:
+        raise RuntimeError("a bug in reading the decision")
+
+    previous = tracing.register(broken)
+    try:
+        persona = standing_persona()
+        spans.clear()
+        assert handle(persona, "list_peers", {}, correlation())["ok"] is True
+    finally:
+        tracing.register(previous)
+    [span] = handle_spans(spans)
+    assert (span.attributes or {})["virgo.verdict"] == "unknown"
