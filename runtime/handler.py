@@ -236,7 +236,6 @@ def decide(
     return dataclasses.replace(decision, authority=authority, learned=learned)
 
 
-@tracing.traced_handle  # one span per call when tracing is configured (runtime.tracing)
 def handle(
     persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
 ) -> Result:
@@ -254,6 +253,11 @@ def handle(
     if verdict.outcome is Outcome.CONFIRM:
         return _confirm(context, decision)
     return _execute(context, call)
+
+
+# One span per call when tracing is configured (runtime.tracing). Wrapped here, not decorated:
+# `make mutation`'s mutmut leaves decorated functions unmutated.
+handle = tracing.traced_handle(handle)
 
 
 def _stop(context: _Context, stop: Stop) -> Result:

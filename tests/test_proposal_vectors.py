@@ -142,3 +142,14 @@ def test_only_the_owner_may_compute_it() -> None:
     proposal = propose(persona, ask_first_verbs=[])
     other = make_owner("mallory", is_superuser=True)
     assert services.proposal_next_generation(proposal=proposal, actor=other) is None
+
+
+def test_only_a_dry_run_decides_under_a_stamp_other_than_the_active_one() -> None:
+    from runtime.handler import decide
+    from runtime.stamp import load_active_stamp
+
+    persona = standing_persona()
+    stamp = load_active_stamp(persona, dry_run=True)
+    with pytest.raises(ValueError, match="only a dry run"):
+        decide(persona, "list_peers", {}, "c-under", under=stamp)
+    assert decide(persona, "list_peers", {}, "c-under", dry_run=True, under=stamp).verdict
