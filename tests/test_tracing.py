@@ -318,3 +318,20 @@ def test_a_span_that_cannot_be_read_never_changes_the_call(spans: InMemorySpanEx
         tracing.register(previous)
     [span] = handle_spans(spans)
     assert (span.attributes or {})["virgo.verdict"] == "unknown"
+
+
+def test_the_mcp_server_launch_starts_is_told_the_tracing_settings_and_the_agent_is_not(
+    monkeypatch,
+) -> None:
+    """The tracing variables are Virgo's own settings: into server.env, never to the agent."""
+    from runtime import launcher
+
+    monkeypatch.setenv(telemetry.ENDPOINT, "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer collector-token")
+    told = launcher.server_settings()
+    assert told[telemetry.ENDPOINT] == "http://127.0.0.1:4318"
+    assert told["OTEL_EXPORTER_OTLP_HEADERS"] == "authorization=Bearer collector-token"
+    import os
+
+    agent = launcher.agent_environment(os.environ)
+    assert not any(name.startswith("OTEL_") for name in agent)

@@ -20,6 +20,19 @@ from typing import Any
 ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 DEFAULT_SERVICE = "virgo"
+# The variables tracing reads (here, or the exporter itself): virgo.settings names them among
+# its own, so the MCP server `virgo launch` starts is told them in its owner-private file, and
+# none of them (a collector's headers may hold its token) ever reaches the agent.
+VARIABLES = (
+    ENDPOINT,
+    TRACES_ENDPOINT,
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_SERVICE_NAME",
+    "OTEL_SDK_DISABLED",
+)
 
 # The provider Virgo's own spans are made with; None when tracing is not configured.
 _provider: Any = None
