@@ -335,3 +335,41 @@ def test_the_mcp_server_launch_starts_is_told_the_tracing_settings_and_the_agent
 
     agent = launcher.agent_environment(os.environ)
     assert not any(name.startswith("OTEL_") for name in agent)
+
+
+@pytest.mark.live
+def test_a_real_web_process_exports_a_span_per_request(receiver: Receiver, tmp_path: Path) -> None:
+    """VX-AUDIT-1, live: virgo-web started with OTEL_EXPORTER_OTLP_ENDPOINT set sends the
+    maintained Django instrumentation's span of a request to the receiver."""
+    import httpx
+
+    from tests.live import WebServer, wait_until
+
+    home = tmp_path / "standalone"
+    home.mkdir(mode=0o700)
+    standalone = start_standalone(home)
+    env = {
+        **standalone.env,
+        telemetry.ENDPOINT: f"http://127.0.0.1:{receiver.server_address[1]}",
+        # Sent within a fifth of a second, not at the SDK's default five.
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    server = WebServer(tmp_path, env)
+    server.start()
+    try:
+        assert httpx.get(server.base_url + "/", timeout=10).status_code == 200
+
+        def django_spans() -> list[Any]:
+            return [
+                span
+                for _, request in list(receiver.requests)
+                for resource in request.resource_spans
+                for scope in resource.scope_spans
+                if scope.scope.name == "opentelemetry.instrumentation.django"
+                for span in scope.spans
+            ]
+
+        wait_until(lambda: django_spans(), what="the request's span at the receiver", timeout=30)
+    finally:
+        server.stop()
+    assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
