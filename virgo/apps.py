@@ -10,7 +10,10 @@ class VirgoConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from virgo import checks, outages, signin  # noqa: F401  (checks registers the checks)
+        from virgo import checks, outages, signin, telemetry  # noqa: F401  (checks registers)
 
+        # Tracing only when OTEL_EXPORTER_OTLP_ENDPOINT says where to (virgo.telemetry); before
+        # any request, so the Django instrumentation's middleware is in place for the first.
+        telemetry.configure()
         signin.connect()
         connection_created.connect(outages.database_connected, dispatch_uid="virgo.outages")
