@@ -614,3 +614,28 @@ def test_a_page_costs_the_same_queries_at_any_size(client: APIClient) -> None:
     ]
     # Explore: token authentication and one query for every facet asked.
     assert small == large == [3, 3, 2]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["quokka", "deploy-releases", "Release notes!", "it's a\\b", "quo", "captain keeper counts"],
+)
+def test_the_text_match_removes_no_result_the_ranking_gives(
+    fleet: dict[str, Persona], text: str
+) -> None:
+    """VX-DISC-2: the indexable text match (cards.ard.matching.TextMatches: any lexeme of the
+    words) keeps every persona ts_rank scores at 1 or more, with the same score: hyphenated
+    words, punctuation, quotes and backslashes included (on SQLite it holds for all)."""
+    from cards.ard import matching
+    from cards.ard.requests import read_search
+
+    words = read_search({"query": {"text": text}}).query.words
+    listed = matching.registry_personas()
+    unmatched = (
+        listed.annotate(score=matching.Relevance(words))
+        .filter(score__gte=1)
+        .order_by("-score", "id")
+    )
+    assert list(matching.ranked(listed, words).values_list("id", "score")) == list(
+        unmatched.values_list("id", "score")
+    )
