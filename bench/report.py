@@ -25,6 +25,10 @@ FIGURES = (
     "admin_queries_per_page_100",
     "admin_queries_per_page_10k",
     "worker_rss_growth",
+    "ard_search_100k_vs_1k",
+    "ard_search_queries_per_page",
+    "status_list_100k_bytes",
+    "status_list_get_100k_ms",
 )
 
 

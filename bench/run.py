@@ -5,7 +5,7 @@ uvicorn, nginx, Celery workers), loads only 127.0.0.1, stops every process it st
 Ctrl-C or an error), prints a table, writes docs/benchmarks.md and ends with one `name=value`
 line per figure.
 
-    .venv/bin/python -m bench.run [--rounds 3] [--seconds 10] [--only card,directory,...]
+    .venv/bin/python -m bench.run [--rounds 3] [--seconds 10] [--only card,data,ard,...]
 """
 
 import argparse
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import nginx, report, wrk
+from bench.ard import ArdBench
 from bench.procs import Processes, fetch, free_port, rss_kib, wait_http
 from virgo import kek
 
@@ -37,7 +38,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 WORKERS = 2
 # High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
 NEVER_LIMITING_RATE = "1000000000/m"
-SECTIONS = ("card", "signing", "memory", "data", "fanout")
+SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard")
 # Cards re-signed by the rotation fan-out in the signing section.
 RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
@@ -55,6 +56,10 @@ TARGETS = {
     "directory_queries_per_page": "<= 4",
     "directory_search_100k_vs_1k": "<= 1.3",
     "directory_search_queries_per_page": "<= 4",
+    "ard_search_100k_vs_1k": "<= 1.3",
+    "ard_search_queries_per_page": "<= 4",
+    "status_list_100k_bytes": "",
+    "status_list_get_100k_ms": "",
     "fanout_personas_per_s_1w": ">= 500",
     "fanout_scaling_2w_vs_1w": ">= 1.8",
     "stamps_per_s": ">= 2000",
@@ -87,6 +92,7 @@ class Bench:
         self.notes: list[str] = []
         self.setup: list[str] = []
         self.env: dict[str, str] = {}
+        self.ard = ArdBench()
 
     # Services -------------------------------------------------------------------------------
 
@@ -600,6 +606,9 @@ class Bench:
         self.figures["virgo_check_1k_s"] = self._virgo_check()
         directory = {"1k": self._directory()}
         search = {"1k": self._directory(self._search_query())}
+        if "ard" in self.args.only:
+            progress("data: ARD search at 1k personas")
+            self.ard.measure(self.fleet, self.searchable, "1k")
         ready = {"1k": self._ready_seconds("1k")}
 
         progress("data: 10k personas")
@@ -640,6 +649,9 @@ class Bench:
         verified = self._active_stamps()
         check_100k_s = self._virgo_check()
         self.figures["virgo_check_per_s"] = verified / check_100k_s
+        if "ard" in self.args.only:
+            # Every persona stands now, so all 100k are listed.
+            self._ard_at_100k(population)
         rows = [
             [size, f"{ms:.2f}", queries, f"{search[size][0]:.2f}", search[size][1]]
             for size, (ms, queries) in directory.items()
@@ -870,8 +882,42 @@ class Bench:
         """The personas the directory search finds (bench.data.make_searchable, and copies)."""
         from bench.data import add_personas, make_searchable
 
-        searchable = make_searchable(self.fleet)
+        searchable = self.searchable = make_searchable(self.fleet)
         return 1 + len(add_personas(self.fleet, SEARCH_MATCHES - 1, start=1, template=searchable))
+
+    # ARD registry and status list (bench/ard.py) -----------------------------------------------
+
+    def ard_section(self) -> None:
+        """On a fleet of its own when the data section does not run: 1k personas, then 100k,
+        every stamp built (through the real path) so that each is listed."""
+        from bench.data import add_personas
+        from personas.models import Persona
+
+        if not hasattr(self, "fleet"):
+            from bench.data import make_fleet
+
+            self.fleet = make_fleet()
+        population = Persona.objects.count()
+        population += self._add_searchable()
+        population += len(add_personas(self.fleet, 1000 - population, start=population))
+        self._build_owed_stamps()
+        progress("ard: search at 1k personas")
+        self.ard.measure(self.fleet, self.searchable, "1k")
+        progress("ard: 100k personas, building their stamps")
+        population += len(add_personas(self.fleet, 100_000 - population, start=population))
+        self._build_owed_stamps()
+        self._ard_at_100k(population)
+
+    def _ard_at_100k(self, population: int) -> None:
+        progress("ard: search at 100k personas")
+        self.ard.measure(self.fleet, self.searchable, "100k")
+        progress("ard: the status list at 100k personas")
+        self.ard.measure_status_list(population)
+        self.figures.update(self.ard.figures())
+        self.sections.append(self.ard.section())
+        (self.work / "ard-plans.txt").write_text(self.ard.plans())
+        print(self.ard.section()[1], flush=True)
+        print(self.ard.plans(), flush=True)
 
     @staticmethod
     def _search_query() -> str:
@@ -1061,6 +1107,8 @@ class Bench:
             self.memory_section()
         if "data" in self.args.only:
             self.data_section()
+        elif "ard" in self.args.only:
+            self.ard_section()
         self.finish(time.monotonic() - started)
         return 0
 
@@ -1183,7 +1231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument(
-        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout"
+        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout,ard"
     )
     parser.add_argument("--no-write", dest="write", action="store_false")
     parser.add_argument("--serve", action="store_true", help="only serve Virgo, for profiling")

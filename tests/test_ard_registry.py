@@ -4,6 +4,7 @@ These run on SQLite, whose relevance score is the documented fallback (decision 
 """
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cards.ard.requests import FACET_FIELDS
 from cards.ard.views import ANSWERED_AS
 from personas.models import Persona
 from personas.services import persona_revoke
@@ -459,6 +461,94 @@ def test_explore_counts_facets_over_the_whole_matched_set(
     assert bad.json()["field"] == "resultType.facets[0].field"
 
 
+def _skills(*specs: tuple[str, list[str]]) -> list[dict[str, Any]]:
+    return [{"id": skill, "name": skill.title(), "tags": tags} for skill, tags in specs]
+
+
+def _by_hand(answer_entries: list[dict[str, Any]], facet: dict[str, Any]) -> dict[str, Any]:
+    """ARD §7.3 counted over the served entries: each entry once per value it lists."""
+    counts: Counter[str] = Counter()
+    for entry in answer_entries:
+        publisher = entry["identifier"].removeprefix("urn:air:").split(":")[0]
+        counts.update(
+            {
+                "type": {entry["type"]},
+                "tags": set(entry["tags"]),
+                "capabilities": set(entry["capabilities"]),
+                "publisher": {publisher},
+            }[facet["field"]]
+        )
+    kept = sorted(
+        ((value, n) for value, n in counts.items() if n >= facet.get("minCount", 1)),
+        key=lambda item: (-item[1], item[0]),
+    )
+    limit = facet.get("limit", 20)
+    return {
+        "buckets": [{"value": value, "count": n} for value, n in kept[:limit]],
+        "otherCount": sum(n for _, n in kept[limit:]),
+    }
+
+
+def test_sql_facets_equal_a_count_by_hand_with_ties_and_other_counts(client: APIClient) -> None:
+    """VX-DISC-2: the database's facets (cards.ard.facets) are exactly those counted by hand over
+    every entry search serves: ties broken by value in code point order ("Zeta" before "mid",
+    "alpha" before "é"; a locale's collation would put "mid" first), a tag on two skills of one
+    persona counted once, minCount, limit and otherCount, with and without filters."""
+    ada = make_agent(make_owner("ada", organization="ada-labs.example"))
+    bob = make_agent(make_owner("bob", organization="bob.example"))
+    grace = make_agent(make_owner("grace", organization="", oidc=False))
+    catalogue = [
+        (ada, _skills(("alpha", ["Zeta", "alpha"]), ("beta", ["alpha", "é"]))),
+        (ada, _skills(("alpha", ["Zeta"]), ("gamma", []))),
+        (bob, _skills(("beta", ["alpha", "mid"]), ("delta", ["é"]))),
+        (bob, _skills(("Beta", ["Zeta", "mid"]))),
+        (grace, _skills(("alpha", ["mid"]), ("beta", ["alpha"]), ("gamma", ["Zeta"]))),
+        (grace, _skills(("delta", ["é", "mid"]))),
+        (grace, []),
+    ]
+    for number, (agent, skills) in enumerate(catalogue):
+        persona = make_persona(agent, name=f"Quokka {number}", discoverable=True)
+        Persona.objects.filter(pk=persona.pk).update(skills=skills)
+    make_persona(grace, name="Quokka hidden", discoverable=False)
+    queries: list[dict[str, Any]] = [
+        {"text": "quokka"},
+        {"text": "quokka", "filter": {"capabilities": ["beta", "delta"]}},
+        {"text": "quokka", "filter": {"publisher": ["bob.example", HOST]}},
+    ]
+    facet_sets: list[list[dict[str, Any]]] = [
+        [{"field": "type"}, {"field": "tags"}, {"field": "capabilities"}, {"field": "publisher"}],
+        [{"field": "tags", "limit": 2}, {"field": "capabilities", "limit": 1, "minCount": 2}],
+        [{"field": "publisher", "limit": 1}, {"field": "tags", "minCount": 3, "limit": 1}],
+        [{"field": "capabilities", "minCount": 99}, {"field": "type", "minCount": 8}],
+    ]
+    for query in queries:
+        served: list[dict[str, Any]] = search(client, {"query": query, "pageSize": 100})["results"]
+        assert served
+        for requested in facet_sets:
+            response = client.post(
+                EXPLORE, {"query": query, "resultType": {"facets": requested}}, format="json"
+            )
+            assert response.status_code == 200, response.content
+            answer = response.json()["facets"]
+            assert answer == {facet["field"]: _by_hand(served, facet) for facet in requested}
+    everything = client.post(
+        EXPLORE, {"resultType": {"facets": [{"field": "tags"}]}}, format="json"
+    ).json()["facets"]["tags"]
+    assert everything["buckets"] == [
+        {"value": "Zeta", "count": 4},
+        {"value": "mid", "count": 4},
+        {"value": "alpha", "count": 3},
+        {"value": "é", "count": 3},
+    ]
+    tied = client.post(
+        EXPLORE, {"resultType": {"facets": [{"field": "tags", "limit": 2}]}}, format="json"
+    ).json()["facets"]["tags"]
+    assert tied == {
+        "buckets": [{"value": "Zeta", "count": 4}, {"value": "mid", "count": 4}],
+        "otherCount": 6,
+    }
+
+
 def test_federation_refers_only_to_configured_registries(
     client: APIClient, fleet: dict[str, Persona], settings: Any
 ) -> None:
@@ -496,7 +586,7 @@ def test_the_registry_shares_the_directorys_per_principal_budget(
 
 def test_a_page_costs_the_same_queries_at_any_size(client: APIClient) -> None:
     """VX-DISC-2: token authentication, the page, and its current generations: 3 queries for a
-    page of 2 as for 12, whatever the trust manifests hold (SQLite)."""
+    page of 2 as for 12, whatever the trust manifests hold (SQLite); explore's facets are one."""
     agent = make_agent(make_owner("ada"))
 
     def counted(path: str, body: dict[str, Any] | None = None) -> int:
@@ -507,10 +597,45 @@ def test_a_page_costs_the_same_queries_at_any_size(client: APIClient) -> None:
                 assert client.post(path, body, format="json").status_code == 200
         return len(queries)
 
+    every_facet = {"resultType": {"facets": [{"field": f} for f in FACET_FIELDS]}}
     for _ in range(2):
         make_persona(agent, name="Quokka", discoverable=True)
-    small = [counted(SEARCH, {"query": {"text": "quokka"}, "pageSize": 20}), counted(AGENTS)]
+    small = [
+        counted(SEARCH, {"query": {"text": "quokka"}, "pageSize": 20}),
+        counted(AGENTS),
+        counted(EXPLORE, every_facet),
+    ]
     for _ in range(10):
         make_persona(agent, name="Quokka", discoverable=True)
-    large = [counted(SEARCH, {"query": {"text": "quokka"}, "pageSize": 20}), counted(AGENTS)]
-    assert small == large == [3, 3]
+    large = [
+        counted(SEARCH, {"query": {"text": "quokka"}, "pageSize": 20}),
+        counted(AGENTS),
+        counted(EXPLORE, every_facet),
+    ]
+    # Explore: token authentication and one query for every facet asked.
+    assert small == large == [3, 3, 2]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["quokka", "deploy-releases", "Release notes!", "it's a\\b", "quo", "captain keeper counts"],
+)
+def test_the_text_match_removes_no_result_the_ranking_gives(
+    fleet: dict[str, Persona], text: str
+) -> None:
+    """VX-DISC-2: the indexable text match (cards.ard.matching.TextMatches: any lexeme of the
+    words) keeps every persona ts_rank scores at 1 or more, with the same score: hyphenated
+    words, punctuation, quotes and backslashes included (on SQLite it holds for all)."""
+    from cards.ard import matching
+    from cards.ard.requests import read_search
+
+    words = read_search({"query": {"text": text}}).query.words
+    listed = matching.registry_personas()
+    unmatched = (
+        listed.annotate(score=matching.Relevance(words))
+        .filter(score__gte=1)
+        .order_by("-score", "id")
+    )
+    assert list(matching.ranked(listed, words).values_list("id", "score")) == list(
+        unmatched.values_list("id", "score")
+    )

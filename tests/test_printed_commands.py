@@ -4,7 +4,8 @@ a new shell in a fresh checkout, with nothing exported by hand.
 `make run` runs in a fresh checkout (tests/fresh_checkout.py) from a clean environment (PATH and
 HOME only, as `env -i` leaves them). While it serves, each line it printed and each line of the
 README's sh blocks runs the same way, as a new shell would run it (`bash -c`, pipes failing when
-any part fails), with the placeholders (`<uuid>`, `<id>`) filled in. The MCP server lines are
+any part fails), with the placeholders (`<uuid>`, `<id>`) filled in and make run's default
+port, in an origin, replaced by this run's. The MCP server lines are
 driven by the `mcp` SDK's own client with its default environment. `claude` is an agent CLI
 Virgo does not ship: a stand-in on PATH records what it was started with.
 """
@@ -68,6 +69,7 @@ class MadeRun:
     env: dict[str, str]
     output: str
     claude_record: Path
+    port: int
 
     def reviewer(self) -> str:
         return re.search(r"mcp serve --persona ([0-9a-f-]{36})", self.output).group(1)
@@ -137,7 +139,7 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
                 return False
 
         wait_until(serving, what=f"make run to serve; see {log}", timeout=300)
-        yield MadeRun(checkout, env, log.read_text(), record)
+        yield MadeRun(checkout, env, log.read_text(), record, port)
     finally:
         # make, the runserver and its autoreloader child: the session make leads.
         with contextlib.suppress(ProcessLookupError):
@@ -155,6 +157,8 @@ def _session_alive(session: int) -> bool:
 
 
 def filled(line: str, made_run: MadeRun) -> str:
+    # The README's origin is make run's default port; this run's is another.
+    line = line.replace("127.0.0.1:8000", f"127.0.0.1:{made_run.port}")
     line = line.replace("<username>", made_run.owner_username())
     if "persona revoke" in line:
         uuid, generation = made_run.revocable()

@@ -7,15 +7,19 @@ PostgreSQL full-text rank where it runs, and a documented weighted match elsewhe
 219); both give 0-100 and one cutoff, a score of at least 1, for search and explore alike.
 """
 
+import json
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import (
+    BooleanField,
     Exists,
     Expression,
     F,
     Func,
     IntegerField,
+    Lookup,
     OuterRef,
     Q,
     QuerySet,
@@ -51,10 +55,33 @@ def _current() -> QuerySet[Generation]:
     return Generation.objects.filter(persona=OuterRef("pk"), number=OuterRef("generation"))
 
 
+class IdentityHolds(Lookup):
+    """The identity chain (a generation's `composition.identity`) holds the string `value` at
+    `path`: jsonb containment on PostgreSQL, which the GIN index of migration personas 0016
+    answers; json_extract on SQLite. The chain is Virgo's own, objects down to string leaves,
+    where containment of the one-path object is equality at the path."""
+
+    lookup_name = "identity_holds"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: SQLCompiler, connection: Any) -> tuple[str, list[Any]]:
+        lhs, params = compiler.compile(self.lhs)
+        path, value = self.rhs
+        json_path = "$" + "".join(f'."{part}"' for part in ("identity", *path))
+        return f"json_extract({lhs}, %s) = %s", [*params, json_path, value]
+
+    def as_postgresql(self, compiler: SQLCompiler, connection: Any) -> tuple[str, list[Any]]:
+        lhs, params = compiler.compile(self.lhs)
+        path, value = self.rhs
+        nested: Any = value
+        for part in reversed(path):
+            nested = {part: nested}
+        return f"({lhs} -> 'identity') @> %s::jsonb", [*params, json.dumps(nested)]
+
+
 def _identity_is(path: Sequence[str], value: str) -> Q:
     """The current generation's identity chain holds `value` at `path`."""
-    lookup = "__".join(("composition", "identity", *path))
-    return Q(Exists(_current().filter(**{lookup: value})))
+    return Q(Exists(_current().filter(IdentityHolds(F("composition"), (tuple(path), value)))))
 
 
 def publisher_is(publisher: str) -> Q:
@@ -92,7 +119,13 @@ def _identifier(value: str) -> Q:
     if parsed is None:
         return NONE
     publisher, persona_uuid = parsed
-    return Q(uuid__iexact=persona_uuid) & publisher_is(publisher)
+    try:
+        key = uuid.UUID(persona_uuid)
+    except ValueError:
+        return NONE
+    # Only the form an entry shows (lower-case, hyphenated), as PostgreSQL's uuid text is; the
+    # persona's key by equality, so its unique index answers it.
+    return Q(uuid=key) & publisher_is(publisher) if str(key) == persona_uuid else NONE
 
 
 def _attestation(value: str) -> Q:
@@ -135,6 +168,64 @@ def filter_condition(filters: dict[str, tuple[str, ...]]) -> Q:
     return condition
 
 
+def _columns(expression: Func, compiler: SQLCompiler) -> list[str]:
+    columns = []
+    for source in expression.get_source_expressions():
+        sql, params = compiler.compile(source)
+        assert not params  # plain columns
+        columns.append(sql)
+    return columns
+
+
+def search_document(name: str, description: str, skills: str) -> str:
+    """The tsvector PostgreSQL ranks and matches: the name (weight A), the skills' names, ids
+    and tags (B), the description (C), in the `simple` configuration. Migration personas 0016
+    indexes this very expression (GIN): change one, change the other."""
+    skill_text = " || ' ' || ".join(
+        f"COALESCE(jsonb_path_query_array({skills}, '{path}')::text, '')"
+        for path in ("$[*].name", "$[*].id", "$[*].tags[*]")
+    )
+    return (
+        f"setweight(to_tsvector('simple', {name}), 'A')"
+        f" || setweight(to_tsvector('simple', {skill_text}), 'B')"
+        f" || setweight(to_tsvector('simple', {description}), 'C')"
+    )
+
+
+# Every lexeme of the words, ORed: plainto_tsquery's own lexemes (its ANDs turned into ORs in
+# its text form, where no lexeme holds a space), read back by the tsquery cast, which parses
+# no word again. All of it is immutable, so the planner folds it to a constant and estimates
+# the match from the index's statistics. A document holds one of these lexemes exactly when
+# its ts_rank against the words is above 0.
+ANY_LEXEME = "replace(plainto_tsquery('simple', %s)::text, ' & ', ' | ')::tsquery"
+
+
+class TextMatches(Func):
+    """Whether a persona's search document holds a lexeme of the words: on PostgreSQL an `@@`
+    that the GIN index of migration personas 0016 answers, so only the personas that can score
+    are ranked. It removes none that would: ts_rank is 0 unless the document holds one of the
+    query's lexemes. SQLite has no such index: there it holds for every persona, and the
+    relevance cutoff alone decides."""
+
+    output_field = BooleanField()
+    conditional = True
+
+    def __init__(self, words: Sequence[str]) -> None:
+        super().__init__(F("name"), F("description"), F("skills"))
+        self.words = tuple(words)
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: Any, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        return "1 = 1", []
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: Any, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        document = search_document(*_columns(self, compiler))
+        return f"{document} @@ {ANY_LEXEME}", [" ".join(self.words)]
+
+
 class Relevance(Func):
     """0-100: how well a persona's name, skills and description answer the query's words."""
 
@@ -149,7 +240,7 @@ class Relevance(Func):
     ) -> tuple[str, list[Any]]:
         """The fallback (SQLite): each word found (LIKE, any case of ASCII) in the name weighs
         3, in a skill's name, id or tag 2, in the description 1; the sum over the best sum."""
-        name, description, skills = self._columns(compiler)
+        name, description, skills = _columns(self, compiler)
         terms: list[str] = []
         params: list[Any] = []
         for word in self.words:
@@ -173,32 +264,20 @@ class Relevance(Func):
     ) -> tuple[str, list[Any]]:
         """ts_rank over the name (weight A), the skills' names, ids and tags (B) and the
         description (C), against any of the words; as a percentage, capped at 100."""
-        name, description, skills = self._columns(compiler)
-        skill_text = " || ' ' || ".join(
-            f"COALESCE(jsonb_path_query_array({skills}, '{path}')::text, '')"
-            for path in ("$[*].name", "$[*].id", "$[*].tags[*]")
-        )
-        document = (
-            f"setweight(to_tsvector('simple', {name}), 'A')"
-            f" || setweight(to_tsvector('simple', {skill_text}), 'B')"
-            f" || setweight(to_tsvector('simple', {description}), 'C')"
-        )
+        document = search_document(*_columns(self, compiler))
         query = " || ".join("plainto_tsquery('simple', %s)" for _ in self.words)
         return (
             f"LEAST(100, ROUND(100 * ts_rank({document}, {query})))::integer",
             list(self.words),
         )
 
-    def _columns(self, compiler: SQLCompiler) -> list[str]:
-        columns = []
-        for expression in self.get_source_expressions():
-            sql, params = compiler.compile(expression)
-            assert not params  # plain columns
-            columns.append(sql)
-        return columns
-
 
 def ranked(queryset: QuerySet[Persona], words: Sequence[str]) -> QuerySet[Persona]:
     """The personas relevant to the words (score at least 1), best first, then by key."""
     relevance: Expression = Relevance(words)
-    return queryset.annotate(score=relevance).filter(score__gte=1).order_by("-score", "id")
+    return (
+        queryset.filter(TextMatches(words))
+        .annotate(score=relevance)
+        .filter(score__gte=1)
+        .order_by("-score", "id")
+    )

@@ -6,7 +6,6 @@ the directory lists, standing and unrevoked (cards.ard.matching.registry_persona
 ARD's Appendix B: `{"errorCode", "message"}`, with the field at fault for a 400.
 """
 
-from collections import Counter
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,9 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cards.api import PrincipalRateThrottle
-from cards.ard import entries, matching, paging
+from cards.ard import entries, facets, matching, paging
 from cards.ard.requests import (
-    Facet,
     Invalid,
     Query,
     StrictJSONParser,
@@ -134,43 +132,12 @@ class ExploreView(RegistryView):
 
     def post(self, request: Request) -> Response:
         explore = read_explore(request.data)
-        counts: dict[str, Counter[str]] = {facet.field: Counter() for facet in explore.facets}
-        host = entries.installation_host()
-        rows = (
-            _matched(explore.query)
-            .annotate(publisher=matching.publisher_column())
-            .values_list("skills", "publisher")
-        )
-        # One pass over the matched set, streamed: a count needs each persona once.
-        for skills, publisher in rows.iterator(chunk_size=2000):
-            values = {
-                "type": {entries.ENTRY_TYPE},
-                "tags": {tag for skill in skills for tag in skill.get("tags", ())},
-                "capabilities": {skill["id"] for skill in skills},
-                "publisher": {publisher or host},
-            }
-            for facet_field, counter in counts.items():
-                counter.update(values[facet_field])
         return Response(
             {
                 "resultType": "facets",
-                "facets": {
-                    facet.field: _buckets(counts[facet.field], facet) for facet in explore.facets
-                },
+                "facets": facets.count_facets(_matched(explore.query), explore.facets),
             }
         )
-
-
-def _buckets(counter: Counter[str], facet: Facet) -> dict[str, Any]:
-    ordered = sorted(
-        ((value, count) for value, count in counter.items() if count >= facet.min_count),
-        key=lambda item: (-item[1], item[0]),
-    )
-    shown, rest = ordered[: facet.limit], ordered[facet.limit :]
-    return {
-        "buckets": [{"value": value, "count": count} for value, count in shown],
-        "otherCount": sum(count for _, count in rest),
-    }
 
 
 class AgentsView(RegistryView):
