@@ -8,9 +8,15 @@ class VirgoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core.management import BaseCommand
         from django.db.backends.signals import connection_created
 
-        from virgo import checks, outages, signin  # noqa: F401  (checks registers the checks)
+        from virgo import auditing, checks, outages, signin  # noqa: F401  (checks registers them)
+
+        # Every management command, `virgo <command>` or call_command, is audited as `cli` under
+        # an id of its own (virgo.auditing): one wrapper here, rather than one in every command.
+        if not getattr(BaseCommand.execute, "__audit_context__", False):
+            BaseCommand.execute = auditing.command_context(BaseCommand.execute)  # type: ignore[method-assign]
 
         signin.connect()
         connection_created.connect(outages.database_connected, dispatch_uid="virgo.outages")

@@ -13,7 +13,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from personas.models import Agent, Generation, GrantProposal, Persona, RegisteredAddress
+from personas import audit
+from personas.models import Agent, AuditEvent, Generation, GrantProposal, Persona, RegisteredAddress
 from personas.services.addresses import resolve_address
 from personas.services.derivation import composition_hash, current_skill_map
 from personas.services.generations import (
@@ -59,6 +60,7 @@ def _apply_persona_changes(persona: Persona, changes: dict[str, Any]) -> None:
         setattr(persona, field, value)
 
 
+@audit.action
 @transaction.atomic
 def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
     """Create a persona standing at once (once stamped): the owner's own setup, such as `make
@@ -75,7 +77,39 @@ def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
     _settle_generation(persona, current_skill_map())
     persona.save()
     _queue_settle(persona)
+    _record_created(persona, actor, held=False)
     return persona
+
+
+def _record_created(persona: Persona, actor: User, *, held: bool) -> None:
+    audit.record(
+        AuditEvent.Kind.PERSONA_CREATED,
+        actor=actor,
+        persona=persona,
+        data={
+            "name": persona.name,
+            "persona": str(persona.uuid),
+            "class": persona.persona_class,
+            "address": persona.address.path if persona.address_id else "",
+            "generation": persona.generation,
+            "held": held,
+        },
+    )
+
+
+def _record_edited(
+    persona: Persona, actor: User, changes: dict[str, Any], proposed: Generation | None
+) -> None:
+    audit.record(
+        AuditEvent.Kind.PERSONA_EDITED,
+        actor=actor,
+        persona=persona,
+        data={
+            "name": persona.name,
+            "fields": sorted(changes),
+            "generation": proposed.number if proposed is not None else None,
+        },
+    )
 
 
 class StaleProposal(ValidationError):
@@ -130,6 +164,7 @@ def _commit_change(persona: Persona, proposed: Generation | None) -> None:
     persona.save()
 
 
+@audit.action
 @transaction.atomic
 def persona_update(
     *,
@@ -156,6 +191,7 @@ def persona_update(
             {"proposal": ["stale: what it would make is no longer what it showed; propose again"]}
         )
     _commit_change(persona, proposed)
+    _record_edited(persona, actor, changes, proposed)
     return persona
 
 
@@ -165,6 +201,7 @@ def _as_proposed(proposed: Generation, as_drafted: bool) -> str:
     return composition_hash({**proposed.composition, "system_prompt_sha256": sha256_hex(b"")})
 
 
+@audit.action
 @transaction.atomic
 def persona_submit(
     *, persona: Persona, actor: User, via: GrantProposal.Via, **changes: Any
@@ -184,6 +221,7 @@ def persona_submit(
     if proposed is not None and current is not None and diff is not None and diff["widens"]:
         return _propose(persona, actor, via, changes, current, proposed, diff)
     _commit_change(persona, proposed)
+    _record_edited(persona, actor, changes, proposed)
     return PersonaChange(persona)
 
 
@@ -195,7 +233,11 @@ def _propose(
     current: Generation,
     proposed: Generation,
     diff: dict[str, Any],
+    *,
+    announce: bool = True,
 ) -> PersonaChange:
+    """Hold the change as a pending proposal; `announce`: audit it as proposed (a draft's
+    proposal is part of the persona's creation, audited as that)."""
     proposal = GrantProposal.objects.create(
         persona_id=persona.pk,
         via=via,
@@ -205,9 +247,24 @@ def _propose(
         diff=diff,
         proposed_by=actor if actor.is_authenticated else None,
     )
+    if announce:
+        audit.record(
+            AuditEvent.Kind.PROPOSAL_MADE,
+            actor=actor,
+            persona=persona,
+            data={
+                "name": persona.name,
+                "fields": sorted(changes),
+                "widening": list(diff.get("widening", [])),
+                "base_generation": current.number,
+                "via": via,
+                "proposal": proposal.pk,
+            },
+        )
     return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
 
 
+@audit.action
 @transaction.atomic
 def persona_draft(
     *,
@@ -243,7 +300,9 @@ def persona_draft(
     probe_diff = grant_diff(current=None, proposed=probe)
     _refuse_what_would_not_stand(probe_diff)
     if not without_prompt and not probe_diff["widens"]:
-        return PersonaChange(persona_create(agent=agent, actor=actor, **fields))
+        created = persona_create(agent=agent, actor=actor, **fields)
+        _record_created(created, actor, held=False)
+        return PersonaChange(created)
     grant = {field: fields.pop(field) for field in GRANT_FIELDS if field in fields}
     persona = Persona(agent=agent)
     empty: dict[str, Any] = {field: [] for field in GRANT_FIELDS}
@@ -257,7 +316,9 @@ def persona_draft(
     if diff is None or proposed is None or current is None or not diff["widens"]:
         problems = "; ".join(diff["next_problems"]) if diff else "it changes nothing"
         raise ValidationError({"verb_subset": [f"would not make the persona stand: {problems}"]})
-    return _propose(persona, actor, via, grant, current, proposed, diff)
+    change = _propose(persona, actor, via, grant, current, proposed, diff, announce=False)
+    _record_created(change.persona, actor, held=True)
+    return change
 
 
 def _stored_changes(changes: dict[str, Any]) -> dict[str, Any]:
@@ -288,4 +349,10 @@ def persona_delete(*, persona: Persona, actor: User) -> None:
         persona_purge(persona=persona, actor=actor)
         return
     _require_owner(actor, persona.agent)
+    audit.record(
+        AuditEvent.Kind.PERSONA_DELETED,
+        actor=actor,
+        persona=persona,
+        data={"name": persona.name, "persona": str(persona.uuid), "agent_name": persona.agent.name},
+    )
     persona.delete()
