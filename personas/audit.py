@@ -97,21 +97,28 @@ def _listed(value: Any) -> str:
 
 
 def describe(kind: str, data: dict[str, Any]) -> str:
-    """One line in words: what happened, never an id or a `None`."""
+    """One line in words: what happened, never an id or a `None` (what was not recorded reads
+    as `?`)."""
     data = data or {}
-    name = data.get("name") or "the persona"
+
+    def said(key: str, default: str = "?") -> Any:
+        value = data.get(key)
+        return default if value is None or value == "" else value
+
+    name = said("name", "the persona")
     generation = data.get("generation")
     at_generation = f" (generation {generation})" if generation else ""
+    which = f"generation {generation}" if generation else "a generation"
+    call = f"{said('tool', 'a tool')} of {said('persona_name', 'a persona')}"
     match kind:
         case Kind.PERSONA_CREATED:
             held = "; its grant waits for the owner's review" if data.get("held") else ""
             return f"{name} created{at_generation}{held}"
         case Kind.PERSONA_EDITED:
-            what = _join(data.get("fields", []))
             new = f", generation {generation}" if generation else ", no new generation"
-            return f"{name} changed: {what}{new}"
+            return f"{name} changed: {_join(data.get('fields', []))}{new}"
         case Kind.GENERATION:
-            return f"{name} at generation {generation}: {data.get('why', 'recomputed')}"
+            return f"{name} at {which}: {said('why', 'recomputed')}"
         case Kind.PERSONA_DELETED:
             return f"{name} deleted"
         case Kind.PROPOSAL_MADE:
@@ -123,72 +130,62 @@ def describe(kind: str, data: dict[str, Any]) -> str:
             return f"change of {name} rejected: {_join(data.get('fields', []))}"
         case Kind.PROPOSAL_STALE:
             return (
-                f"change of {name} proposed at generation {data.get('base_generation', '?')} "
-                f"went stale: {data.get('why', 'the persona changed')}"
+                f"change of {name} proposed at generation {said('base_generation')} went "
+                f"stale: {said('why', 'the persona changed')}"
             )
         case Kind.CARD_IMPORTED:
-            left = data.get("skills_left_out", 0)
-            source = data.get("source", "?")
-            return f"{name} imported from the agent card {source} ({left} skills left out)"
+            left = said("skills_left_out", "no")
+            return f"{name} imported from the agent card {said('source')} ({left} skills left out)"
         case Kind.SNAPSHOT_IMPORTED:
-            return f"{name} imported from a snapshot of {data.get('source_persona', '?')}"
+            return f"{name} imported from a snapshot of {said('source_persona')}"
         case Kind.DISCOVERABILITY:
             change = f"{_listed(data.get('from'))} → {_listed(data.get('to'))}"
-            return f"{change} (via {data.get('via', '?')})"
+            return f"{change} (via {said('via')})"
         case Kind.GRANT_NARROWED:
             removed = [*data.get("removed_verbs", []), *data.get("removed_queues", [])]
             return f"removed {_join(removed)}{at_generation}"
         case Kind.SKILL_MAP_CHANGED:
-            return f"skill {data.get('skill', '?')} {data.get('change', 'changed')}"
+            return f"skill {said('skill')} {said('change', 'changed')}"
         case Kind.STAMP_QUARANTINED:
-            return f"generation {generation}: {'; '.join(data.get('reasons', []))}"
+            return f"{which}: {'; '.join(data.get('reasons', [])) or 'quarantined'}"
         case Kind.STAMP_REPAIRED:
-            return f"generation {generation}: {data.get('path')} {data.get('repair')}"
+            return f"{which}: {said('path', 'its stamp file')} {said('repair', 'repaired')}"
         case Kind.STAMP_RESTORED:
             aside = data.get("set_aside")
             kept = f" (the file found there kept as {aside})" if aside else ""
-            return f"generation {generation}: {data.get('path')} restored{kept}"
+            return f"{which}: {said('path', 'its stamp file')} restored{kept}"
         case Kind.IDENTITY_LINKED:
-            return f"OpenID Connect {data.get('issuer')} subject {data.get('subject')} proven"
+            return f"OpenID Connect {said('issuer')} subject {said('subject')} proven"
         case Kind.REVOKED:
             return _describe_revocation(data)
         case Kind.PURGED:
             how = "with a deletion" if data.get("via") == "deletion" else "by a superuser"
             return (
-                f"{data.get('name')} ({data.get('persona')}) purged {how}; its tombstone kept: "
-                f"revoked {data.get('revoked_at')}, {data.get('reason_code')}"
+                f"{name} ({said('persona')}) purged {how}; its tombstone kept: "
+                f"revoked {said('revoked_at')}, {said('reason_code')}"
             )
         case Kind.ORGANIZATION_VERIFIED:
-            return f"{data.get('domain', '?')} verified ({data.get('verification')})"
+            return f"{said('domain')} verified ({said('verification')})"
         case Kind.ORGANIZATION_APPROVED:
-            owner = data.get("owner_name") or "its owner"
-            return f"{data.get('domain', '?')} approved by the {data.get('by')} for {owner}"
+            owner = said("owner_name", "its owner")
+            return f"{said('domain')} approved by the {said('by', 'superuser')} for {owner}"
         case Kind.ORGANIZATION_LAPSED:
-            return f"{data.get('domain', '?')} no longer proven: {data.get('reason')}"
+            return f"{said('domain')} no longer proven: {said('reason')}"
         case Kind.ORGANIZATION_SHARED:
-            other = data.get("with_name") or "another owner"
-            return f"{data.get('domain', '?')} shared with {other}"
+            return f"{said('domain')} shared with {said('with_name', 'another owner')}"
         case Kind.KEY_CREATED | Kind.KEY_ROTATED | Kind.KEY_RETIRED | Kind.KEY_REVOKED:
             verb = Kind(kind).label.removeprefix("Signing key ")
-            return f"signing key {data.get('kid', '?')} ({data.get('algorithm', '?')}) {verb}"
+            return f"signing key {said('kid')} ({said('algorithm')}) {verb}"
         case Kind.CONFIRMATION_REQUESTED:
-            return (
-                f"{data.get('tool')} of {data.get('persona_name', '?')} held: "
-                f"{data.get('authority', 'its authority')} is asked ({data.get('reason', '')})"
-            )
+            reason = f" ({data['reason']})" if data.get("reason") else ""
+            return f"{call} held: {said('authority', 'its authority')} is asked{reason}"
         case Kind.CONFIRMATION_ANSWERED:
-            return (
-                f"{data.get('tool')} of {data.get('persona_name', '?')} "
-                f"{data.get('decision', 'answered')} by {data.get('authority', 'its authority')}"
-            )
+            return f"{call} {said('decision', 'answered')} by {said('authority', 'its authority')}"
         case Kind.LEARNED_CHOICE_USED:
-            return (
-                f"{data.get('tool')} of {data.get('persona_name', '?')}: a learned choice "
-                f"{data.get('choice', '?')}s it"
-            )
+            return f"{call}: a learned choice {said('choice', 'decide')}s it"
         case Kind.CALL_REFUSED:
-            call = f"{data.get('tool')} of {data.get('persona_name', '?')}"
-            return f"{call} refused ({data.get('code')}): {data.get('reason', '')}"
+            reason = f": {data['reason']}" if data.get("reason") else ""
+            return f"{call} refused ({said('code')}){reason}"
     return ", ".join(f"{label}: {value}" for label, value in details(data)) or "-"
 
 
@@ -197,8 +194,8 @@ def _describe_revocation(data: dict[str, Any]) -> str:
     scope = "the whole persona" if data.get("scope") == "persona" else "its current generation"
     why = f": {data['reason']}" if data.get("reason") else ""
     return (
-        f"{scope} revoked (generations {numbers or 'none'}), {data.get('reason_code')}{why}; "
-        f"by its {data.get('as', 'owner')} via {data.get('via')}"
+        f"{scope} revoked (generations {numbers or 'none'}), {data.get('reason_code') or '?'}"
+        f"{why}; by its {data.get('as') or 'owner'} via {data.get('via') or '?'}"
     )
 
 

@@ -83,6 +83,11 @@ def proposal_approve(
                 raise ValidationError(
                     {"system_prompt": ["only a draft's prompt is written on approval"]}
                 )
+            # Decided before the change is made: the change makes every proposal still pending
+            # stale (and audits it), which this one is not.
+            GrantProposal.objects.filter(pk=proposal.pk).update(
+                status=GrantProposal.Status.APPROVED
+            )
             persona = persona_update(
                 persona=persona,
                 actor=actor,
