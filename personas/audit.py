@@ -49,6 +49,34 @@ def name_of(user: Any) -> str:
     return str(user.get_username())
 
 
+def _event(
+    kind: AuditEvent.Kind,
+    *,
+    actor: Any,
+    actor_name: str,
+    persona: Persona | None,
+    agent: Agent | None,
+    data: dict[str, Any] | None,
+    channel: str | None,
+    correlation_id: str | None,
+) -> AuditEvent:
+    context = auditing.current()
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    name = actor_name or name_of(user) or context.operator
+    if persona is not None and agent is None:
+        agent = persona.agent
+    return AuditEvent(
+        kind=kind,
+        actor=user,
+        actor_name=name[:150],
+        persona=persona,
+        agent=agent,
+        data=data or {},
+        channel=channel or context.channel,
+        correlation_id=(context.correlation_id if correlation_id is None else correlation_id)[:200],
+    )
+
+
 def record(
     kind: AuditEvent.Kind,
     *,
@@ -68,21 +96,44 @@ def record(
     (a persona calling a tool). `channel` and `correlation_id` default to the entry point's."""
     if _depth.get() > 1 and not consequence:
         return None
-    context = auditing.current()
-    user = actor if getattr(actor, "is_authenticated", False) else None
-    name = actor_name or name_of(user) or context.operator
-    if persona is not None and agent is None:
-        agent = persona.agent
-    return AuditEvent.objects.create(
-        kind=kind,
-        actor=user,
-        actor_name=name[:150],
+    event = _event(
+        kind,
+        actor=actor,
+        actor_name=actor_name,
         persona=persona,
         agent=agent,
-        data=data or {},
-        channel=channel or context.channel,
-        correlation_id=(context.correlation_id if correlation_id is None else correlation_id)[:200],
+        data=data,
+        channel=channel,
+        correlation_id=correlation_id,
     )
+    event.save()
+    return event
+
+
+def record_each(
+    kind: AuditEvent.Kind,
+    about: Iterable[tuple[Persona, dict[str, Any]]],
+    *,
+    consequence: bool = False,
+) -> list[AuditEvent]:
+    """`record()` of one kind for many personas (a batch's new generations), in one insert, so
+    a batch costs the same queries whatever its size. The personas' agents should be loaded."""
+    if _depth.get() > 1 and not consequence:
+        return []
+    events = [
+        _event(
+            kind,
+            actor=None,
+            actor_name="",
+            persona=persona,
+            agent=None,
+            data=data,
+            channel=None,
+            correlation_id=None,
+        )
+        for persona, data in about
+    ]
+    return AuditEvent.objects.bulk_create(events) if events else []
 
 
 # Telling an event --------------------------------------------------------------------------------

@@ -31,7 +31,15 @@ from personas.models import AuditEvent, AuditEventRefused, GrantProposal, Person
 from runtime import confirmations, registry
 from runtime.models import DecisionRecord
 from runtime.snapshot import export_persona
-from tests.factories import CLASS_ADDRESSES, address, make_agent, make_owner, run_on_commit
+from tests.factories import (
+    CLASS_ADDRESSES,
+    REVIEWER_VERBS,
+    address,
+    make_agent,
+    make_owner,
+    make_persona,
+    run_on_commit,
+)
 from tests.owner_clients import csrf_token, form_data, session_client, token_client
 from tests.runtime_support import call, correlation, standing_persona
 from tests.test_proposals import ADDED, new_persona
@@ -370,6 +378,44 @@ def test_a_snapshot_import_is_one_record_through_import(tmp_path: Path) -> None:
     assert [e.kind for e in new()] == [Kind.SNAPSHOT_IMPORTED]
     assert (event.actor_name, event.channel) == (source.agent.owner.username, "import")
     assert event.data["source_persona"] == str(source.uuid)
+
+
+# A worker's recompute -----------------------------------------------------------------------------
+
+
+def test_a_skill_map_change_and_the_generations_its_task_opens_are_recorded() -> None:
+    """VX-AUDIT-1: a moderator's map change in the admin's session is one "map changed"; the
+    fan-out task that follows opens a generation for each affected persona: one "new
+    generation" each, through `task`, under the task's id (one insert for the whole batch)."""
+    staff = make_owner("staff")
+    staff.is_superuser = True
+    staff.save()
+    agent = make_agent(make_owner())
+    reviewers = [make_persona(agent, verb_subset=REVIEWER_VERBS) for _ in range(2)]
+    bystander = make_persona(agent, verb_subset=["list_todos"])
+    new = NewEvents()
+    with run_on_commit(), auditing.entered(auditing.ADMIN, "req-map"):
+        services.skill_save(
+            actor=staff,
+            slug="review-code",
+            name="Review code",
+            description="Claims and completes reviews.",
+            required_verbs=["claim", "complete"],
+            tags=["review"],
+        )
+    changed = new.one(Kind.SKILL_MAP_CHANGED)
+    assert (changed.actor_name, changed.channel, changed.correlation_id) == (
+        "staff",
+        "admin",
+        "req-map",
+    )
+    opened = new(Kind.GENERATION)
+    assert sorted(event.persona_id for event in opened) == sorted(p.pk for p in reviewers)
+    assert bystander.pk not in {event.persona_id for event in opened}
+    for event in opened:
+        assert event.channel == "task" and event.correlation_id
+        assert event.correlation_id != "req-map" and event.data["generation"] == 2
+        assert "None" not in audit.describe(event.kind, event.data)
 
 
 # Signing keys -----------------------------------------------------------------------------------

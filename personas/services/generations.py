@@ -165,17 +165,21 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
             changed, ["skills", "skill_map_revision", "generation", "standing", "updated_at"]
         )
         update_each(behind_only, ["skill_map_revision"])
-        for persona, generation in zip(changed, generations, strict=True):
-            audit.record(
-                AuditEvent.Kind.GENERATION,
-                persona=persona,
-                data={
-                    "name": persona.name,
-                    "generation": generation.number,
-                    "why": "its skills or its owner's identity chain were recomputed",
-                },
-                consequence=True,
-            )
+        audit.record_each(
+            AuditEvent.Kind.GENERATION,
+            [
+                (
+                    persona,
+                    {
+                        "name": persona.name,
+                        "generation": generation.number,
+                        "why": "its skills or its owner's identity chain were recomputed",
+                    },
+                )
+                for persona, generation in zip(changed, generations, strict=True)
+            ],
+            consequence=True,
+        )
         # A bulk write sends no post_save: the changed cards' tokens move on this (cards.apps),
         # and again when each new generation's card is published after the commit.
         personas_written.send(Persona, uuids=[persona.uuid for persona in changed])
