@@ -798,7 +798,7 @@ class AuditEvent(models.Model):
     data = models.JSONField(default=dict)
     channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.INTERNAL)
     correlation_id = models.CharField(max_length=200, blank=True, db_index=True)
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    at = models.DateTimeField("when", auto_now_add=True, db_index=True)
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -47,7 +47,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="auditevent",
             name="at",
-            field=models.DateTimeField(auto_now_add=True, db_index=True),
+            field=models.DateTimeField(auto_now_add=True, db_index=True, verbose_name="when"),
         ),
         migrations.AlterField(
             model_name="auditevent",
