@@ -367,6 +367,59 @@ def test_a_card_import_is_one_record_through_import() -> None:
     assert re.fullmatch(r"[0-9a-f]{32}", event.correlation_id)
 
 
+def test_a_card_import_in_the_admin_is_one_record_through_import() -> None:
+    """VX-AUDIT-1: the admin's "new persona from an agent card" page: one "imported from an
+    agent card" through `import`, under the request's id, naming the uploaded file."""
+    owner = make_owner("admin-importer")
+    agent = make_agent(owner)
+    form = {
+        "agent": agent.pk,
+        "address": address(CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]).path,
+        "persona_class": PersonaClass.CODER_DEPUTY,
+    }
+    new = NewEvents()
+    with (FIXTURES / "cards" / "v1.json").open("rb") as card, run_on_commit():
+        response = admin_client(owner).post(
+            "/admin/personas/persona/from-card/",
+            {**form, "file": card},
+            **request_id("req-from-card"),
+        )
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    event = new.one(Kind.CARD_IMPORTED)
+    assert [e.kind for e in new()] == [Kind.CARD_IMPORTED]
+    assert (event.actor_name, event.channel, event.correlation_id, event.data["source"]) == (
+        "admin-importer",
+        "import",
+        "req-from-card",
+        "v1.json",
+    )
+
+
+def test_an_edit_in_the_admin_is_one_record() -> None:
+    """VX-AUDIT-1: saving a persona's form in the admin with a new description: one "persona
+    changed" through the admin, under the request's id (the form's rehearsal of the same
+    service call in clean() leaves nothing behind)."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    client = admin_client(owner)
+    page = f"/admin/personas/persona/{persona.pk}/change/"
+    data = {**form_data(client.get(page), "persona_form"), "_save": "Save"}
+    data["description"] = "Reviews with care."
+    new = NewEvents()
+    with run_on_commit():
+        response = client.post(page, data, **request_id("req-admin-edit"))
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    event = new.one(Kind.PERSONA_EDITED)
+    assert [e.kind for e in new()] == [Kind.PERSONA_EDITED]
+    assert (event.actor_name, event.channel, event.correlation_id) == (
+        owner.username,
+        "admin",
+        "req-admin-edit",
+    )
+    # The form posts every field: the record names the one that changed.
+    assert event.data["fields"] == ["description"] and event.data["generation"] == 2
+
+
 def test_a_snapshot_import_is_one_record_through_import(tmp_path: Path) -> None:
     """VX-AUDIT-1: `virgo persona import`: one "imported from a snapshot", through `import`."""
     source = standing_persona()

@@ -97,8 +97,28 @@ def _record_created(persona: Persona, actor: User, *, held: bool) -> None:
     )
 
 
+def _comparable(field: str, value: Any) -> Any:
+    if field == "address":
+        return value.path if isinstance(value, RegisteredAddress) else value
+    if field == "owning_lead":
+        return str(value.uuid) if isinstance(value, Persona) else (str(value) if value else None)
+    return value
+
+
+def _changed_fields(persona: Persona, changes: dict[str, Any]) -> list[str]:
+    """The fields of `changes` whose value differs from the stored persona's: what an edit
+    changed, as the audit trail names it (a form posts every field, changed or not)."""
+    stored = Persona.objects.select_related("address", "owning_lead").get(pk=persona.pk)
+    return sorted(
+        field
+        for field, value in changes.items()
+        if field not in PERSONA_FIELDS
+        or _comparable(field, getattr(stored, field)) != _comparable(field, value)
+    )
+
+
 def _record_edited(
-    persona: Persona, actor: User, changes: dict[str, Any], proposed: Generation | None
+    persona: Persona, actor: User, changed: list[str], proposed: Generation | None
 ) -> None:
     audit.record(
         AuditEvent.Kind.PERSONA_EDITED,
@@ -106,7 +126,7 @@ def _record_edited(
         persona=persona,
         data={
             "name": persona.name,
-            "fields": sorted(changes),
+            "fields": changed,
             "generation": proposed.number if proposed is not None else None,
         },
     )
@@ -183,6 +203,7 @@ def persona_update(
     `as_drafted` compares it as it was proposed, with the draft's blank system prompt in place of
     the one the owner writes as they approve.
     """
+    changed = _changed_fields(persona, changes)
     persona, _, proposed, _ = _prepare_change(persona, actor, changes)
     if expect_composition_hash is not None and (
         proposed is None or _as_proposed(proposed, as_drafted) != expect_composition_hash
@@ -191,7 +212,7 @@ def persona_update(
             {"proposal": ["stale: what it would make is no longer what it showed; propose again"]}
         )
     _commit_change(persona, proposed)
-    _record_edited(persona, actor, changes, proposed)
+    _record_edited(persona, actor, changed, proposed)
     return persona
 
 
@@ -217,11 +238,12 @@ def persona_submit(
     pending GrantProposal: nothing that runs or is advertised changes until the owner approves
     it (proposal_approve).
     """
+    changed = _changed_fields(persona, changes)
     persona, current, proposed, diff = _prepare_change(persona, actor, changes)
     if proposed is not None and current is not None and diff is not None and diff["widens"]:
         return _propose(persona, actor, via, changes, current, proposed, diff)
     _commit_change(persona, proposed)
-    _record_edited(persona, actor, changes, proposed)
+    _record_edited(persona, actor, changed, proposed)
     return PersonaChange(persona)
 
 
