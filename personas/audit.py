@@ -233,7 +233,8 @@ def describe(kind: str, data: dict[str, Any]) -> str:
         case Kind.CONFIRMATION_ANSWERED:
             return f"{call} {said('decision', 'answered')} by {said('authority', 'its authority')}"
         case Kind.LEARNED_CHOICE_USED:
-            return f"{call}: a learned choice {said('choice', 'decide')}s it"
+            verb = {"approve": "approves", "deny": "refuses"}.get(data.get("choice"), "decides")
+            return f"{call}: a learned choice {verb} it"
         case Kind.CALL_REFUSED:
             reason = f": {data['reason']}" if data.get("reason") else ""
             return f"{call} refused ({said('code')}){reason}"

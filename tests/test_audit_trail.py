@@ -592,6 +592,27 @@ def test_every_confirm_deny_and_learned_choice_is_one_record_under_the_calls_id(
     assert refused.data["boundary"] == "secret-credential-values"
 
 
+def test_a_call_a_learned_choice_refuses_is_one_record() -> None:
+    """VX-AUDIT-1: a learned "refuse" applied to a call is one "learned choice applied", not
+    also a "call refused"."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    assert call(persona, "workspace_write", {"path": "memory/old.md", "content": "x"})["ok"]
+    held_id = correlation()
+    assert call(persona, "workspace_write", DELETE, held_id)["code"] == "confirmation_required"
+    record = DecisionRecord.objects.get(correlation_id=held_id)
+    record = confirmations.decide(record=record, approve=False, user=owner)
+    registry.learn(record=record, user=owner)
+    refused_id = correlation()
+    new = NewEvents()
+    answer = call(persona, "workspace_write", DELETE, refused_id)
+    assert answer["code"] == "denied_by_learned_choice"
+    used = new.one(Kind.LEARNED_CHOICE_USED)
+    assert [e.kind for e in new()] == [Kind.LEARNED_CHOICE_USED]
+    assert (used.correlation_id, used.data["choice"]) == (refused_id, "deny")
+    assert "refuses it" in audit.describe(used.kind, used.data)
+
+
 # Append-only ------------------------------------------------------------------------------------
 
 
