@@ -291,6 +291,33 @@ def test_a_deletion_in_the_admin_is_one_record() -> None:
     )
 
 
+def test_a_purge_in_the_admin_is_one_record() -> None:
+    """VX-AUDIT-1: a superuser deleting their revoked persona in the admin purges it: one
+    "purged" (its tombstone kept), naming them, through the admin; no "deleted" beside it."""
+    root = get_user_model().objects.create_superuser("purger", password="x" * 20)
+    persona = standing_persona(root)
+    with run_on_commit():
+        services.persona_revoke(
+            persona=persona,
+            actor=persona.agent.owner,
+            reason_code="compromised",
+            reason="its host was broken into",
+            via="api",
+        )
+    new = NewEvents()
+    page = reverse("admin:personas_persona_delete", args=[persona.pk])
+    response = admin_client(root).post(page, {"post": "yes"}, **request_id("req-purge"))
+    assert response.status_code == 302
+    purged = new.one(Kind.PURGED)
+    assert [e.kind for e in new()] == [Kind.PURGED]
+    assert (purged.actor_name, purged.channel, purged.correlation_id) == (
+        "purger",
+        "admin",
+        "req-purge",
+    )
+    assert purged.data["name"] == persona.name
+
+
 # Revocation -------------------------------------------------------------------------------------
 
 
