@@ -56,27 +56,20 @@ def current_marker() -> str:
     return " ".join(sorted(key.kid for key in keys.signing_keys()))
 
 
-def _without_empty(value: Any) -> Any:
-    """a2a-python's canonicalisation drops empty strings, lists and objects, recursively."""
+def _signed_form(value: Any) -> Any:
+    """What a card's signatures cover of a value, in one walk: a2a-python's canonicalisation
+    drops empty strings, lists and objects, recursively; and integral floats are integers, as
+    RFC 8785 writes 3.0 as 3, so the bytes are the same and without floats canonical_bytes takes
+    its fast encoder (an extension's params are a protobuf Struct, whose numbers come back as
+    floats)."""
     if isinstance(value, dict):
-        kept = {k: v for k, item in value.items() if (v := _without_empty(item)) is not None}
+        kept = {k: v for k, item in value.items() if (v := _signed_form(item)) is not None}
         return kept or None
     if isinstance(value, list):
-        items = [v for item in value if (v := _without_empty(item)) is not None]
+        items = [v for item in value if (v := _signed_form(item)) is not None]
         return items or None
-    if isinstance(value, str) and not value:
-        return None
-    return value
-
-
-def _integral(value: Any) -> Any:
-    """Integral floats as integers: RFC 8785 writes 3.0 as 3, so the bytes are the same, and
-    without floats canonical_bytes takes the C encoder (an extension's params are a protobuf
-    Struct, whose numbers come back as floats)."""
-    if isinstance(value, dict):
-        return {key: _integral(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_integral(item) for item in value]
+    if isinstance(value, str):
+        return value or None
     if isinstance(value, float) and value.is_integer() and abs(value) <= I_JSON_MAX_INT:
         return int(value)
     return value
@@ -86,7 +79,7 @@ def card_payload(card: dict[str, Any]) -> bytes:
     """The bytes a card's signatures cover (see the module docstring), for a card that passed
     cards.rendering.validate_card: the SDK's model of it as cards.card_model computes it."""
     unsigned = {name: value for name, value in card.items() if name != "signatures"}
-    return canonical_bytes(_integral(_without_empty(card_model.as_model(unsigned)) or {}))
+    return canonical_bytes(_signed_form(card_model.as_model(unsigned)) or {})
 
 
 @functools.lru_cache(maxsize=64)

@@ -14,7 +14,7 @@ from django.core.checks import CheckMessage, Warning, register
 
 from personas.catalogue import VERBS, Bundle
 from stamps.checks import every_stamp_verified
-from stamps.selectors import standing_handler_tables
+from stamps.selectors import standing_personas_granting
 
 # Status is the one human-surface tool that answers without a hub (it reports the hub missing).
 HUB_ACTIONS = frozenset(
@@ -38,15 +38,13 @@ def check_channel(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         )
     if settings.VIRGO_CHANNEL_URL or not every_stamp_verified():
         return messages
-    for persona, table in standing_handler_tables():
-        tools = sorted(rule.tool for action, rule in table.items() if action in HUB_ACTIONS)
-        if tools:
-            messages.append(
-                Warning(
-                    f"persona {persona.name!r} ({persona.uuid}): VIRGO_CHANNEL_URL is not set, so "
-                    f"these tools refuse every call: {', '.join(tools)}",
-                    obj=persona,
-                    id="channel.W001",
-                )
+    for persona, tools in standing_personas_granting(HUB_ACTIONS.__contains__):
+        messages.append(
+            Warning(
+                f"persona {persona.name!r} ({persona.uuid}): VIRGO_CHANNEL_URL is not set, so "
+                f"these tools refuse every call: {', '.join(tools)}",
+                obj=persona,
+                id="channel.W001",
             )
+        )
     return messages

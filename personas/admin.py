@@ -689,11 +689,17 @@ class PersonaAdmin(OwnedAdmin):
 @admin.register(GrantProposal)
 class GrantProposalAdmin(ServiceAdmin):
     """Changes that would widen a persona's grant. Only the persona's owner sees one (anyone
-    else gets a 404), and its page is the diff page where the owner confirms or rejects it."""
+    else gets a 404), and its page is the diff page where the owner confirms or rejects it.
+
+    The apps built on the records add sections to the diff page through
+    `contributed_sections`: each is called with the request and the proposal and returns the
+    section's HTML, safe (runtime.admin_explain: which of the persona's policy vectors the
+    proposal would change)."""
 
     list_display = ("id", "persona", "state", "via", "proposed_by", "proposed_at", "decided_by")
     list_select_related = ("persona", "proposed_by", "decided_by")
     list_filter = ("status", "via")
+    contributed_sections: ClassVar[list[Callable[[HttpRequest, GrantProposal], str]]] = []
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[GrantProposal]:
         return selectors.proposals_visible_to(request.user)
@@ -743,6 +749,7 @@ class GrantProposalAdmin(ServiceAdmin):
             "diff": proposal.diff,
             "persona_url": reverse("admin:personas_persona_change", args=[proposal.persona_id]),
             "draft": not proposal.persona.system_prompt.strip(),
+            "contributed": [section(request, proposal) for section in self.contributed_sections],
         }
         return TemplateResponse(request, "admin/personas/grantproposal/review.html", context)
 

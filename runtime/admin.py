@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
+import runtime.admin_explain  # noqa: F401  ("Try a call" on the persona's page)
 from personas.admin import PersonaAdmin, ServiceAdmin
 from personas.forms import ServiceForm
 from personas.models import Agent, Persona, PersonaClass

@@ -11,7 +11,9 @@ class RuntimeConfig(AppConfig):
         from personas.signals import persona_revoked
         from runtime import (
             checks,  # noqa: F401  (registers the system check)
+            explain,
             revocation,
+            tracing,
             vectors,
         )
         from runtime.tools import bind_all
@@ -19,6 +21,7 @@ class RuntimeConfig(AppConfig):
 
         bind_all()
         register(vectors)
+        tracing.register(explain.verdict_and_rule)
         persona_revoked.connect(
             revocation.persona_revoked, sender=Persona, dispatch_uid="runtime-revoked"
         )

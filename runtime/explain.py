@@ -101,9 +101,29 @@ class Explanation:
         return out
 
 
-def explain(persona: Persona, tool_name: str, arguments: dict[str, Any] | None) -> Explanation:
-    """handle()'s decision for this call, as a dry run: nothing is written, asked or run."""
-    decision = decide(persona, tool_name, arguments, EXPLAIN_CORRELATION, dry_run=True)
+def explain(
+    persona: Persona,
+    tool_name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    under: ActiveStamp | None = None,
+) -> Explanation:
+    """handle()'s decision for this call, as a dry run: nothing is written, asked or run.
+
+    `under`: the stamp to decide under in place of the persona's active one (a proposal's)."""
+    decision = decide(persona, tool_name, arguments, EXPLAIN_CORRELATION, dry_run=True, under=under)
+    return explanation_of(persona, tool_name, decision)
+
+
+def verdict_and_rule(persona: Persona, tool_name: str, decision: Decision) -> tuple[str, str]:
+    """The verdict and the deciding rule's id (a refusal's code before any rule) of a decision
+    handle() made: what its span carries (runtime.tracing), in explain's own words."""
+    found = explanation_of(persona, tool_name, decision)
+    return found.verdict, str(found.rule.get("id") or found.code)
+
+
+def explanation_of(persona: Persona, tool_name: str, decision: Decision) -> Explanation:
+    """A decision of runtime.handler.decide() in an owner's words."""
     stamp = decision.context.stamp
     op = decision.context.op
     common: dict[str, Any] = {

@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from personas.catalogue import Boundary
 from personas.models import Persona
-from runtime import audit_trail, confirmations, registry
+from runtime import audit_trail, confirmations, registry, tracing
 from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
 from runtime.operations import InvalidOperation, Operation, normalise
 from runtime.policy import Verdict, classify
@@ -154,20 +154,27 @@ def decide(
     correlation_id: str,
     *,
     dry_run: bool = False,
+    under: ActiveStamp | None = None,
 ) -> Decision:
     """The decision phase of handle(), up to the point of effect: it writes nothing.
 
     `dry_run` (runtime.explain) also leaves the machine as it found it: the stamp is read
     without materialising or quarantining its file, and the workspace is looked at without its
     root being made. A real call does both on the way, as it always has.
+
+    `under` (a dry run only) is a stamp to decide under in place of the persona's active one:
+    the stamp a grant proposal would make, which runtime.vectors replays a persona's vectors
+    against before anything is approved.
     """
+    if under is not None and not dry_run:
+        raise ValueError("only a dry run decides under a stamp other than the active one")
     context = _Context(persona, str(tool_name), str(correlation_id))
     if not isinstance(correlation_id, str) or not _CORRELATION_ID.match(correlation_id):
         return Decision(
             context, Stop("invalid_correlation_id", "correlation id must be 1-200 safe chars")
         )
     try:
-        stamp = load_active_stamp(persona, dry_run=dry_run)
+        stamp = under or load_active_stamp(persona, dry_run=dry_run)
     except StampUnavailable as exc:
         return Decision(context, Stop(exc.code, exc.reason, quarantined=exc.quarantined))
     context = _Context(persona, tool_name, correlation_id, stamp)
@@ -232,7 +239,7 @@ def decide(
 def handle(
     persona: Persona, tool_name: str, arguments: dict[str, Any] | None, correlation_id: str
 ) -> Result:
-    decision = decide(persona, tool_name, arguments, correlation_id)
+    decision = tracing.decided(decide(persona, tool_name, arguments, correlation_id))
     context = decision.context
     if decision.refusal is not None:
         return _stop(context, decision.refusal)
@@ -246,6 +253,11 @@ def handle(
     if verdict.outcome is Outcome.CONFIRM:
         return _confirm(context, decision)
     return _execute(context, call)
+
+
+# One span per call when tracing is configured (runtime.tracing). Wrapped here, not decorated:
+# `make mutation`'s mutmut leaves decorated functions unmutated.
+handle = tracing.traced_handle(handle)
 
 
 def _stop(context: _Context, stop: Stop) -> Result:

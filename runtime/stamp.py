@@ -26,7 +26,7 @@ from stamps.projections import HandlerRule, project
 from stamps.quarantine import FoundBy, is_quarantined, materialise, quarantine, settle
 from stamps.storage import stamp_path
 from stamps.validation import validate_stamp
-from virgo.canonical import MalformedStamp, parse_strict
+from virgo.canonical import MalformedStamp, parse_strict, stamp_bytes
 
 
 class StampUnavailable(Exception):
@@ -207,6 +207,24 @@ def load_active_stamp(persona: Persona, *, dry_run: bool = False) -> ActiveStamp
         data=data,
         document=document,
         stamp_hash=digest,
+        mcp_tools=projections.mcp_tools,
+        handlers=projections.handlers,
+        allowlist=projections.allowlist,
+    )
+
+
+def composed_stamp(persona: Persona, number: int, document: dict[str, Any]) -> ActiveStamp:
+    """A stamp the factory composed and nobody wrote (the one a grant proposal would make), as
+    the consumers would read it once written: its canonical bytes and their projections. Only
+    ever decided under as a dry run (runtime.handler.decide's `under`)."""
+    data = stamp_bytes(document)
+    projections = project(data)
+    return ActiveStamp(
+        persona_uuid=str(persona.uuid),
+        generation=number,
+        data=data,
+        document=document,
+        stamp_hash=hashlib.sha256(data).hexdigest(),
         mcp_tools=projections.mcp_tools,
         handlers=projections.handlers,
         allowlist=projections.allowlist,

@@ -12,14 +12,15 @@ same decision handle() makes) and names every call whose verdict or rule changed
 import json
 from typing import Any
 
-from personas.models import Persona
+from personas.models import Generation, Persona
 from runtime.explain import Explanation, explain
 from runtime.rules import EXAMPLE_PERSONA, RULES, Example
-from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
+from runtime.stamp import ActiveStamp, StampUnavailable, composed_stamp, load_active_stamp
 from runtime.tools.params import Choice, Id, Integer, Object, Param, Records, Strings
 from runtime.tools.toolkit import Tool
 from runtime.tools.workspace import TOOL_ARGUMENTS
 from stamps.registry import HANDLERS
+from stamps.review import next_stamp
 from stamps.vectors import Changed, MalformedVectors, PersonaUnexplainable, Replay
 
 FORMAT = "virgo-policy-vectors/1"
@@ -57,12 +58,14 @@ def export(persona: Persona) -> dict[str, Any]:
     }
 
 
-def replay(persona: Persona, document: Any) -> Replay:
+def replay(persona: Persona, document: Any, *, under: ActiveStamp | None = None) -> Replay:
+    """Each vector explained against the persona's current grant, or against `under`, a stamp
+    composed and not written (what_a_proposal_changes)."""
     vectors = _vectors(document)
     _stamp(persona)
     changed = []
     for vector in vectors:
-        found = explain(persona, vector["tool"], vector["arguments"])
+        found = explain(persona, vector["tool"], vector["arguments"], under=under)
         expected = vector["expect"]
         now = {"verdict": found.verdict, "rule": rule_of(found)}
         if now != expected:
@@ -76,6 +79,21 @@ def replay(persona: Persona, document: Any) -> Replay:
                 )
             )
     return Replay(total=len(vectors), changed=changed)
+
+
+def what_a_proposal_changes(persona: Persona, proposed: Generation) -> Replay | None:
+    """Which of the persona's vectors the unsaved generation `proposed` (the one a pending grant
+    proposal would make, personas.services.proposal_next_generation) would decide otherwise:
+    the vectors of its current grant, as `virgo stamp vectors` exports them, replayed against
+    the stamp the factory would compose for `proposed`. Nothing is written: the stamp is
+    composed in memory and decided under as a dry run. None when the proposed generation would
+    not stand (the diff page says why); PersonaUnexplainable when the persona has no current
+    grant to draw vectors from (a draft, a revoked or quarantined persona)."""
+    document = next_stamp(proposed)
+    if document is None:
+        return None
+    under = composed_stamp(persona, proposed.number, document)
+    return replay(persona, export(persona), under=under)
 
 
 def rule_of(found: Explanation) -> str:

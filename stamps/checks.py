@@ -42,7 +42,7 @@ from jsonschema.exceptions import SchemaError
 
 from personas.catalogue import VERBS
 from personas.models import Generation, Persona
-from stamps.integrity import Verdicts, file_verifies, stamp_file_messages, who
+from stamps.integrity import file_verifies, stamp_file_messages, who
 from stamps.quarantine import (
     FoundBy,
     is_quarantined,
@@ -51,7 +51,7 @@ from stamps.quarantine import (
     settle,
 )
 from stamps.registry import HANDLERS, HandlerRegistry
-from stamps.validation import compile_schema
+from stamps.validation import Verdicts, compile_schema
 from virgo import progress
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from personas.catalogue import VERBS, VERBS_BY_NAME, Mode, Verb
 from stamps import profiles
 from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
-from stamps.validation import hierarchy_of, validate_stamp
+from stamps.validation import Verdicts, hierarchy_of, validate_stamp
 
 SCHEMA_VERSION = 3
 HUMAN_CHANNEL = "virgo-channel"
@@ -63,6 +63,7 @@ def build_stamp(
     queues: Sequence[str],
     ask_first_verbs: Sequence[str],
     registry: HandlerRegistry = HANDLERS,
+    verdicts: Verdicts | None = None,
 ) -> dict[str, Any]:
     """Resolve the class profile and the persona's path into one validated v3 stamp.
 
@@ -70,7 +71,8 @@ def build_stamp(
     owner's "ask first" verbs among them are stamped `access: confirm` whatever the class
     matrix says. The stamp is returned only if it passes the JSON Schema and the semantic
     validator; otherwise StampRejected lists every problem. There is no address default:
-    without a canonical address nothing is built.
+    without a canonical address nothing is built. `verdicts` shares the semantic validator's
+    verdict across a batch (stamps.validation.Verdicts).
     """
     problem = address_problem(address)
     if problem:
@@ -134,7 +136,7 @@ def build_stamp(
             for name in ordered
         ],
     }
-    validate_stamp(document, registry=registry)
+    validate_stamp(document, registry=registry, verdicts=verdicts)
     return document
 
 

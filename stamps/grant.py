@@ -17,6 +17,8 @@ import hmac
 from dataclasses import dataclass, fields
 from typing import Any
 
+import orjson
+
 from personas.catalogue import VERBS_BY_NAME
 from stamps import profiles
 from virgo.canonical import stamp_bytes
@@ -141,13 +143,36 @@ def _ask_first(persona_class: str, tools: tuple[ToolGrant, ...]) -> tuple[str, .
     )
 
 
+# Distinct (class, tool list) pairs whose tool grants are kept: a fan-out's personas made alike
+# share them, and a fleet of all-different ones keeps constant memory.
+_TOOL_GRANTS_KEPT = 4096
+_tool_grants: dict[tuple[str, bytes], tuple[tuple[ToolGrant, ...], tuple[str, ...]]] = {}
+
+
+def _tool_grants_of(
+    persona_class: str, tools: list[dict[str, Any]]
+) -> tuple[tuple[ToolGrant, ...], tuple[str, ...]]:
+    """The tool grants of a stamp's tools, sorted by name, and its ask-first verbs: a function
+    of the class and the tools alone (the class matrix is the code's), worked out once for every
+    stamp that carries the same tools. What is kept is immutable, so sharing it is safe."""
+    key = (persona_class, orjson.dumps(tools))
+    found = _tool_grants.get(key)
+    if found is None:
+        granted = tuple(sorted((_tool(tool) for tool in tools), key=lambda t: t.name))
+        found = (granted, _ask_first(persona_class, granted))
+        if len(_tool_grants) >= _TOOL_GRANTS_KEPT:
+            _tool_grants.pop(next(iter(_tool_grants)), None)
+        _tool_grants[key] = found
+    return found
+
+
 def grant_of(document: dict[str, Any]) -> Grant:
     """The grant of a validated v3 stamp document."""
     bindings = document["bindings"]
     workspace = bindings["workspace"]
     authority = document["authority"]
     persona_class = str(document["persona"]["class"])
-    tools = tuple(sorted((_tool(tool) for tool in document["tools"]), key=lambda t: t.name))
+    tools, ask_first = _tool_grants_of(persona_class, document["tools"])
     lead = authority.get("owning_lead")
     return Grant(
         persona_class=persona_class,
@@ -161,7 +186,7 @@ def grant_of(document: dict[str, Any]) -> Grant:
         authority=f"lead:{lead}" if lead else OWNER,
         owner=str(authority["human"]["owner"]),
         channel=str(authority["human"]["channel"]),
-        ask_first=_ask_first(persona_class, tools),
+        ask_first=ask_first,
     )
 
 

@@ -15,20 +15,17 @@ A file is verified against its generation's stored stamp (the immutable row), ne
 column beside it (stamps.models.stored_stamp_of).
 """
 
-import json
 import os
-from typing import Any
 
 from django.core.checks import CheckMessage, Error
 
 from personas.models import Generation
 from stamps.models import CapabilityStamp, StampNotVerifiable, stored_stamp_of
-from stamps.problems import Code, Problem
-from stamps.projections import name_the_same_tools, projections_of
+from stamps.problems import Code
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import FILE_MODE, stamp_path
-from stamps.validation import schema_problems, schema_valid, semantic_problems
-from virgo.canonical import MalformedStamp, parse_strict, sha256_hex
+from stamps.validation import Verdicts, schema_problems, schema_valid
+from virgo.canonical import MalformedStamp, parse_stored, parse_strict, sha256_hex
 
 MISSING = "virgo.E001"
 NOT_PRIVATE = "virgo.E009"
@@ -40,52 +37,6 @@ _CODE_IDS = {
     Code.PROJECTION_LOSS: "virgo.E005",
     Code.UNREGISTERED_HANDLER: "virgo.E006",
 }
-
-
-# Verdicts kept per run: far more than the distinct tool sets of a fleet, and a few MB at most.
-VERDICTS_KEPT = 4096
-
-
-class Verdicts:
-    """What the rules say of a stamp's class, address, bindings and tools, worked out once for
-    every stamp that shares them.
-
-    Personas made alike carry the same tools, address and bindings; what makes each stamp its own
-    (the persona's id, name and generation, the base composition hash, the authority) is read by
-    neither the semantic validator nor the projections. So `virgo check`, which verifies every
-    active stamp, asks the rules once per distinct set. They are asked about those parts alone:
-    a rule that came to read another part would find it missing and say so of every stamp, not
-    be served a verdict about another persona. One Verdicts serves one run: the registry and the
-    verb catalogue the rules read are the code's, fixed while it runs. Bounded (VERDICTS_KEPT):
-    a fleet of all-different stamps keeps constant memory.
-    """
-
-    def __init__(self, *, registry: HandlerRegistry = HANDLERS) -> None:
-        self.registry = registry
-        self._seen: dict[str, tuple[list[Problem], bool]] = {}
-
-    def of(self, document: dict[str, Any]) -> tuple[list[Problem], bool]:
-        """(semantic problems, whether the three projections name the same tools) of a document
-        that passed the schema."""
-        parts = {
-            "persona": {"class": document["persona"]["class"]},
-            "hierarchy": document["hierarchy"],
-            "bindings": document["bindings"],
-            "tools": document["tools"],
-        }
-        # Equal text is equal parts (JSON text says each value one way). Key order is the
-        # file's: the same for files written alike, and a file written otherwise only misses.
-        key = json.dumps(parts)
-        verdict = self._seen.get(key)
-        if verdict is None:
-            verdict = (
-                semantic_problems(parts, registry=self.registry),
-                name_the_same_tools(projections_of(parts)),
-            )
-            if len(self._seen) >= VERDICTS_KEPT:
-                del self._seen[next(iter(self._seen))]
-            self._seen[key] = verdict
-        return verdict
 
 
 def who(generation: Generation) -> str:
@@ -140,7 +91,7 @@ def file_verifies(
     if mode & ~FILE_MODE or sha256_hex(data) != stored_hash:
         return False
     try:
-        document = parse_strict(data)
+        document = parse_stored(data)
     except MalformedStamp:
         return False
     if not schema_valid(document):

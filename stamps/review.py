@@ -27,6 +27,12 @@ def _built(generation: Generation) -> tuple[dict[str, Any] | None, list[Problem]
         return None, rejected.problems
 
 
+def next_stamp(generation: Generation) -> dict[str, Any] | None:
+    """The stamp an unsaved generation would have, composed by the build's own pure factory
+    and never written; None if the factory would reject it (it would not stand)."""
+    return _built(generation)[0]
+
+
 def _stored(generation: Generation) -> tuple[dict[str, Any], str] | None:
     stored = CapabilityStamp.objects.filter(generation=generation).first()
     if stored is None or stored.schema_version != SCHEMA_VERSION:

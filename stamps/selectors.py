@@ -1,12 +1,12 @@
 """Reads over stored stamps: who may see them, comparing two."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError
-from django.db.models import F, QuerySet
+from django.db import DatabaseError, connection
+from django.db.models import CharField, F, Func, QuerySet, Value
 
 from personas import selectors
 from personas.models import Generation, Persona
@@ -26,50 +26,110 @@ def generations_visible_to(user: Any, persona: Persona) -> QuerySet[Generation]:
     return persona.generations.select_related("stamp").order_by("-number")
 
 
-# Standing stamps standing_handler_tables reads at once, and distinct tool lists it keeps parsed.
+# Standing stamps standing_personas_granting reads at once, and distinct tool lists it keeps.
 _TABLES_BATCH = 500
 _TABLES_KEPT = 4096
 # In the stored bytes (RFC 8785, keys sorted), the last member: the tools, up to the closing brace.
 _TOOLS_MEMBER = b',"tools":'
 
 
-def standing_handler_tables() -> Iterator[tuple[Persona, dict[str, HandlerRule]]]:
-    """Each standing persona's handler table, from its current generation's stored stamp.
+class _ToolsDigest(Func):
+    """PostgreSQL: the SHA-256 (hex) of a stored stamp's bytes from its tools member on, so a
+    batch reads 64 characters per persona instead of every body, and a body only for a tool list
+    not seen. Bytes without the member are digested whole, and read whole when first seen."""
 
-    For the boot checks of the apps that serve those handlers (`virgo check`). Nothing before
-    the tables are migrated; a stamp that does not parse is left to the stamp checks, which
-    report it. Read in batches, so memory does not grow with the fleet; and a table is a
-    function of the tools alone, which personas made alike share, so each distinct tool list is
-    parsed once (`_tools_table`) rather than every stamp in full.
+    template = "encode(sha256(%(expressions)s), 'hex')"
+    output_field = CharField()
+
+    def __init__(self, body: str) -> None:
+        start = Func(Value(_TOOLS_MEMBER), F(body), function="position", arg_joiner=" in ")
+        super().__init__(Func(F(body), start, function="substring", arg_joiner=" from "))
+
+
+def standing_personas_granting(
+    wanted: Callable[[str], bool],
+) -> Iterator[tuple[Persona, list[str]]]:
+    """Each standing persona whose current generation's stored stamp grants a handler action
+    `wanted` says yes to, with the names of the tools that grant them, in persona order.
+
+    For the boot checks of the apps that serve those handlers (`virgo check`), which name such
+    personas. Nothing before the tables are migrated; a stamp that does not parse is left to the
+    stamp checks, which report it. Read in batches of column values, so memory does not grow with
+    the fleet and only the personas named become model objects; and the tools granted are a
+    function of the tool list alone, which personas made alike share, so each distinct list is
+    parsed and asked about once (`_granted`) rather than every stamp in full. On PostgreSQL the
+    list is told apart by a digest the database computes (_ToolsDigest), and only a list not
+    seen yet is read.
     """
-    standing = (
-        Generation.objects.filter(
-            number=F("persona__generation"), standing=True, stamp__isnull=False
-        )
-        .select_related("persona", "stamp")
-        .only("persona", "persona__uuid", "persona__name", "stamp__body")
-        .order_by("persona_id")
-    )
-    tables: dict[bytes, dict[str, HandlerRule] | None] = {}
+    standing = Generation.objects.filter(
+        number=F("persona__generation"), standing=True, stamp__isnull=False
+    ).order_by("persona_id")
+    digested = connection.vendor == "postgresql"
+    if digested:
+        standing = standing.annotate(tools_digest=_ToolsDigest("stamp__body"))
+    granted: dict[bytes | str, list[str]] = {}
     last_persona = 0
     while True:
         try:
-            batch = list(standing.filter(persona_id__gt=last_persona)[:_TABLES_BATCH])
+            if digested:
+                digests = list(
+                    standing.filter(persona_id__gt=last_persona).values_list(
+                        "persona_id", "tools_digest"
+                    )[:_TABLES_BATCH]
+                )
+                tools_of = _tools_by_digest(digests, wanted, granted)
+                rows = [(persona_id, tools_of[digest]) for persona_id, digest in digests]
+            else:
+                bodies = standing.filter(persona_id__gt=last_persona).values_list(
+                    "persona_id", "stamp__body"
+                )[:_TABLES_BATCH]
+                rows = [
+                    (persona_id, _granted(bytes(body), wanted, granted))
+                    for persona_id, body in bodies
+                ]
         except DatabaseError:
             return
-        if not batch:
+        if not rows:
             return
-        for generation in batch:
-            table = _tools_table(generation.stamp.data, tables)
-            if table is not None:
-                yield generation.persona, table
-        last_persona = batch[-1].persona_id
+        granting = {persona_id: tools for persona_id, tools in rows if tools}
+        personas = Persona.objects.in_bulk(list(granting))
+        for persona_id, tools in granting.items():
+            yield personas[persona_id], tools
+        last_persona = rows[-1][0]
 
 
-def _tools_table(
-    data: bytes, tables: dict[bytes, dict[str, HandlerRule] | None]
-) -> dict[str, HandlerRule] | None:
-    """The handler table of stored stamp bytes, None if they do not parse.
+def _tools_by_digest(
+    rows: list[tuple[int, str]],
+    wanted: Callable[[str], bool],
+    granted: dict[bytes | str, list[str]],
+) -> dict[str, list[str]]:
+    """The tools granted under each digest of a batch: those seen before as kept, the others
+    worked out from one body each (one query for all of them)."""
+    tools_of = {digest: granted[digest] for _, digest in rows if digest in granted}
+    unseen = {digest: persona_id for persona_id, digest in rows if digest not in tools_of}
+    bodies = dict(
+        CapabilityStamp.objects.filter(
+            generation__persona_id__in=unseen.values(),
+            generation__number=F("generation__persona__generation"),
+        ).values_list("generation__persona_id", "body")
+    )
+    for digest, persona_id in unseen.items():
+        tools_of[digest] = _keep(granted, digest, _granted(bytes(bodies[persona_id]), wanted, {}))
+    return tools_of
+
+
+def _keep(granted: dict[bytes | str, list[str]], key: bytes | str, tools: list[str]) -> list[str]:
+    if len(granted) >= _TABLES_KEPT:
+        del granted[next(iter(granted))]
+    granted[key] = tools
+    return tools
+
+
+def _granted(
+    data: bytes, wanted: Callable[[str], bool], granted: dict[bytes | str, list[str]]
+) -> list[str]:
+    """The sorted names of the tools of stored stamp bytes whose handler action is wanted; none
+    if the bytes do not parse.
 
     Stored bytes are the factory's canonical encoding, whose last member is the tools array: that
     text is the key, and it is read strictly (parse_strict, as a document of the tools alone)
@@ -77,13 +137,15 @@ def _tools_table(
     """
     start = data.rfind(_TOOLS_MEMBER)
     if start < 0 or not data.endswith(b"]}"):
-        return _whole_table(data)
+        return _wanted_tools(_whole_table(data), wanted)
     tools = data[start + len(_TOOLS_MEMBER) : -1]
-    if tools not in tables:
-        if len(tables) >= _TABLES_KEPT:
-            del tables[next(iter(tables))]
-        tables[tools] = _whole_table(b'{"tools":' + tools + b"}")
-    return tables[tools]
+    if tools in granted:
+        return granted[tools]
+    return _keep(granted, tools, _wanted_tools(_whole_table(b'{"tools":' + tools + b"}"), wanted))
+
+
+def _wanted_tools(table: dict[str, HandlerRule] | None, wanted: Callable[[str], bool]) -> list[str]:
+    return sorted(rule.tool for action, rule in (table or {}).items() if wanted(action))
 
 
 def _whole_table(data: bytes) -> dict[str, HandlerRule] | None:

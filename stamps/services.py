@@ -22,6 +22,7 @@ from stamps.models import CapabilityStamp
 from stamps.problems import Code, Problem, StampRejected
 from stamps.registry import HANDLERS, HandlerRegistry
 from stamps.storage import StampFileConflict, write_stamp_file, write_stamp_files
+from stamps.validation import Verdicts
 from virgo.bulk import update_each
 from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
@@ -197,6 +198,7 @@ def build_current_stamps(
         )
         composed: list[tuple[Generation, CapabilityStamp, grant.Grant]] = []
         recorded: list[Generation] = []
+        verdicts = Verdicts(registry=registry)
         for generation in generations:
             stamp = stored.get(generation.pk)
             if stamp is not None:
@@ -209,7 +211,7 @@ def build_current_stamps(
             else:
                 try:
                     stamp, stamped = _compose(
-                        generation, registry, registered, unowned[generation.pk]
+                        generation, registry, registered, unowned[generation.pk], verdicts
                     )
                     composed.append((generation, stamp, stamped))
                 except StampRejected as rejected:
@@ -263,6 +265,7 @@ def _compose(
     registry: HandlerRegistry,
     registered: set[str],
     unowned: list[Problem],
+    verdicts: Verdicts | None = None,
 ) -> tuple[CapabilityStamp, grant.Grant]:
     """Build, validate, canonicalise and hash the stamp: the row, unsaved, its file unwritten,
     and the grant it holds (what the generation's digest covers).
@@ -283,7 +286,7 @@ def _compose(
         )
     if problems:
         raise StampRejected(problems)
-    document = build_stamp(**inputs, registry=registry)
+    document = build_stamp(**inputs, registry=registry, verdicts=verdicts)
     data = stamp_bytes(document)
     stamp = CapabilityStamp(
         generation=generation,

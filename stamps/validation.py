@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
+import orjson
 from jsonschema import Draft202012Validator
 
 from personas.addresses import ROOT_WORKSPACE, address_problem
@@ -20,7 +21,7 @@ from personas.catalogue import VERBS_BY_NAME, Mode
 from personas.models import PersonaClass
 from stamps import profiles
 from stamps.problems import Code, Problem, StampRejected
-from stamps.projections import projection_problems
+from stamps.projections import name_the_same_tools, projection_problems, projections_of
 from stamps.registry import HANDLERS, HandlerRegistry
 
 # Django's `.values` builds a new list on every access; the validator asks per tool.
@@ -96,11 +97,23 @@ def semantic_problems(
     return problems
 
 
-def validate_stamp(document: dict[str, Any], *, registry: HandlerRegistry = HANDLERS) -> None:
-    """Raise StampRejected unless the stamp passes the schema and then the semantic validator."""
+def validate_stamp(
+    document: dict[str, Any],
+    *,
+    registry: HandlerRegistry = HANDLERS,
+    verdicts: "Verdicts | None" = None,
+) -> None:
+    """Raise StampRejected unless the stamp passes the schema and then the semantic validator.
+
+    `verdicts` (made with the same registry) shares the semantic verdict between the stamps of a
+    batch whose rule-bearing parts are equal; the schema is asked of every stamp.
+    """
     problems = schema_problems(document)
     if not problems:
-        problems = semantic_problems(document, registry=registry)
+        if verdicts is None:
+            problems = semantic_problems(document, registry=registry)
+        else:
+            problems = verdicts.of(document)[0]
     if problems:
         raise StampRejected(problems)
 
@@ -360,3 +373,50 @@ def _scope_problems(
                     )
                 )
     return problems
+
+
+# Verdicts kept per run: far more than the distinct tool sets of a fleet, and a few MB at most.
+VERDICTS_KEPT = 4096
+
+
+class Verdicts:
+    """What the rules say of a stamp's class, address, bindings and tools, worked out once for
+    every stamp that shares them.
+
+    Personas made alike carry the same tools, address and bindings; what makes each stamp its own
+    (the persona's id, name and generation, the base composition hash, the authority) is read by
+    neither the semantic validator nor the projections. So `virgo check`, which verifies every
+    active stamp, and the factory, which builds a batch of them (stamps.services), ask the rules
+    once per distinct set. They are asked about those parts alone:
+    a rule that came to read another part would find it missing and say so of every stamp, not
+    be served a verdict about another persona. One Verdicts serves one run: the registry and the
+    verb catalogue the rules read are the code's, fixed while it runs. Bounded (VERDICTS_KEPT):
+    a fleet of all-different stamps keeps constant memory.
+    """
+
+    def __init__(self, *, registry: HandlerRegistry = HANDLERS) -> None:
+        self.registry = registry
+        self._seen: dict[bytes, tuple[list[Problem], bool]] = {}
+
+    def of(self, document: dict[str, Any]) -> tuple[list[Problem], bool]:
+        """(semantic problems, whether the three projections name the same tools) of a document
+        that passed the schema."""
+        parts = {
+            "persona": {"class": document["persona"]["class"]},
+            "hierarchy": document["hierarchy"],
+            "bindings": document["bindings"],
+            "tools": document["tools"],
+        }
+        # Equal text is equal parts (JSON text says each value one way). Key order is the
+        # document's: the same for documents made alike, and one made otherwise only misses.
+        key = orjson.dumps(parts)
+        verdict = self._seen.get(key)
+        if verdict is None:
+            verdict = (
+                semantic_problems(parts, registry=self.registry),
+                name_the_same_tools(projections_of(parts)),
+            )
+            if len(self._seen) >= VERDICTS_KEPT:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = verdict
+        return verdict

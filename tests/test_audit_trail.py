@@ -807,6 +807,7 @@ def test_the_export_is_json_lines_oldest_first_within_since_and_until() -> None:
         "data": {"skill": "a", "change": "x"},
     }
     assert datetime.fromisoformat(rows[0]["at"]).tzinfo is not None
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["at"]) for r in rows)
     future = (timezone.now() + timedelta(days=1)).date().isoformat()
     assert export("--since", future) == ""
     assert export("--since", "2000-01-01", "--until", "2000-01-02") == ""

@@ -15,7 +15,7 @@ from django.core.management.base import SystemCheckError
 
 from personas.catalogue import VERBS
 from personas.models import AuditEvent, Generation, Persona
-from stamps import checks, integrity
+from stamps import checks, validation
 from stamps.checks import active_stamp_messages, check_worker_start, start_checks
 from stamps.models import CapabilityStamp
 from stamps.registry import HandlerRegistry
@@ -243,19 +243,19 @@ def test_personas_made_alike_share_the_rules_verdict_but_each_is_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """V1-FAC-7, V1-BOOT-1: the rules are asked once per distinct set of tools, class, address
-    and bindings (stamps.integrity.Verdicts), and what they find is said of every persona that
+    and bindings (stamps.validation.Verdicts), and what they find is said of every persona that
     carries it, each by name."""
     agent = make_agent(make_owner())
     alike = [make_persona(agent, name=name) for name in ("Alike 1", "Alike 2")]
     other = make_persona(agent, name="Other", queues=["triage"])
     asked = []
-    semantic_problems = integrity.semantic_problems
+    semantic_problems = validation.semantic_problems
 
     def counted(document: dict[str, Any], **kwargs: Any) -> Any:
         asked.append(document)
         return semantic_problems(document, **kwargs)
 
-    monkeypatch.setattr(integrity, "semantic_problems", counted)
+    monkeypatch.setattr(validation, "semantic_problems", counted)
     registry = HandlerRegistry(
         verb.handler_action for verb in VERBS if verb.handler_action != "todos.complete"
     )

@@ -42,7 +42,7 @@ def sdk_payload(card: Card) -> bytes:
     """The payload as it was computed through the SDK's model (and as its verifier does)."""
     as_model = MessageToDict(parse_agent_card(copy.deepcopy(card)))
     as_model.pop("signatures", None)
-    return canonical_bytes(signing._integral(signing._without_empty(as_model) or {}))
+    return canonical_bytes(signing._signed_form(as_model) or {})
 
 
 def derived_now() -> Callable[[Card], bool]:

@@ -44,6 +44,22 @@ def test_unbound_tools_are_named_per_persona(monkeypatch) -> None:
         assert check_bound_handlers() == []
 
 
+def test_with_every_action_bound_virgo_check_reads_no_stamp_for_it(monkeypatch) -> None:
+    """V1-FAC-7, VX-SCALE-2: when every registered action is bound no persona can be granted an
+    unbound one, so `virgo check` does not read every standing stamp to say nothing."""
+    standing_persona()
+
+    def read(*args: object) -> None:
+        raise AssertionError("the stamps were read")
+
+    monkeypatch.setattr("runtime.checks.standing_personas_granting", read)
+    with verifying_every_stamp():
+        assert check_bound_handlers() == []
+    monkeypatch.setitem(HANDLERS._handlers, "identity.list_peers", None)
+    with verifying_every_stamp(), pytest.raises(AssertionError, match="the stamps were read"):
+        check_bound_handlers()
+
+
 def test_at_start_unbound_actions_are_one_warning_naming_no_persona(monkeypatch) -> None:
     """V1-FAC-7, VX-OPS-5: start-up names the unbound handler actions once, whatever the number
     of personas whose stamps grant them."""
@@ -58,23 +74,32 @@ def test_at_start_unbound_actions_are_one_warning_naming_no_persona(monkeypatch)
 def test_every_standing_persona_is_named_in_batches_each_tool_list_parsed_once(
     monkeypatch,
 ) -> None:
-    """V1-FAC-7: read a batch at a time, in persona order, every standing persona's table comes
-    back; personas made alike share one parse of their tools (stamps.selectors)."""
+    """V1-FAC-7: read a batch at a time, in persona order, every standing persona whose stamp
+    grants a wanted action comes back with its tools; the others are left out; personas made
+    alike share one parse of their tools, and one question per action (stamps.selectors)."""
     agent = make_agent(make_owner())
     made = [make_persona(agent, name=f"Alike {n}") for n in range(3)]
     other = make_persona(agent, name="Other", queues=["triage"])
     parsed = []
+    asked = []
     handler_table = selectors.handler_table
 
     def counted(data: bytes):
         parsed.append(data)
         return handler_table(data)
 
+    def wanted(action: str) -> bool:
+        asked.append(action)
+        return action == "todos.complete"
+
     monkeypatch.setattr(selectors, "_TABLES_BATCH", 1)
     monkeypatch.setattr(selectors, "handler_table", counted)
-    tables = list(selectors.standing_handler_tables())
+    granting = list(selectors.standing_personas_granting(wanted))
     standing = list(Persona.objects.filter(standing=True).order_by("pk"))
-    assert [persona for persona, _ in tables] == standing
     assert {*made, other} <= set(standing)
+    table = handler_table(made[0].generations.get().stamp.data)
+    assert "todos.complete" in table
+    assert granting == [(persona, ["complete"]) for persona in standing]
     assert len(parsed) == 2
-    assert tables[0][1] == handler_table(made[0].generations.get().stamp.data)
+    assert len(asked) == len(table) + len(handler_table(other.generations.get().stamp.data))
+    assert list(selectors.standing_personas_granting(lambda action: False)) == []

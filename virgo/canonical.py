@@ -12,6 +12,7 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
 import rfc8785
 
 I_JSON_MAX_INT = 2**53 - 1
@@ -23,8 +24,8 @@ class MalformedStamp(ValueError):
 
 def canonical_bytes(document: dict[str, Any]) -> bytes:
     """RFC 8785 bytes. Stamps and grants (ASCII keys; strings, I-JSON integers, booleans, null,
-    lists and tuples) take the C
-    JSON encoder, whose output is byte-identical there; anything else goes to rfc8785.
+    lists and tuples) take orjson, whose output is byte-identical there; anything else goes to
+    rfc8785.
 
     Identical because: ASCII keys sort the same by code point as by UTF-16 unit; both escape
     exactly `"`, `\\` and U+0000-U+001F, with the same short forms and lower-case \\u00xx;
@@ -32,11 +33,9 @@ def canonical_bytes(document: dict[str, Any]) -> bytes:
     one real difference, are sent to rfc8785, as are strings UTF-8 cannot encode.
     """
     if _plain(document):
-        text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:
-            pass
+        data = _sorted_json(document)
+        if data is not None:
+            return data
     return rfc8785.dumps(document)
 
 
@@ -47,11 +46,17 @@ def stamp_bytes(document: dict[str, Any]) -> bytes:
     The schema already guarantees what canonical_bytes checks: every object closed to its
     listed ASCII keys, strings, integers within I-JSON, booleans and null, no floats.
     """
-    text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    data = _sorted_json(document)
+    return rfc8785.dumps(document) if data is None else data
+
+
+def _sorted_json(document: dict[str, Any]) -> bytes | None:
+    """Compact JSON with sorted keys, or None where orjson cannot write the value as it is
+    (a string UTF-8 cannot encode, a key that is not a string, an integer beyond 64 bits)."""
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return rfc8785.dumps(document)
+        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None
 
 
 def _plain(value: object) -> bool:
@@ -129,3 +134,20 @@ def parse_strict(data: bytes) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise MalformedStamp("the top level is not a JSON object")
     return document
+
+
+def parse_stored(data: bytes) -> dict[str, Any]:
+    """parse_strict's document, for bytes whose SHA-256 was just found equal to a stored stamp's.
+
+    Those bytes are what stamp_bytes wrote from a document the schema passed (integers within
+    I-JSON, no floats), so only the duplicate-key check could still fail, and a document that
+    orjson writes back to exactly these bytes has no duplicate key. Anything else takes
+    parse_strict, which says what is wrong.
+    """
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return parse_strict(data)
+    if isinstance(document, dict) and _sorted_json(document) == data:
+        return document
+    return parse_strict(data)

@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from virgo import kek
+from virgo import kek, telemetry
 from virgo.envfile import home_env_file, load_env_file, read_secret_file
 from virgo.home import private_embedded_home
 from virgo.resolvers import parse_nameserver
@@ -195,6 +195,11 @@ load_env_file(home_env_file(VIRGO_HOME), variable="VIRGO_HOME", required=False)
 check_database_url()
 check_url("REDIS_URL", ("redis", "rediss", "unix"))
 check_url("REDIS_CACHE_URL", ("redis", "rediss", "unix"))
+# Tracing (virgo.telemetry): on only when one of these says where the OTLP/HTTP collector is.
+check_url(telemetry.ENDPOINT, ("http", "https"))
+check_url(telemetry.TRACES_ENDPOINT, ("http", "https"))
+for _name in telemetry.VARIABLES:
+    _env(_name)
 
 
 DEBUG = env_bool("DEBUG", False)

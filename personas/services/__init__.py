@@ -58,7 +58,11 @@ from personas.services.personas import (
     persona_submit,
     persona_update,
 )
-from personas.services.proposals import proposal_approve, proposal_reject
+from personas.services.proposals import (
+    proposal_approve,
+    proposal_next_generation,
+    proposal_reject,
+)
 from personas.services.revocation import (
     REVOCATION_REASON_LIMIT,
     Revocation,
@@ -112,6 +116,7 @@ __all__ = [
     "persona_submit",
     "persona_update",
     "proposal_approve",
+    "proposal_next_generation",
     "proposal_reject",
     "resolve_address",
     "settle_persona_batch",

@@ -10,11 +10,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from personas import audit
-from personas.models import AuditEvent, GrantProposal, Persona
+from personas.models import AuditEvent, Generation, GrantProposal, Persona
 from personas.services.personas import (
     StaleProposal,
     _loaded_changes,
     _locked_persona,
+    _prepare_change,
     persona_update,
 )
 from personas.services.validation import User
@@ -41,6 +42,30 @@ def _pending(proposal: GrantProposal, actor: User) -> GrantProposal:
             {"proposal": [f"already {proposal.status}: only a pending proposal can be decided"]}
         )
     return proposal
+
+
+def proposal_next_generation(*, proposal: GrantProposal, actor: User) -> Generation | None:
+    """The unsaved generation approving the proposal would make now, or None when it would
+    make none (decided, stale, or no longer valid). Nothing is written: it is the same dry
+    preparation approval starts with (the persona locked, the change applied in memory and
+    validated), inside a transaction that is rolled back. A draft's is composed with its blank
+    prompt, as it was proposed. Only the persona's owner may ask, as only they may decide."""
+    if not proposal.decidable:
+        return None
+    with transaction.atomic():
+        try:
+            _require_decider(actor, proposal)
+            changes = _loaded_changes(proposal)
+            drafted = not proposal.persona.system_prompt.strip()
+            _, _, proposed, _ = _prepare_change(proposal.persona, actor, changes, draft=drafted)
+        except (PermissionDenied, ValidationError):
+            return None
+        finally:
+            # Nothing here may write; if anything did, it is undone as the block ends.
+            transaction.set_rollback(True)
+    if proposed is None or proposed.base_composition_hash != proposal.next_composition_hash:
+        return None
+    return proposed
 
 
 @audit.action

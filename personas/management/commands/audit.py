@@ -72,7 +72,8 @@ def export_line(row: dict[str, Any]) -> str:
     data = row["data"] or {}
     document = {
         "id": row["id"],
-        "at": row["at"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        # Always to the microsecond: the lines' times sort as text too.
+        "at": row["at"].astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
         "kind": row["kind"],
         "actor": row["actor_name"],
         "channel": row["channel"],
