@@ -41,7 +41,7 @@ class SigningKeyAdmin(NoEditsMixin, admin.ModelAdmin):
     def _each(self, request: HttpRequest, queryset: QuerySet[SigningKey], operation: Any) -> None:
         for kid in queryset.values_list("kid", flat=True):
             try:
-                operation(kid)
+                operation(kid, actor=request.user)
             except keys.KeyRefused as refused:
                 self.message_user(request, str(refused), messages.ERROR)
             else:
@@ -53,7 +53,7 @@ class SigningKeyAdmin(NoEditsMixin, admin.ModelAdmin):
             self.message_user(request, "Select the active key to rotate it.", messages.ERROR)
             return
         try:
-            key = keys.rotate()
+            key = keys.rotate(actor=request.user)
         except keys.KeyRefused as refused:
             self.message_user(request, str(refused), messages.ERROR)
             return

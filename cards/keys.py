@@ -36,6 +36,8 @@ from jwt.algorithms import ECAlgorithm, OKPAlgorithm
 
 from cards import sealing
 from cards.models import SigningKey
+from personas import audit
+from personas.models import AuditEvent
 from personas.services import status_list_changed
 from virgo.queueing import queue_after_commit
 
@@ -266,7 +268,10 @@ def ensure_active_key() -> SigningKey:
     if active is not None:
         return active
     try:
-        return _new_key(algorithm=None, import_from=None, state=SigningKey.State.ACTIVE)
+        with transaction.atomic():
+            key = _new_key(algorithm=None, import_from=None, state=SigningKey.State.ACTIVE)
+            _record(AuditEvent.Kind.KEY_CREATED, key, None, why="the first card needed one")
+            return key
     except IntegrityError:
         # Another process made the first key at the same moment; its key is the one.
         return SigningKey.objects.get(state=SigningKey.State.ACTIVE)
@@ -280,6 +285,14 @@ def public_jwks() -> dict[str, list[dict[str, Any]]]:
 # Operations -------------------------------------------------------------------------------------
 
 
+def _record(kind: AuditEvent.Kind, key: SigningKey, actor: Any, **extra: Any) -> None:
+    audit.record(
+        kind,
+        actor=actor,
+        data={"kid": key.kid, "algorithm": key.algorithm, **extra},
+    )
+
+
 def _signing_set_changed() -> None:
     queue_after_commit(FAN_OUT_RESIGN)
     # The revocation status list is signed by the same set: every web process signs it again
@@ -287,25 +300,37 @@ def _signing_set_changed() -> None:
     status_list_changed()
 
 
-def create_key(*, algorithm: str | None = None, import_from: Path | None = None) -> SigningKey:
+def create_key(
+    *, algorithm: str | None = None, import_from: Path | None = None, actor: Any = None
+) -> SigningKey:
     """The first active key. With one active already, a new key is a rotation."""
     with transaction.atomic():
         if SigningKey.objects.select_for_update().filter(state="active").exists():
             raise KeyRefused("an active key exists; `virgo keys rotate` replaces it")
         key = _new_key(algorithm=algorithm, import_from=import_from, state="active")
+        _record(AuditEvent.Kind.KEY_CREATED, key, actor, imported=import_from is not None)
         _signing_set_changed()
     return key
 
 
-def rotate(*, algorithm: str | None = None, import_from: Path | None = None) -> SigningKey:
+def rotate(
+    *, algorithm: str | None = None, import_from: Path | None = None, actor: Any = None
+) -> SigningKey:
     """A new active key; the old one keeps signing and stays in the JWKS for the grace period
     (VIRGO_SIGNING_KEY_GRACE_SECONDS), then retires. Every card is re-signed by both."""
     with transaction.atomic():
         now = timezone.now()
-        SigningKey.objects.select_for_update().filter(state="active").update(
-            state=SigningKey.State.RETIRING, retire_after=now + grace()
-        )
+        active = SigningKey.objects.select_for_update().filter(state="active")
+        replaced = list(active.values_list("kid", flat=True))
+        active.update(state=SigningKey.State.RETIRING, retire_after=now + grace())
         key = _new_key(algorithm=algorithm, import_from=import_from, state="active")
+        _record(
+            AuditEvent.Kind.KEY_ROTATED,
+            key,
+            actor,
+            replaces=replaced,
+            imported=import_from is not None,
+        )
         _signing_set_changed()
     return key
 
@@ -317,7 +342,7 @@ def _get(kid: str) -> SigningKey:
     return key
 
 
-def retire(kid: str) -> SigningKey:
+def retire(kid: str, *, actor: Any = None) -> SigningKey:
     """End a retiring key's grace now: out of the JWKS, its signatures dropped from every card."""
     with transaction.atomic():
         key = _get(kid)
@@ -328,24 +353,27 @@ def retire(kid: str) -> SigningKey:
         key.state, key.retired_at = SigningKey.State.RETIRED, timezone.now()
         key.save(update_fields=["state", "retired_at"])
         _forget_private(key)
+        _record(AuditEvent.Kind.KEY_RETIRED, key, actor)
         _signing_set_changed()
     return key
 
 
-def revoke(kid: str) -> SigningKey:
+def revoke(kid: str, *, actor: Any = None) -> SigningKey:
     """Withdraw a key at once: out of the JWKS on the next request, every card it signed
     re-signed without it. Revoking the active key puts a new one in its place first."""
     with transaction.atomic():
         key = _get(kid)
         if key.state == SigningKey.State.REVOKED:
             raise KeyRefused(f"key {kid} is revoked already")
+        replacement = ""
         if key.state == SigningKey.State.ACTIVE:
             key.state = SigningKey.State.REVOKED
             key.save(update_fields=["state"])
-            _new_key(algorithm=key.algorithm, import_from=None, state="active")
+            replacement = _new_key(algorithm=key.algorithm, import_from=None, state="active").kid
         key.state, key.revoked_at = SigningKey.State.REVOKED, timezone.now()
         key.save(update_fields=["state", "revoked_at"])
         _forget_private(key)
+        _record(AuditEvent.Kind.KEY_REVOKED, key, actor, replaced_by=replacement)
         _signing_set_changed()
     return key
 

@@ -28,7 +28,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas import proofs, selectors, services, surfaces
+from personas import audit, proofs, selectors, services, surfaces
+from personas.audit_admin import AuditEventAdmin, actor_shown  # noqa: F401  (registers it)
 from personas.forms import (
     AgentForm,
     HumanSurfaceForm,
@@ -245,7 +246,7 @@ class AuditInline(NoEditsMixin, admin.TabularInline):
 
     @admin.display(description="actor")
     def by(self, obj: AuditEvent) -> str:
-        return account_name(obj.actor)
+        return actor_shown(obj)
 
     @admin.display(description="change")
     def change(self, obj: AuditEvent) -> str:
@@ -289,44 +290,7 @@ class ProposalInline(NoEditsMixin, admin.TabularInline):
 
 
 def describe_audit(event: AuditEvent) -> str:
-    data = event.data
-    if event.kind == AuditEvent.Kind.DISCOVERABILITY:
-        listed = {True: "listed", False: "not listed"}
-        return f"{listed[data['from']]} → {listed[data['to']]} (via {data.get('via', '?')})"
-    if event.kind == AuditEvent.Kind.GRANT_NARROWED:
-        removed = [*data.get("removed_verbs", []), *data.get("removed_queues", [])]
-        return f"removed {', '.join(removed)} (generation {data.get('generation')})"
-    if event.kind == AuditEvent.Kind.STAMP_QUARANTINED:
-        return f"generation {data.get('generation')}: {'; '.join(data.get('reasons', []))}"
-    if event.kind == AuditEvent.Kind.STAMP_REPAIRED:
-        return f"generation {data.get('generation')}: {data.get('path')} {data.get('repair')}"
-    if event.kind == AuditEvent.Kind.STAMP_RESTORED:
-        aside = data.get("set_aside")
-        kept = f" (the file found there kept as {aside})" if aside else ""
-        return f"generation {data.get('generation')}: {data.get('path')} restored{kept}"
-    if event.kind in ORGANIZATION_EVENTS:
-        return describe_organization_event(event)
-    if event.kind == AuditEvent.Kind.IDENTITY_LINKED:
-        return f"OpenID Connect {data.get('issuer')} subject {data.get('subject')} proven"
-    if event.kind == AuditEvent.Kind.REVOKED:
-        return describe_revocation(data)
-    if event.kind == AuditEvent.Kind.PURGED:
-        how = "with a deletion" if data.get("via") == "deletion" else "by a superuser"
-        return (
-            f"{data.get('name')} ({data.get('persona')}) purged {how}; its tombstone kept: "
-            f"revoked {data.get('revoked_at')}, {data.get('reason_code')}"
-        )
-    return f"skill {data.get('skill')} {data.get('change')}"
-
-
-def describe_revocation(data: dict[str, Any]) -> str:
-    numbers = ", ".join(str(number) for number in data.get("generations", []))
-    scope = "the whole persona" if data.get("scope") == "persona" else "its current generation"
-    why = f": {data['reason']}" if data.get("reason") else ""
-    return (
-        f"{scope} revoked (generations {numbers or 'none'}), {data.get('reason_code')}{why}; "
-        f"by its {data.get('as', 'owner')} via {data.get('via')}"
-    )
+    return audit.describe(event.kind, event.data)
 
 
 class PersonaStateFilter(admin.SimpleListFilter):
@@ -995,36 +959,6 @@ class OwnerIdentityAdmin(OwnedAdmin):
         return False
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
-    """Read-only: an audit trail is never edited."""
-
-    list_display = ("at", "kind", "actor", "persona", "agent", "change")
-    list_select_related = ("actor", "persona", "agent")
-    list_filter = ("kind",)
-    show_full_result_count = False
-    list_per_page = 100
-    fields = ("at", "kind", "by", "persona", "agent", "change", "data")
-    readonly_fields = fields
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
-        return selectors.audit_events_visible_to(request.user)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _is_staff(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _is_staff(request)
-
-    @admin.display(description="actor")
-    def by(self, obj: AuditEvent) -> str:
-        return account_name(obj.actor)
-
-    @admin.display(description="change")
-    def change(self, obj: AuditEvent) -> str:
-        return describe_audit(obj)
-
-
 # Organization domains (VX-ID-2) ----------------------------------------------------------------
 
 
@@ -1199,25 +1133,3 @@ class OrganizationDomainAdmin(OwnedAdmin):
             self.message_user(
                 request, f"{claim.domain}: approved for {claim.owner}.", messages.SUCCESS
             )
-
-
-ORGANIZATION_EVENTS = frozenset(
-    {
-        AuditEvent.Kind.ORGANIZATION_VERIFIED,
-        AuditEvent.Kind.ORGANIZATION_APPROVED,
-        AuditEvent.Kind.ORGANIZATION_LAPSED,
-        AuditEvent.Kind.ORGANIZATION_SHARED,
-    }
-)
-
-
-def describe_organization_event(event: AuditEvent) -> str:
-    data = event.data
-    domain = data.get("domain", "?")
-    if event.kind == AuditEvent.Kind.ORGANIZATION_VERIFIED:
-        return f"{domain} verified ({data.get('verification')})"
-    if event.kind == AuditEvent.Kind.ORGANIZATION_APPROVED:
-        return f"{domain} approved by the {data.get('by')} for owner #{data.get('owner')}"
-    if event.kind == AuditEvent.Kind.ORGANIZATION_LAPSED:
-        return f"{domain} no longer proven: {data.get('reason')}"
-    return f"{domain} shared with owner #{data.get('with')}"

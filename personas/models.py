@@ -7,7 +7,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from django.conf import settings
 from django.db import models
@@ -713,11 +713,45 @@ class StatusListVersion(models.Model):
         return f"status list version {self.version}"
 
 
+class AuditEventRefused(Exception):
+    """The audit trail is append-only: a stored event is never changed or deleted."""
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise AuditEventRefused("audit events are append-only: update refused")
+
+    def delete(self) -> NoReturn:
+        raise AuditEventRefused("audit events are append-only: delete refused")
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AuditEventRefused("audit events are append-only: bulk update refused")
+
+    def update_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AuditEventRefused("audit events are append-only: update_or_create refused")
+
+
 class AuditEvent(models.Model):
-    """Who changed what, when: discoverability toggles, grant narrowing, map changes, and what
-    became of a broken stamp file (repaired, quarantined, restored: stamps.quarantine)."""
+    """One change or decision that matters, once (VX-AUDIT-1): who (by name, kept as it was when
+    they acted), what (`kind` and `data`, told in words by personas.audit.describe), when,
+    through what (`channel`) and under which correlation id. Written only by
+    personas.audit.record; append-only (save of a stored event, update and delete refused).
+
+    A deletion elsewhere still clears the links to what it deleted (the persona, the agent, the
+    account: SET_NULL, through Django's base manager), which is why the actor's name, and the
+    persona's in `data` where it may go, are kept beside them."""
 
     class Kind(models.TextChoices):
+        PERSONA_CREATED = "persona-created", "Persona created"
+        PERSONA_EDITED = "persona-edited", "Persona changed"
+        GENERATION = "generation", "New generation (not an owner's edit)"
+        PERSONA_DELETED = "persona-deleted", "Persona deleted"
+        PROPOSAL_MADE = "proposal-made", "Grant change proposed"
+        PROPOSAL_APPROVED = "proposal-approved", "Grant change approved"
+        PROPOSAL_REJECTED = "proposal-rejected", "Grant change rejected"
+        PROPOSAL_STALE = "proposal-stale", "Grant change gone stale"
+        CARD_IMPORTED = "card-imported", "Persona imported from an agent card"
+        SNAPSHOT_IMPORTED = "snapshot-imported", "Persona imported from a snapshot"
         DISCOVERABILITY = "discoverability", "Discoverability toggled"
         GRANT_NARROWED = "grant-narrowed", "Agent grant narrowed a persona"
         SKILL_MAP_CHANGED = "skill-map-changed", "Verb->skill map changed"
@@ -731,11 +765,30 @@ class AuditEvent(models.Model):
         ORGANIZATION_LAPSED = "organization-lapsed", "Organization domain proof lapsed"
         ORGANIZATION_SHARED = "organization-shared", "Organization domain shared"
         PURGED = "purged", "Revoked persona purged (its tombstone kept)"
+        KEY_CREATED = "key-created", "Signing key created"
+        KEY_ROTATED = "key-rotated", "Signing key rotated"
+        KEY_RETIRED = "key-retired", "Signing key retired"
+        KEY_REVOKED = "key-revoked", "Signing key revoked"
+        CONFIRMATION_REQUESTED = "confirmation-requested", "Call held for confirmation"
+        CONFIRMATION_ANSWERED = "confirmation-answered", "Confirmation answered"
+        LEARNED_CHOICE_USED = "learned-choice-used", "Learned choice applied"
+        CALL_REFUSED = "call-refused", "Call refused"
+
+    class Channel(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+        CLI = "cli", "Command line"
+        IMPORT = "import", "Import"
+        TASK = "task", "Task (worker)"
+        RUNTIME = "runtime", "Runtime (a tool call)"
+        INTERNAL = "internal", "Internal (no entry point)"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Who acted, by name, as they were called when they did: survives their account's deletion.
+    actor_name = models.CharField(max_length=150, blank=True)
     persona = models.ForeignKey(
         Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
@@ -743,7 +796,11 @@ class AuditEvent(models.Model):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
     data = models.JSONField(default=dict)
-    at = models.DateTimeField(auto_now_add=True)
+    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.INTERNAL)
+    correlation_id = models.CharField(max_length=200, blank=True, db_index=True)
+    at = models.DateTimeField("when", auto_now_add=True, db_index=True)
+
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -751,6 +808,14 @@ class AuditEvent(models.Model):
     def __str__(self) -> str:
         # An inline's row heading: the row itself shows who and the exact time.
         return f"{self.get_kind_display()}, {self.at:%d %b %Y %H:%M}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AuditEventRefused("audit events are append-only: save of a stored event refused")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AuditEventRefused("audit events are append-only: delete refused")
 
 
 class GrantProposal(models.Model):

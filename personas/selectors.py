@@ -90,7 +90,8 @@ ORGANIZATION_EVENTS = (
 
 
 def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
-    """Moderators see every event; an owner sees the events about their own agents and personas."""
+    """Moderators see every event; an owner sees the events about their own agents and personas,
+    and what they did themselves."""
     if not (user.is_authenticated and user.is_active):
         return AuditEvent.objects.none()
     if is_moderator(user):
@@ -98,6 +99,7 @@ def audit_events_visible_to(user: Any) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(
         Q(agent__owner=user)
         | Q(persona__agent__owner=user)
+        | Q(actor=user)
         | Q(kind__in=ORGANIZATION_EVENTS, data__owner=user.pk)
     )
 

@@ -703,6 +703,7 @@ class CardImportPage:
                 actor=form.owner,
                 persona_class=data["persona_class"],
                 address=data["address"],
+                source=data["file"].name if data["file"] else data["url"],
             )
         except card_import.CardImportError as refused:
             form.add_error(refused.field if refused.field in form.fields else source, str(refused))

@@ -43,10 +43,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from google.protobuf.json_format import ParseError
 
-from personas import services
-from personas.models import Agent, GrantProposal, Persona, PersonaClass, Skill
+from personas import audit, services
+from personas.models import Agent, AuditEvent, GrantProposal, Persona, PersonaClass, Skill
 from stamps.profiles import class_may_have, required_tools
-from virgo import outbound
+from virgo import auditing, outbound
 
 CARD_TIMEOUT = 5.0
 CARD_LIMIT = 256 * 1024
@@ -482,6 +482,7 @@ def map_skills(
 # The draft -------------------------------------------------------------------------------------
 
 
+@audit.action
 def import_card(
     card: AgentCard,
     *,
@@ -489,13 +490,15 @@ def import_card(
     actor: AbstractBaseUser | AnonymousUser,
     persona_class: str,
     address: Any,
+    source: str = "",
 ) -> CardImport:
     """The draft persona the card describes, on the actor's own agent, and its grant proposal.
 
     Its verb subset is the class's required tools (without them no persona of the class stands)
     and the verbs of the mapped skills. Raises PermissionDenied for another owner's agent,
     ValidationError (field and reason) for what the records refuse, CardImportError when the
-    agent's grant lacks a required tool; nothing is written then.
+    agent's grant lacks a required tool; nothing is written then. `source` (the URL or file it
+    came from) is kept in the audit event.
     """
     if not actor.is_authenticated or agent.owner_id != actor.pk:
         raise PermissionDenied("only the agent's owner may make a persona on it")
@@ -517,7 +520,7 @@ def import_card(
         persona_class=persona_class,
         skill_map=list(services.current_skill_map().skills),
     )
-    with transaction.atomic():
+    with transaction.atomic(), auditing.channel(auditing.IMPORT):
         change = services.persona_draft(
             agent=agent,
             actor=actor,
@@ -528,6 +531,19 @@ def import_card(
             persona_class=persona_class,
             address=address,
             verb_subset=sorted(set(required) | set(mapping.verbs)),
+        )
+        audit.record(
+            AuditEvent.Kind.CARD_IMPORTED,
+            actor=actor,
+            persona=change.persona,
+            data={
+                "name": change.persona.name,
+                "persona": str(change.persona.uuid),
+                "source": source or "(not said)",
+                "skills_taken": [slug for _, slug in mapping.mapped],
+                "skills_left_out": len(mapping.unmapped),
+                "held": True,
+            },
         )
     assert change.proposal is not None
     return CardImport(change.persona, change.proposal, mapping)

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from personas.models import Persona
 from personas.surfaces import canonical_uuid
+from runtime import audit_trail
 from runtime.models import AuthorityKind, DecisionRecord
 from runtime.operations import Operation
 from runtime.policy import Verdict
@@ -187,4 +188,5 @@ def decide(
             "decided_at",
         ]
     )
+    audit_trail.confirmation_answered(record, user=user, persona=persona)
     return record

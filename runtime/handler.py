@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from personas.catalogue import Boundary
 from personas.models import Persona
-from runtime import confirmations, registry, tracing
+from runtime import audit_trail, confirmations, registry, tracing
 from runtime.models import DecisionRecord, PromptRegistryEntry, RefusalRecord
 from runtime.operations import InvalidOperation, Operation, normalise
 from runtime.policy import Verdict, classify
@@ -295,6 +295,7 @@ def _confirm(context: _Context, decision: Decision) -> Result:
         )
     with transaction.atomic():
         if entry is None:
+            audit_trail.confirmation_requested(record, call.persona)
             confirmations.notify_authority(record)
             logger.warning(
                 "held for confirmation tool=%s persona=%s correlation=%s authority=%s",
@@ -312,6 +313,7 @@ def _confirm(context: _Context, decision: Decision) -> Result:
         record.registry_entry = entry
         record.decided_at = timezone.now()
         record.save(update_fields=["decision", "decided_via", "registry_entry", "decided_at"])
+        audit_trail.learned_choice_used(record, call.persona, entry)
     if not approve:
         return _refuse(
             context,
@@ -442,6 +444,15 @@ def _refuse(context: _Context, code: str, reason: str, verdict: Verdict | None =
         operation=context.op.recorded() if context.op else None,
         stamp_hash=context.stamp.stamp_hash if context.stamp else "",
         correlation_id=context.correlation_id[:200],
+    )
+    audit_trail.call_refused(
+        context.persona,
+        context.tool_name[:100],
+        code=code,
+        reason=reason,
+        boundary=boundary,
+        rule=verdict.rule if verdict else "",
+        correlation_id=context.correlation_id,
     )
     logger.warning(
         "refused tool=%s persona=%s code=%s boundary=%s correlation=%s: %s",

@@ -36,8 +36,8 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from personas import services
-from personas.models import Agent, GrantProposal, Persona
+from personas import audit, services
+from personas.models import Agent, AuditEvent, GrantProposal, Persona
 from runtime.models import ArchivedStamp, PromptRegistryEntry, SnapshotImport
 from runtime.snapshot_format import (
     ENTRY_FIELDS,
@@ -53,6 +53,7 @@ from runtime.snapshot_format import (
     read_archive,
 )
 from stamps.models import CapabilityStamp
+from virgo import auditing
 
 Review = PromptRegistryEntry.Review
 
@@ -208,7 +209,7 @@ def import_persona(
     read = read_archive(archive)
     plan = plan_import(read, actor)
     lead = _lead(plan, actor, owning_lead)
-    with transaction.atomic():
+    with transaction.atomic(), auditing.channel(auditing.IMPORT):
         change = _create_persona(plan, agent, actor, lead)
         persona = change.persona
         record = SnapshotImport.objects.create(
@@ -232,6 +233,19 @@ def import_persona(
                 ),
             ]
         )
+        audit.record(
+            AuditEvent.Kind.SNAPSHOT_IMPORTED,
+            actor=actor,
+            persona=persona,
+            data={
+                "name": persona.name,
+                "persona": str(persona.uuid),
+                "source_persona": str(plan.source),
+                "archived_stamps": len(plan.stamps),
+                "learned_choices_waiting": len(plan.experience) + len(plan.overlay),
+                "held": change.proposal is not None,
+            },
+        )
     return ImportOutcome(
         persona=persona,
         snapshot_import=record,
@@ -241,6 +255,12 @@ def import_persona(
         overlay_entries=len(plan.overlay),
         skipped=plan.skipped,
     )
+
+
+# One audited action (personas.audit): the persona's creation inside it is part of the import.
+# Wrapped here rather than decorated, so that make mutation (mutmut skips decorated functions)
+# still mutates it.
+import_persona = audit.action(import_persona)
 
 
 def _pending(

@@ -43,6 +43,7 @@ from django.db.models import F
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from personas import audit
 from personas.models import AuditEvent, Generation, Persona
 from personas.signals import personas_written
 from stamps.integrity import (
@@ -180,9 +181,10 @@ def materialise(generation: Generation, stored: CapabilityStamp) -> bytes:
 
 def _record_repair(generation: Generation, path: Path, what: str, found_by: FoundBy) -> None:
     logger.warning("%s: stamp file %s %s (found by %s)", who(generation), path, what, found_by)
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.STAMP_REPAIRED,
-        persona_id=generation.persona_id,
+    audit.record(
+        AuditEvent.Kind.STAMP_REPAIRED,
+        persona=generation.persona,
+        consequence=True,
         data={
             "generation": generation.number,
             "path": str(path),
@@ -208,9 +210,10 @@ def quarantine(generation: Generation, reasons: Iterable[str], *, found_by: Foun
         if not claimed:
             return False
         Persona.objects.filter(pk=persona.pk, generation=generation.number).update(standing=False)
-        AuditEvent.objects.create(
-            kind=AuditEvent.Kind.STAMP_QUARANTINED,
-            persona_id=persona.pk,
+        audit.record(
+            AuditEvent.Kind.STAMP_QUARANTINED,
+            persona=persona,
+            consequence=True,
             data={
                 "generation": generation.number,
                 "path": path,
@@ -292,9 +295,10 @@ def _lift(generation: Generation, restoration: Restoration) -> bool:
                 standing=True
             )
             personas_written.send(Persona, uuids=[persona.uuid], after_commit=True)
-        AuditEvent.objects.create(
-            kind=AuditEvent.Kind.STAMP_RESTORED,
-            persona_id=persona.pk,
+        audit.record(
+            AuditEvent.Kind.STAMP_RESTORED,
+            persona=persona,
+            consequence=True,
             data={
                 "generation": generation.number,
                 "path": str(restoration.path),

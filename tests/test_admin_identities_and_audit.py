@@ -185,7 +185,7 @@ def test_moderators_see_every_audit_event(owner: Any, persona: Persona) -> None:
 def test_the_audit_trail_is_read_only(owner: Any, persona: Persona) -> None:
     event = services.persona_set_discoverable(
         persona=persona, actor=owner, discoverable=True, via="test"
-    ).audit_events.get()
+    ).audit_events.get(kind=AuditEvent.Kind.DISCOVERABILITY)
     client = signed_in(owner)
     detail = client.get(f"{AUDIT}{event.pk}/change/")
     assert detail.status_code == 200

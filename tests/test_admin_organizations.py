@@ -177,7 +177,9 @@ def test_a_superuser_sees_every_claim_and_approves_it(ada: Any, superuser: Any) 
     approval = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_APPROVED)
     assert approval.actor == superuser
     audit = client.get("/admin/personas/auditevent/").content.decode()
-    assert f"{DOMAIN} approved by the superuser for owner #{ada.pk}" in audit
+    # The owner by name, never by id (VX-AUDIT-2).
+    assert f"{DOMAIN} approved by the superuser for ada" in audit
+    assert f"owner #{ada.pk}" not in audit
 
 
 def test_an_owner_cannot_approve_through_the_admin(ada: Any) -> None:

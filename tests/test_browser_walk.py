@@ -52,7 +52,13 @@ def walker() -> dict[str, Any]:
             verb_subset=[*listed.verb_subset, "complete", "list_todos"],
         )
     assert change.proposal is not None
-    return {"listed": listed.pk, "listed_name": listed.name, "proposal": change.proposal.pk}
+    revoked_event = revoked.audit_events.get(kind="revoked").pk
+    return {
+        "listed": listed.pk,
+        "listed_name": listed.name,
+        "proposal": change.proposal.pk,
+        "revoked_event": revoked_event,
+    }
 
 
 def fits_the_screen(page: Page) -> None:
@@ -137,7 +143,15 @@ def test_an_owner_walks_every_page_at_1280_px(walker: dict[str, Any], browsers: 
         ada.goto("/admin/personas/auditevent/")
         admin_page(ada, form=False)
         expect(ada.locator("#result_list")).to_contain_text("ada")
+        fits_the_screen(ada)  # VX-AUDIT-2
+        expect(ada.locator("#date-hierarchy-label")).to_be_visible()
         shot("audit-trail")
+
+        ada.goto(f"/admin/personas/auditevent/{walker['revoked_event']}/change/")
+        admin_page(ada, form=False)
+        expect(ada.locator("dl.audit-details")).to_contain_text("replaced by the release")
+        assert ada.evaluate("document.documentElement.scrollWidth") <= WIDTH
+        shot("audit-event")
 
         ada.goto("/api/directory/")
         admin_page(ada, form=False)

@@ -255,7 +255,12 @@ def test_only_a_superuser_or_the_installation_approves_a_domain(ada: Any) -> Non
     claim.refresh_from_db()
     assert claim.verification == Verification.OPERATOR
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_APPROVED, actor=root)
-    assert event.data == {"domain": "hopper.example", "owner": grace.pk, "by": "superuser"}
+    assert event.data == {
+        "domain": "hopper.example",
+        "owner": grace.pk,
+        "owner_name": "grace",
+        "by": "superuser",
+    }
 
 
 @pytest.mark.parametrize(

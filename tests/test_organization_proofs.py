@@ -366,7 +366,13 @@ def test_sharing_lets_a_second_owner_name_the_domain(ada: Any) -> None:
         services.organization_share(claim=claim, with_user=grace, actor=ada)
     shared = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_SHARED)
     assert shared.actor == ada
-    assert shared.data == {"domain": DOMAIN, "owner": ada.pk, "with": grace.pk}
+    assert shared.data == {
+        "domain": DOMAIN,
+        "owner": ada.pk,
+        "owner_name": "ada",
+        "with": grace.pk,
+        "with_name": "grace",
+    }
     name_on_cards(grace, claim)
     assert names_organization(theirs, DOMAIN)
 
@@ -420,7 +426,12 @@ def test_a_superuser_approves_a_claim_and_it_is_audited(ada: Any, persona: Perso
     assert claim.verification == Verification.OPERATOR
     approval = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_APPROVED)
     assert approval.actor == root
-    assert approval.data == {"domain": DOMAIN, "owner": ada.pk, "by": "superuser"}
+    assert approval.data == {
+        "domain": DOMAIN,
+        "owner": ada.pk,
+        "owner_name": "ada",
+        "by": "superuser",
+    }
     name_on_cards(ada, claim)
     assert identity_of(card_of(persona))["organization"]["verification"] == "operator"
 

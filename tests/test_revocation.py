@@ -335,6 +335,7 @@ def test_an_audit_event_records_who_when_and_why(persona: Persona, owner: Any) -
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.REVOKED, persona=persona)
     assert event.actor == owner
     assert event.data == {
+        "name": persona.name,
         "scope": "persona",
         "generations": revocation.generations,
         "reason_code": "compromised",

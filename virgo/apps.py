@@ -8,9 +8,15 @@ class VirgoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core.management import BaseCommand
         from django.db.backends.signals import connection_created
 
-        from virgo import checks, outages, signin, telemetry  # noqa: F401  (checks registers)
+        from virgo import auditing, checks, outages, signin, telemetry  # noqa: F401  (checks registers)
+
+        # Every management command, `virgo <command>` or call_command, is audited as `cli` under
+        # an id of its own (virgo.auditing): one wrapper here, rather than one in every command.
+        if not getattr(BaseCommand.execute, "__audit_context__", False):
+            BaseCommand.execute = auditing.command_context(BaseCommand.execute)  # type: ignore[method-assign]
 
         # Tracing only when OTEL_EXPORTER_OTLP_ENDPOINT says where to (virgo.telemetry); before
         # any request, so the Django instrumentation's middleware is in place for the first.

@@ -67,3 +67,26 @@ def _settings_first(sender: Celery, **kwargs: object) -> None:
     refuse ends it there in one line, status 2, not in the traceback of an option (VX-OPS-2).
     In a process that has its settings already (web, tests) this does nothing."""
     load_settings("celery")
+
+
+# Each task runs as `task` under its own id in the audit trail (VX-AUDIT-1); the context it
+# interrupted (a request running it eagerly) is back when it ends.
+_audit_contexts: dict[str, Any] = {}
+
+
+@signals.task_prerun.connect
+def _enter_audit_context(task_id: str | None = None, **kwargs: Any) -> None:
+    from virgo import auditing
+
+    if task_id is None:
+        return
+    context = auditing.entered(auditing.TASK, task_id)
+    context.__enter__()
+    _audit_contexts[task_id] = context
+
+
+@signals.task_postrun.connect
+def _leave_audit_context(task_id: str | None = None, **kwargs: Any) -> None:
+    context = _audit_contexts.pop(task_id or "", None)
+    if context is not None:
+        context.__exit__(None, None, None)

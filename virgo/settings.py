@@ -341,6 +341,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "virgo.middleware.ResponseCountMiddleware",
+    # Through what and under which id the request's changes are audited (VX-AUDIT-1).
+    "virgo.auditing.AuditContextMiddleware",
     # The header-setting layers come first (outermost), so that every response carries the
     # security headers, including those an inner layer answers early: the 413 of the body
     # limit, the 400 of a disallowed Host, a redirect.

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
+from personas import audit
 from personas.models import Agent, AuditEvent
 from personas.services.derivation import current_skill_map
 from personas.services.generations import _queue_settle, _settle_generation, _supersede_proposals
@@ -76,9 +77,9 @@ def _narrow_personas(agent: Agent, actor: User) -> None:
         if _settle_generation(persona, skill_map):
             _supersede_proposals(persona)
         persona.save()
-        AuditEvent.objects.create(
-            kind=AuditEvent.Kind.GRANT_NARROWED,
-            actor=actor if actor.is_authenticated else None,
+        audit.record(
+            AuditEvent.Kind.GRANT_NARROWED,
+            actor=actor,
             agent=agent,
             persona=persona,
             data={

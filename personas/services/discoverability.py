@@ -7,6 +7,7 @@ owner lists or delists their own personas, a moderator may delist any but list n
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from personas import audit
 from personas.models import AuditEvent, Persona
 from personas.services.validation import User
 
@@ -33,8 +34,8 @@ def persona_set_discoverable(
         )
     if persona.discoverable == discoverable:
         return persona
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.DISCOVERABILITY,
+    audit.record(
+        AuditEvent.Kind.DISCOVERABILITY,
         actor=actor,
         persona=persona,
         agent=persona.agent,

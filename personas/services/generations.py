@@ -18,7 +18,8 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from personas.models import Generation, GrantProposal, Persona
+from personas import audit
+from personas.models import AuditEvent, Generation, GrantProposal, Persona
 from personas.services.derivation import (
     SkillMap,
     composition_hash,
@@ -86,9 +87,20 @@ def _queue_settle(persona: Persona) -> None:
 def _supersede_proposals(persona: Persona) -> None:
     """A new generation makes every pending proposal of the persona stale: each was made
     against the generation before, and its diff no longer says what approving would do."""
-    GrantProposal.objects.filter(persona=persona, status=GrantProposal.Status.PENDING).update(
-        status=GrantProposal.Status.STALE
-    )
+    pending = GrantProposal.objects.filter(persona=persona, status=GrantProposal.Status.PENDING)
+    superseded = list(pending.values_list("base_generation", flat=True))
+    pending.update(status=GrantProposal.Status.STALE)
+    for base_generation in superseded:
+        audit.record(
+            AuditEvent.Kind.PROPOSAL_STALE,
+            persona=persona,
+            data={
+                "name": persona.name,
+                "base_generation": base_generation,
+                "why": f"generation {persona.generation} was made after it",
+            },
+            consequence=True,
+        )
 
 
 def grant_diff(*, current: Generation | None, proposed: Generation) -> dict[str, Any]:
@@ -153,6 +165,21 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
             changed, ["skills", "skill_map_revision", "generation", "standing", "updated_at"]
         )
         update_each(behind_only, ["skill_map_revision"])
+        audit.record_each(
+            AuditEvent.Kind.GENERATION,
+            [
+                (
+                    persona,
+                    {
+                        "name": persona.name,
+                        "generation": generation.number,
+                        "why": "its skills or its owner's identity chain were recomputed",
+                    },
+                )
+                for persona, generation in zip(changed, generations, strict=True)
+            ],
+            consequence=True,
+        )
         # A bulk write sends no post_save: the changed cards' tokens move on this (cards.apps),
         # and again when each new generation's card is published after the commit.
         personas_written.send(Persona, uuids=[persona.uuid for persona in changed])

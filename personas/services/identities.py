@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from personas import audit
 from personas.models import AuditEvent, OrganizationDomain, OwnerIdentity, Persona
 from personas.services.derivation import _identity_of
 from personas.services.generations import SETTLE_PERSONA
@@ -135,8 +136,8 @@ def identity_proven(*, user: AbstractBaseUser, issuer: str, subject: str) -> Own
     except IntegrityError:
         # Another sign-in proved the same pair for another account in the meantime.
         raise ValidationError(taken) from None
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.IDENTITY_LINKED,
+    audit.record(
+        AuditEvent.Kind.IDENTITY_LINKED,
         actor=user,
         data={"issuer": issuer, "subject": subject, "replaced": replaced},
     )

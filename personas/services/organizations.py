@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from personas import audit
 from personas.models import AuditEvent, OrganizationDomain, Persona, Verification
 from personas.services.generations import SETTLE_PERSONA
 from virgo.queueing import queue_after_commit
@@ -90,6 +91,7 @@ def _republish(claim: OrganizationDomain) -> None:
         queue_after_commit(SETTLE_PERSONA, persona_id)
 
 
+@audit.action
 @transaction.atomic
 def organization_proven(
     *, claim: OrganizationDomain, verification: Verification
@@ -119,12 +121,13 @@ def organization_proven(
     except IntegrityError:
         raise ValidationError({"domain": _taken(claim.domain)}) from None
     if newly:
-        AuditEvent.objects.create(
-            kind=AuditEvent.Kind.ORGANIZATION_VERIFIED,
+        audit.record(
+            AuditEvent.Kind.ORGANIZATION_VERIFIED,
             actor=claim.owner,
             data={
                 "domain": claim.domain,
                 "owner": claim.owner_id,
+                "owner_name": claim.owner.get_username(),
                 "verification": verification.value,
             },
         )
@@ -134,6 +137,7 @@ def organization_proven(
     return claim
 
 
+@audit.action
 @transaction.atomic
 def organization_approve(*, claim: OrganizationDomain, actor: Any) -> OrganizationDomain:
     """A superuser, or the installation itself, vouches for the claim by hand (`operator`)."""
@@ -143,12 +147,13 @@ def organization_approve(*, claim: OrganizationDomain, actor: Any) -> Organizati
     ):
         raise PermissionDenied("only a superuser may approve an organization domain")
     claim = organization_proven(claim=claim, verification=Verification.OPERATOR)
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.ORGANIZATION_APPROVED,
+    audit.record(
+        AuditEvent.Kind.ORGANIZATION_APPROVED,
         actor=None if installation else actor,
         data={
             "domain": claim.domain,
             "owner": claim.owner_id,
+            "owner_name": claim.owner.get_username(),
             "by": "installation" if installation else "superuser",
         },
     )
@@ -170,10 +175,15 @@ def organization_lapsed(*, claim: OrganizationDomain, reason: str) -> Organizati
     claim.verification = Verification.UNVERIFIED
     claim.save(update_fields=["checked_at", "last_failure", "verified_at", "verification"])
     if was_verified:
-        AuditEvent.objects.create(
-            kind=AuditEvent.Kind.ORGANIZATION_LAPSED,
+        audit.record(
+            AuditEvent.Kind.ORGANIZATION_LAPSED,
             actor=None,
-            data={"domain": claim.domain, "owner": claim.owner_id, "reason": claim.last_failure},
+            data={
+                "domain": claim.domain,
+                "owner": claim.owner_id,
+                "owner_name": claim.owner.get_username(),
+                "reason": claim.last_failure,
+            },
         )
         _republish(claim)
     return claim
@@ -197,10 +207,16 @@ def organization_share(
     if with_user.pk == claim.owner_id:
         raise ValidationError({"shared_with": f"{with_user} owns {claim.domain} already"})
     claim.shared_with.add(with_user)
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.ORGANIZATION_SHARED,
+    audit.record(
+        AuditEvent.Kind.ORGANIZATION_SHARED,
         actor=None if actor is INSTALLATION else actor,
-        data={"domain": claim.domain, "owner": claim.owner_id, "with": with_user.pk},
+        data={
+            "domain": claim.domain,
+            "owner": claim.owner_id,
+            "owner_name": claim.owner.get_username(),
+            "with": with_user.pk,
+            "with_name": with_user.get_username(),
+        },
     )
     _republish(claim)
     return claim

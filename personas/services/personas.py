@@ -13,7 +13,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from personas.models import Agent, Generation, GrantProposal, Persona, RegisteredAddress
+from personas import audit
+from personas.models import Agent, AuditEvent, Generation, GrantProposal, Persona, RegisteredAddress
 from personas.services.addresses import resolve_address
 from personas.services.derivation import composition_hash, current_skill_map
 from personas.services.generations import (
@@ -59,6 +60,7 @@ def _apply_persona_changes(persona: Persona, changes: dict[str, Any]) -> None:
         setattr(persona, field, value)
 
 
+@audit.action
 @transaction.atomic
 def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
     """Create a persona standing at once (once stamped): the owner's own setup, such as `make
@@ -75,7 +77,59 @@ def persona_create(*, agent: Agent, actor: User, **fields: Any) -> Persona:
     _settle_generation(persona, current_skill_map())
     persona.save()
     _queue_settle(persona)
+    _record_created(persona, actor, held=False)
     return persona
+
+
+def _record_created(persona: Persona, actor: User, *, held: bool) -> None:
+    audit.record(
+        AuditEvent.Kind.PERSONA_CREATED,
+        actor=actor,
+        persona=persona,
+        data={
+            "name": persona.name,
+            "persona": str(persona.uuid),
+            "class": persona.persona_class,
+            "address": persona.address.path if persona.address_id else "",
+            "generation": persona.generation,
+            "held": held,
+        },
+    )
+
+
+def _comparable(field: str, value: Any) -> Any:
+    if field == "address":
+        return value.path if isinstance(value, RegisteredAddress) else value
+    if field == "owning_lead":
+        return str(value.uuid) if isinstance(value, Persona) else (str(value) if value else None)
+    return value
+
+
+def _changed_fields(persona: Persona, changes: dict[str, Any]) -> list[str]:
+    """The fields of `changes` whose value differs from the stored persona's: what an edit
+    changed, as the audit trail names it (a form posts every field, changed or not)."""
+    stored = Persona.objects.select_related("address", "owning_lead").get(pk=persona.pk)
+    return sorted(
+        field
+        for field, value in changes.items()
+        if field not in PERSONA_FIELDS
+        or _comparable(field, getattr(stored, field)) != _comparable(field, value)
+    )
+
+
+def _record_edited(
+    persona: Persona, actor: User, changed: list[str], proposed: Generation | None
+) -> None:
+    audit.record(
+        AuditEvent.Kind.PERSONA_EDITED,
+        actor=actor,
+        persona=persona,
+        data={
+            "name": persona.name,
+            "fields": changed,
+            "generation": proposed.number if proposed is not None else None,
+        },
+    )
 
 
 class StaleProposal(ValidationError):
@@ -130,6 +184,7 @@ def _commit_change(persona: Persona, proposed: Generation | None) -> None:
     persona.save()
 
 
+@audit.action
 @transaction.atomic
 def persona_update(
     *,
@@ -148,6 +203,7 @@ def persona_update(
     `as_drafted` compares it as it was proposed, with the draft's blank system prompt in place of
     the one the owner writes as they approve.
     """
+    changed = _changed_fields(persona, changes)
     persona, _, proposed, _ = _prepare_change(persona, actor, changes)
     if expect_composition_hash is not None and (
         proposed is None or _as_proposed(proposed, as_drafted) != expect_composition_hash
@@ -156,6 +212,7 @@ def persona_update(
             {"proposal": ["stale: what it would make is no longer what it showed; propose again"]}
         )
     _commit_change(persona, proposed)
+    _record_edited(persona, actor, changed, proposed)
     return persona
 
 
@@ -165,6 +222,7 @@ def _as_proposed(proposed: Generation, as_drafted: bool) -> str:
     return composition_hash({**proposed.composition, "system_prompt_sha256": sha256_hex(b"")})
 
 
+@audit.action
 @transaction.atomic
 def persona_submit(
     *, persona: Persona, actor: User, via: GrantProposal.Via, **changes: Any
@@ -180,10 +238,12 @@ def persona_submit(
     pending GrantProposal: nothing that runs or is advertised changes until the owner approves
     it (proposal_approve).
     """
+    changed = _changed_fields(persona, changes)
     persona, current, proposed, diff = _prepare_change(persona, actor, changes)
     if proposed is not None and current is not None and diff is not None and diff["widens"]:
         return _propose(persona, actor, via, changes, current, proposed, diff)
     _commit_change(persona, proposed)
+    _record_edited(persona, actor, changed, proposed)
     return PersonaChange(persona)
 
 
@@ -195,7 +255,11 @@ def _propose(
     current: Generation,
     proposed: Generation,
     diff: dict[str, Any],
+    *,
+    announce: bool = True,
 ) -> PersonaChange:
+    """Hold the change as a pending proposal; `announce`: audit it as proposed (a draft's
+    proposal is part of the persona's creation, audited as that)."""
     proposal = GrantProposal.objects.create(
         persona_id=persona.pk,
         via=via,
@@ -205,9 +269,24 @@ def _propose(
         diff=diff,
         proposed_by=actor if actor.is_authenticated else None,
     )
+    if announce:
+        audit.record(
+            AuditEvent.Kind.PROPOSAL_MADE,
+            actor=actor,
+            persona=persona,
+            data={
+                "name": persona.name,
+                "fields": sorted(changes),
+                "widening": list(diff.get("widening", [])),
+                "base_generation": current.number,
+                "via": via,
+                "proposal": proposal.pk,
+            },
+        )
     return PersonaChange(Persona.objects.get(pk=persona.pk), proposal)
 
 
+@audit.action
 @transaction.atomic
 def persona_draft(
     *,
@@ -243,7 +322,9 @@ def persona_draft(
     probe_diff = grant_diff(current=None, proposed=probe)
     _refuse_what_would_not_stand(probe_diff)
     if not without_prompt and not probe_diff["widens"]:
-        return PersonaChange(persona_create(agent=agent, actor=actor, **fields))
+        created = persona_create(agent=agent, actor=actor, **fields)
+        _record_created(created, actor, held=False)
+        return PersonaChange(created)
     grant = {field: fields.pop(field) for field in GRANT_FIELDS if field in fields}
     persona = Persona(agent=agent)
     empty: dict[str, Any] = {field: [] for field in GRANT_FIELDS}
@@ -257,7 +338,9 @@ def persona_draft(
     if diff is None or proposed is None or current is None or not diff["widens"]:
         problems = "; ".join(diff["next_problems"]) if diff else "it changes nothing"
         raise ValidationError({"verb_subset": [f"would not make the persona stand: {problems}"]})
-    return _propose(persona, actor, via, grant, current, proposed, diff)
+    change = _propose(persona, actor, via, grant, current, proposed, diff, announce=False)
+    _record_created(change.persona, actor, held=True)
+    return change
 
 
 def _stored_changes(changes: dict[str, Any]) -> dict[str, Any]:
@@ -288,4 +371,10 @@ def persona_delete(*, persona: Persona, actor: User) -> None:
         persona_purge(persona=persona, actor=actor)
         return
     _require_owner(actor, persona.agent)
+    audit.record(
+        AuditEvent.Kind.PERSONA_DELETED,
+        actor=actor,
+        persona=persona,
+        data={"name": persona.name, "persona": str(persona.uuid), "agent_name": persona.agent.name},
+    )
     persona.delete()

@@ -9,7 +9,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from personas.models import Generation, GrantProposal, Persona
+from personas import audit
+from personas.models import AuditEvent, Generation, GrantProposal, Persona
 from personas.services.personas import (
     StaleProposal,
     _loaded_changes,
@@ -67,6 +68,7 @@ def proposal_next_generation(*, proposal: GrantProposal, actor: User) -> Generat
     return proposed
 
 
+@audit.action
 def proposal_approve(
     *, proposal: GrantProposal, actor: User, system_prompt: str | None = None
 ) -> Persona:
@@ -106,6 +108,11 @@ def proposal_approve(
                 raise ValidationError(
                     {"system_prompt": ["only a draft's prompt is written on approval"]}
                 )
+            # Decided before the change is made: the change makes every proposal still pending
+            # stale (and audits it), which this one is not.
+            GrantProposal.objects.filter(pk=proposal.pk).update(
+                status=GrantProposal.Status.APPROVED
+            )
             persona = persona_update(
                 persona=persona,
                 actor=actor,
@@ -115,13 +122,21 @@ def proposal_approve(
             )
             _decide(proposal, actor, GrantProposal.Status.APPROVED, persona.generation)
             return persona
-    except StaleProposal:
-        GrantProposal.objects.filter(pk=proposal.pk, status=GrantProposal.Status.PENDING).update(
-            status=GrantProposal.Status.STALE
-        )
+    except StaleProposal as stale:
+        marked = GrantProposal.objects.filter(
+            pk=proposal.pk, status=GrantProposal.Status.PENDING
+        ).update(status=GrantProposal.Status.STALE)
+        if marked:
+            _record(
+                proposal,
+                actor,
+                AuditEvent.Kind.PROPOSAL_STALE,
+                why=" ".join(stale.messages),
+            )
         raise
 
 
+@audit.action
 @transaction.atomic
 def proposal_reject(*, proposal: GrantProposal, actor: User) -> GrantProposal:
     """The owner rejects: nothing of the persona changes."""
@@ -138,3 +153,20 @@ def _decide(
     proposal.decided_at = timezone.now()
     proposal.applied_generation = generation
     proposal.save(update_fields=["status", "decided_by", "decided_at", "applied_generation"])
+    kind = {
+        GrantProposal.Status.APPROVED: AuditEvent.Kind.PROPOSAL_APPROVED,
+        GrantProposal.Status.REJECTED: AuditEvent.Kind.PROPOSAL_REJECTED,
+    }[status]
+    _record(proposal, actor, kind, generation=generation)
+
+
+def _record(proposal: GrantProposal, actor: User, kind: AuditEvent.Kind, **extra: object) -> None:
+    persona = Persona.objects.select_related("agent").get(pk=proposal.persona_id)
+    data = {
+        "name": persona.name,
+        "fields": sorted(proposal.changes),
+        "base_generation": proposal.base_generation,
+        "via": proposal.via,
+        **{key: value for key, value in extra.items() if value is not None},
+    }
+    audit.record(kind, actor=actor, persona=persona, data=data)

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from personas import audit
 from personas.models import AuditEvent, Generation, Persona, PurgedPersona, RevocationReason
 from personas.services.status_list import status_revoke
 from personas.services.validation import User
@@ -29,6 +30,7 @@ class Revocation:
     at: Any
 
 
+@audit.action
 @transaction.atomic
 def persona_revoke(
     *,
@@ -103,12 +105,13 @@ def persona_revoke(
         persona.standing = False
         fields.append("standing")
     persona.save(update_fields=fields)
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.REVOKED,
+    audit.record(
+        AuditEvent.Kind.REVOKED,
         actor=actor,
         persona=persona,
         agent=persona.agent,
         data={
+            "name": persona.name,
             "scope": "persona" if generation is None else "generation",
             "generations": numbers,
             "reason_code": reason_code,
@@ -140,6 +143,7 @@ KEPT_TOMBSTONE = (
 )
 
 
+@audit.action
 @transaction.atomic
 def persona_purge(*, persona: Persona, actor: User) -> None:
     """Delete a revoked persona (or one whose current generation is revoked), keeping what its
@@ -173,13 +177,14 @@ def keep_tombstone(persona: Persona, *, actor: User | None, via: str = "purge") 
         listed=persona.discoverable,
         purged_by=actor,
     )
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.PURGED,
+    audit.record(
+        AuditEvent.Kind.PURGED,
         actor=actor,
         data={
             "persona": str(persona.uuid),
             "name": persona.name,
             "agent": persona.agent_id,
+            "agent_name": persona.agent.name,
             "via": via,
             "revoked_at": tombstone.revoked_at.isoformat(),
             "reason_code": tombstone.reason,

@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F
 
+from personas import audit
 from personas.catalogue import unknown_verbs
 from personas.models import AuditEvent, Skill, SkillMapRevision
 from personas.services.generations import FAN_OUT_SKILL_MAP
@@ -59,9 +60,9 @@ def skill_delete(*, actor: User, skill: Skill) -> None:
 
 
 def _record_map_change(actor: User, slug: str, change: str) -> None:
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.SKILL_MAP_CHANGED,
-        actor=actor if actor.is_authenticated else None,
+    audit.record(
+        AuditEvent.Kind.SKILL_MAP_CHANGED,
+        actor=actor,
         data={"skill": slug, "change": change},
     )
     SkillMapRevision.objects.get_or_create(pk=1)

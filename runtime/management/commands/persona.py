@@ -307,6 +307,7 @@ class Command(BaseCommand):
                     actor=agent.owner,
                     persona_class=options["persona_class"],
                     address=address,
+                    source=options["source"],
                 )
         except card_import.CardImportError as exc:
             raise CommandError(str(exc)) from None
