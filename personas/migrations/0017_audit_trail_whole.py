@@ -13,7 +13,7 @@ def name_the_actors(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("personas", "0015_revocation_status_list"),
+        ("personas", "0016_registry_search_indexes"),
     ]
 
     operations = [
