@@ -242,11 +242,13 @@ def describe(kind: str, data: dict[str, Any]) -> str:
 
 
 def _describe_revocation(data: dict[str, Any]) -> str:
-    numbers = ", ".join(str(number) for number in data.get("generations", []))
+    generations = data.get("generations", [])
+    numbers = ", ".join(str(number) for number in generations)
+    counted = "generation" if len(generations) == 1 else "generations"
     scope = "the whole persona" if data.get("scope") == "persona" else "its current generation"
     why = f": {data['reason']}" if data.get("reason") else ""
     return (
-        f"{scope} revoked (generations {numbers or 'none'}), {data.get('reason_code') or '?'}"
+        f"{scope} revoked ({counted} {numbers or 'none'}), {data.get('reason_code') or '?'}"
         f"{why}; by its {data.get('as') or 'owner'} via {data.get('via') or '?'}"
     )
 

@@ -293,7 +293,7 @@ def test_a_revocation_and_a_purge_read_as_words_in_the_audit_trail() -> None:
         services.persona_purge(persona=persona, actor=moderator)
     client = signed_in(moderator)
     page = client.get("/admin/personas/auditevent/").content.decode()
-    assert "the whole persona revoked (generations 1), compromised: key leaked" in page
+    assert "the whole persona revoked (generation 1), compromised: key leaked" in page
     assert "by its owner via test" in page
     assert re.search(r"Old face \([0-9a-f-]{36}\) purged by a superuser; its tombstone kept", page)
     assert "None None" not in page
