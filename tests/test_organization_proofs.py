@@ -100,7 +100,12 @@ def test_a_dns_txt_record_proves_the_domain_and_the_card_names_it(
     assert checked.last_failure == ""
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.ORGANIZATION_VERIFIED)
     assert event.actor == ada
-    assert event.data == {"domain": DOMAIN, "owner": ada.pk, "verification": "dns-txt"}
+    assert event.data == {
+        "domain": DOMAIN,
+        "owner": ada.pk,
+        "owner_name": "ada",
+        "verification": "dns-txt",
+    }
     name_on_cards(ada, checked)
     card = card_of(persona)
     assert card["provider"] == {"organization": DOMAIN, "url": f"https://{DOMAIN}/"}
