@@ -7,6 +7,7 @@ card withdrawn, out of the directory, runtime refusing) with an ERROR line, an a
 the admin saying which file and why, until `virgo stamp restore` or a new generation.
 """
 
+import itertools
 import json
 import logging
 import resource
@@ -63,7 +64,13 @@ def alter(persona: Persona) -> bytes:
 
 
 def card_status(persona: Persona) -> int:
-    return Client().get(persona.card_path).status_code
+    # A peer address of its own per read: the card limit counts per address in the Redis every
+    # test on this worker shares, and these tests are about what a card says, not the limit.
+    peer = f"198.51.100.{next(_peers)}"
+    return Client(REMOTE_ADDR=peer).get(persona.card_path).status_code
+
+
+_peers = itertools.cycle(range(1, 255))
 
 
 def listed(reader: Any) -> set[str]:
