@@ -114,16 +114,18 @@ def record_each(
     kind: AuditEvent.Kind,
     about: Iterable[tuple[Persona, dict[str, Any]]],
     *,
+    actor: Any = None,
     consequence: bool = False,
 ) -> list[AuditEvent]:
-    """`record()` of one kind for many personas (a batch's new generations), in one insert, so
-    a batch costs the same queries whatever its size. The personas' agents should be loaded."""
+    """`record()` of one kind for many personas (a batch's new generations, an agent's personas
+    deleted with it), in one insert, so a batch costs the same queries whatever its size. The
+    personas' agents should be loaded."""
     if _depth.get() > 1 and not consequence:
         return []
     events = [
         _event(
             kind,
-            actor=None,
+            actor=actor,
             actor_name="",
             persona=persona,
             agent=None,
@@ -171,7 +173,8 @@ def describe(kind: str, data: dict[str, Any]) -> str:
         case Kind.GENERATION:
             return f"{name} at {which}: {said('why', 'recomputed')}"
         case Kind.PERSONA_DELETED:
-            return f"{name} deleted"
+            with_agent = f" with its agent {said('agent_name')}" if data.get("with_agent") else ""
+            return f"{name} deleted{with_agent}"
         case Kind.PROPOSAL_MADE:
             why = "; ".join(data.get("widening", [])) or "it widens the grant"
             return f"change of {name} held for the owner: {why}"

@@ -233,6 +233,39 @@ def test_an_edit_through_the_api_is_one_record_and_a_widening_one_proposal() -> 
     )
 
 
+def test_approving_a_proposal_through_the_api_is_one_record() -> None:
+    """VX-AUDIT-1: POST /api/proposals/<id>/approve/ (the owner's session, as a token may not
+    approve what it proposed): one "grant change approved" naming the owner, the fields and
+    the new generation, through the API under the request's id; no "persona changed" beside
+    it (the change is the approval's)."""
+    persona = standing_persona(extra=("claim",))
+    owner = persona.agent.owner
+    with run_on_commit():
+        held = token_client(owner).patch(
+            f"/api/personas/{persona.uuid}/",
+            {"verb_subset": [*persona.verb_subset, ADDED]},
+            format="json",
+        )
+    assert held.status_code == 202, held.content
+    new = NewEvents()
+    session = session_client(owner)
+    with run_on_commit():
+        answer = session.post(
+            f"{held.json()['url']}approve/",
+            HTTP_X_CSRFTOKEN=csrf_token(session),
+            **request_id("req-approve-api"),
+        )
+    assert answer.status_code == 200, answer.content
+    approved = new.one(Kind.PROPOSAL_APPROVED)
+    assert [e.kind for e in new()] == [Kind.PROPOSAL_APPROVED]
+    assert (approved.actor_name, approved.channel, approved.correlation_id) == (
+        owner.username,
+        "api",
+        "req-approve-api",
+    )
+    assert approved.data["fields"] == ["verb_subset"] and approved.data["generation"] == 2
+
+
 def test_a_proposal_overtaken_by_a_change_goes_stale_once() -> None:
     """VX-AUDIT-1: a change made after a proposal makes it stale: one "persona changed" and,
     as its consequence, one "grant change gone stale"; approving it then adds nothing more."""
@@ -289,6 +322,59 @@ def test_a_deletion_in_the_admin_is_one_record() -> None:
         "admin",
         "req-admin-d",
     )
+
+
+def test_deleting_an_agent_is_one_persona_deleted_record_for_each_of_its_personas() -> None:
+    """VX-AUDIT-1: DELETE /api/agents/<id>/ deletes its personas with it: one "persona
+    deleted" for each, by the owner's name through the API under the request's id, each naming
+    the persona and the agent; nothing else."""
+    first = standing_persona()
+    owner = first.agent.owner
+    second = make_persona(first.agent)
+    new = NewEvents()
+    url = f"/api/agents/{first.agent.pk}/"
+    response = token_client(owner).delete(url, **request_id("req-agent-d"))
+    assert response.status_code == 204, response.content
+    events = new(Kind.PERSONA_DELETED)
+    assert [e.kind for e in new()] == [Kind.PERSONA_DELETED] * 2
+    assert sorted(e.data["name"] for e in events) == sorted([first.name, second.name])
+    assert {(e.actor_name, e.channel, e.correlation_id) for e in events} == {
+        (owner.username, "api", "req-agent-d")
+    }
+    assert {e.data["agent_name"] for e in events} == {first.agent.name}
+    assert audit.describe(events[0].kind, events[0].data).endswith(
+        f"deleted with its agent {first.agent.name}"
+    )
+
+
+def test_an_agent_deleted_in_the_admin_is_one_record_per_persona_and_a_purge() -> None:
+    """VX-AUDIT-1: the admin's delete page of an agent: one "persona deleted" through the admin
+    for each persona it took with it; a superuser's revoked persona among them is one "purged"
+    (its tombstone kept), never "deleted" too."""
+    root = get_user_model().objects.create_superuser("agent-purger", password="x" * 20)
+    kept = standing_persona(root)
+    revoked = make_persona(kept.agent)
+    with run_on_commit():
+        services.persona_revoke(
+            persona=revoked,
+            actor=root,
+            reason_code="compromised",
+            reason="its key leaked",
+            via="api",
+        )
+    new = NewEvents()
+    page = reverse("admin:personas_agent_delete", args=[kept.agent.pk])
+    response = admin_client(root).post(page, {"post": "yes"}, **request_id("req-admin-ad"))
+    assert response.status_code == 302
+    deleted = new.one(Kind.PERSONA_DELETED)
+    assert (deleted.data["name"], deleted.actor_name, deleted.channel) == (
+        kept.name,
+        "agent-purger",
+        "admin",
+    )
+    assert deleted.correlation_id == "req-admin-ad"
+    assert new.one(Kind.PURGED).data["name"] == revoked.name
+    assert sorted(e.kind for e in new()) == sorted([Kind.PERSONA_DELETED, Kind.PURGED])
 
 
 def test_a_purge_in_the_admin_is_one_record() -> None:
@@ -746,7 +832,7 @@ def test_the_admin_list_is_searchable_filtered_and_dated(trail: dict[str, Any]) 
 
 def test_the_admin_detail_reads_as_words(trail: dict[str, Any]) -> None:
     """VX-AUDIT-2: an event's page shows what happened as labelled values (a definition list):
-    no JSON dump, no "None", no raw ids; it is read-only."""
+    no JSON dump, no "None", no raw ids; it is read-only, with no History link."""
     event = AuditEvent.objects.get(kind=Kind.REVOKED)
     client = admin_client(trail["owner"])
     page = client.get(f"{AUDIT}{event.pk}/change/")
@@ -766,6 +852,8 @@ def test_the_admin_detail_reads_as_words(trail: dict[str, Any]) -> None:
         assert not value.isdigit() or "generation" in label, (label, value)
     assert client.post(f"{AUDIT}{event.pk}/change/", {"kind": "x"}).status_code == 403
     assert client.post(f"{AUDIT}{event.pk}/delete/", {"post": "yes"}).status_code == 403
+    # An event is never changed: the page offers no history of its changes either.
+    assert "historylink" not in body and f"{event.pk}/history/" not in body
 
 
 def test_every_kind_is_told_in_words_without_none() -> None:

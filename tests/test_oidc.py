@@ -62,12 +62,27 @@ def start(client: Client, url: str = "/admin/oidc/mock/login/?next=/admin/", **p
     return response["Location"]
 
 
+CALLBACK_REQUEST = "req-oidc-callback"
+
+
 def come_back(client: Client, location: str) -> Any:
-    """The browser follows the provider's redirect back to Virgo's callback."""
+    """The browser follows the provider's redirect back to Virgo's callback (under a request id
+    the audit trail should name)."""
     parts = urlsplit(location)
     assert f"{parts.scheme}://{parts.netloc}{parts.path}" == CALLBACK
     with run_on_commit():
-        return client.get(f"{parts.path}?{parts.query}")
+        return client.get(f"{parts.path}?{parts.query}", HTTP_X_REQUEST_ID=CALLBACK_REQUEST)
+
+
+def the_linking_event(user: Any) -> AuditEvent:
+    """VX-AUDIT-1: a proven identity is one "identity linked" naming the account by name,
+    through the admin, under the callback's request id."""
+    events = list(AuditEvent.objects.filter(kind=AuditEvent.Kind.IDENTITY_LINKED))
+    assert len(events) == 1, [(e.actor_name, e.data) for e in events]
+    event = events[0]
+    assert (event.actor, event.actor_name) == (user, user.username)
+    assert (event.channel, event.correlation_id) == ("admin", CALLBACK_REQUEST)
+    return event
 
 
 def sign_in(client: Client, provider: Provider, subject: str) -> Any:
@@ -111,7 +126,8 @@ def test_a_first_sign_in_makes_a_staff_owner_whose_card_names_the_proven_pair(
     """VX-ID-1: an unlinked (issuer, subject) gets an account of its own: a staff owner named
     after the issuer's host and a digest of the pair, with no usable password, its display name
     from the ID token's name claim, its issuer and subject those of the verified ID token, proven
-    since now and audited. The session it gets works in the admin and the API, and the card of
+    since now and audited once, by the new account's name through the callback (VX-AUDIT-1).
+    The session it gets works in the admin and the API, and the card of
     a persona it makes names the issuer and subject as proven by oidc."""
     oidc_provider.set_claims("alice-sub", name="Alice Example", email="alice@example.org")
     client = Client()
@@ -129,7 +145,7 @@ def test_a_first_sign_in_makes_a_staff_owner_whose_card_names_the_proven_pair(
         "alice-sub",
     )
     assert identity.identity_verified_at is not None
-    event = AuditEvent.objects.get(kind=AuditEvent.Kind.IDENTITY_LINKED, actor=user)
+    event = the_linking_event(user)
     assert event.data == {"issuer": oidc_provider.issuer, "subject": "alice-sub", "replaced": None}
 
     # The session is an ordinary Django session: DRF's SessionAuthentication takes it.
@@ -207,7 +223,8 @@ def test_a_password_owner_links_the_identity_and_their_cards_follow(
     oidc_provider: Provider,
 ) -> None:
     """VX-ID-1: a signed-in password owner links explicitly (a POST with CSRF from their
-    OpenID Connect page); the proven pair is attached to that account, audited, and every card
+    OpenID Connect page); the proven pair is attached to that account, audited once as an
+    identity linked by dora through the admin's callback (VX-AUDIT-1), and every card
     of theirs is republished naming it. Later, signing in with the issuer signs in to that
     account."""
     dora = make_owner("dora", oidc=False)
@@ -232,6 +249,7 @@ def test_a_password_owner_links_the_identity_and_their_cards_follow(
         "dora-sub",
     )
     assert identity.display_name == "Dora"  # linking proves the pair; it renames nobody
+    assert the_linking_event(dora).data["subject"] == "dora-sub"
     assert Persona.objects.get(pk=persona.pk).generation == persona.generation + 1
     owner = identity_card(persona, client)["owner"]
     assert (owner["issuer"], owner["subject"], owner["verification"]) == (
