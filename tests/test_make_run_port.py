@@ -20,6 +20,10 @@ from tests.fresh_checkout import REPO, clean_environment, make_fresh_checkout
 from virgo.envfile import write_env_file
 from virgo.ports import port_problem
 
+# It runs `make` in a fresh checkout, as tests/test_printed_commands.py does: processes of their
+# own, which a mutant of this process's code never reaches.
+pytestmark = pytest.mark.live
+
 TIMEOUT = 120
 # GNU make's own line for a recipe that failed, after the recipe's.
 MAKE_TRAILER = re.compile(r"^make: \*\*\* \[Makefile:\d+: run\] Error 2$")
