@@ -233,6 +233,36 @@ def test_an_edit_through_the_api_is_one_record_and_a_widening_one_proposal() -> 
     )
 
 
+def test_rejecting_a_proposal_in_the_admin_is_one_record() -> None:
+    """VX-AUDIT-1: "Reject" on the admin's diff page: one "grant change rejected" naming the
+    owner and the fields, through the admin under the request's id; nothing else."""
+    persona = standing_persona(extra=("claim",))
+    owner = persona.agent.owner
+    with run_on_commit():
+        change = services.persona_submit(
+            persona=persona,
+            actor=owner,
+            via=GrantProposal.Via.API,
+            verb_subset=[*persona.verb_subset, ADDED],
+        )
+    assert change.proposal is not None
+    new = NewEvents()
+    review = f"/admin/personas/grantproposal/{change.proposal.pk}/change/"
+    with run_on_commit():
+        response = admin_client(owner).post(
+            review, {"decision": "reject"}, **request_id("req-admin-reject")
+        )
+    assert response.status_code == 302, response.content
+    rejected = new.one(Kind.PROPOSAL_REJECTED)
+    assert [e.kind for e in new()] == [Kind.PROPOSAL_REJECTED]
+    assert (rejected.actor_name, rejected.channel, rejected.correlation_id) == (
+        owner.username,
+        "admin",
+        "req-admin-reject",
+    )
+    assert rejected.data["fields"] == ["verb_subset"]
+
+
 def test_approving_a_proposal_through_the_api_is_one_record() -> None:
     """VX-AUDIT-1: POST /api/proposals/<id>/approve/ (the owner's session, as a token may not
     approve what it proposed): one "grant change approved" naming the owner, the fields and
