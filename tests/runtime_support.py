@@ -4,6 +4,8 @@ import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractUser
 
 from personas.models import Generation, Persona, PersonaClass
+from runtime import transport
 from runtime.handler import handle
+from runtime.models import DecisionRecord
 from runtime.stamp import load_active_stamp
 from stamps.factory import PersonaIdentity, build_stamp
 from stamps.models import CapabilityStamp
@@ -22,6 +26,28 @@ from tests.factories import address, make_agent, make_owner, make_persona
 from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 _correlations = itertools.count(1)
+
+
+class RecordingTransport:
+    """A transport that keeps what it was asked to carry, instead of reaching the hub."""
+
+    def __init__(self) -> None:
+        self.sent: list[DecisionRecord] = []
+
+    def confirmation_requested(self, record: DecisionRecord) -> None:
+        self.sent.append(record)
+
+
+@contextmanager
+def recording_transport() -> Iterator[RecordingTransport]:
+    """The runtime's transport is a RecordingTransport while the block runs."""
+    recording = RecordingTransport()
+    previous = transport.register(recording)
+    try:
+        yield recording
+    finally:
+        transport.register(previous)
+
 
 CLASS_ADDRESSES = {
     PersonaClass.SECRETARY: "root/secretary",

@@ -9,19 +9,15 @@ question is whether the filter's index *can* answer it, not what a small table p
 """
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from bench.data import add_personas, make_fleet
-from personas.models import Persona
-from tests.factories import DEPLOYER_VERBS, make_agent, make_owner, make_persona, standing_verbs
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.search_support import analysed_fleet
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
@@ -29,35 +25,11 @@ ALIKE = 2000
 GRACE = "grace-works.example"
 
 
-@pytest.fixture(autouse=True)
-def fresh_rate_limits() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
 def client(live_postgres: None) -> APIClient:
-    fleet = make_fleet()
-    add_personas(fleet, ALIKE, start=1)
-    # Listed as if their stamps stood: the plans are the question here, and the three that
-    # answer are made (and stamped) the real way below.
-    Persona.objects.filter(agent=fleet.agent).update(standing=True)
-    grace = make_agent(make_owner("grace", organization=GRACE))
-    for index in range(3):
-        make_persona(
-            grace,
-            name=f"Zephyr {index}",
-            description="Ships each release with a quokka.",
-            verb_subset=standing_verbs("coder-deputy", *DEPLOYER_VERBS),
-            discoverable=True,
-        )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE personas_persona")
-        cursor.execute("ANALYZE personas_generation")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=fleet.owner).key}")
-    return client
+    # The bulk copies listed as if their stamps stood: the plans are the question here, and the
+    # three that answer are made (and stamped) the real way.
+    return analysed_fleet(alike=ALIKE, organization=GRACE, alike_stand=True)
 
 
 def search_plan(client: APIClient, query: dict[str, Any]) -> tuple[list[str], str]:

@@ -10,49 +10,23 @@ UPPER(name) LIKE, matches none) leaves only bitmaps of the whole discoverable in
 """
 
 import json
-from collections.abc import Iterator
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from bench.data import add_personas, make_fleet
-from tests.factories import DEPLOYER_VERBS, make_agent, make_owner, make_persona, standing_verbs
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.search_support import analysed_fleet
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
 ALIKE = 3000
 
 
-@pytest.fixture(autouse=True)
-def fresh_rate_limits() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
 def client(live_postgres: None) -> APIClient:
-    fleet = make_fleet()
-    add_personas(fleet, ALIKE, start=1)
-    grace = make_agent(make_owner("grace", organization="grace-works.example"))
-    for index in range(3):
-        make_persona(
-            grace,
-            name=f"Zephyr {index}",
-            description="Ships each release with a quokka.",
-            verb_subset=standing_verbs("coder-deputy", *DEPLOYER_VERBS),
-            discoverable=True,
-        )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE personas_persona")
-        cursor.execute("ANALYZE personas_generation")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=fleet.owner).key}")
-    return client
+    return analysed_fleet(alike=ALIKE, organization="grace-works.example")
 
 
 def page_plan(client: APIClient, query: str) -> tuple[list[str], str]:

@@ -13,14 +13,18 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from personas.models import Persona, PersonaClass
-from runtime import transport
 from runtime.explain import explain
 from runtime.handler import handle
 from runtime.models import DecisionRecord, RefusalRecord
 from runtime.rules import EXAMPLE_PERSONA, RULES, RULES_BY_ID, Example
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits, session_client, token_client  # noqa: F401
-from tests.runtime_support import correlation, standing_persona
+from tests.runtime_support import (
+    RecordingTransport,
+    correlation,
+    recording_transport,
+    standing_persona,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -37,22 +41,10 @@ def private_home(tmp_path: Path, settings) -> Path:
     return settings.VIRGO_HOME
 
 
-class Recording:
-    """A transport that keeps what it was asked to carry, instead of reaching the hub."""
-
-    def __init__(self) -> None:
-        self.sent: list[DecisionRecord] = []
-
-    def confirmation_requested(self, record: DecisionRecord) -> None:
-        self.sent.append(record)
-
-
 @pytest.fixture(autouse=True)
-def hub() -> Iterator[Recording]:
-    recording = Recording()
-    previous = transport.register(recording)
-    yield recording
-    transport.register(previous)
+def hub() -> Iterator[RecordingTransport]:
+    with recording_transport() as recording:
+        yield recording
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +104,7 @@ EXAMPLES = [(rule.id, example) for rule in RULES for example in (*rule.match, *r
 
 @pytest.mark.parametrize(("rule_id", "example"), EXAMPLES, ids=lambda v: getattr(v, "tool", v))
 def test_every_example_of_the_rule_table_gets_the_same_verdict_and_rule_as_handle(
-    rule_id: str, example: Example, private_home: Path, hub: Recording
+    rule_id: str, example: Example, private_home: Path, hub: RecordingTransport
 ) -> None:
     """VX-EXPLAIN-1: explain and handle() agree on each example; explain wrote nothing, asked
     nobody; and where the persona has the tool, a match example is decided by its own row."""
@@ -149,7 +141,7 @@ CALLS = [
 
 @pytest.mark.parametrize("persona_class", list(PersonaClass))
 def test_real_calls_of_each_class_agree_with_handle(
-    persona_class: str, private_home: Path, hub: Recording
+    persona_class: str, private_home: Path, hub: RecordingTransport
 ) -> None:
     """VX-EXPLAIN-1: for every class, a table of ordinary, confirmed, denied and refused calls
     is answered by explain as handle() then decides it; explain alone writes nothing."""

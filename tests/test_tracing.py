@@ -13,11 +13,16 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime import transport
 from runtime.explain import explain
 from runtime.handler import decide, handle
 from runtime.vectors import export
-from tests.runtime_support import correlation, standing_persona, start_standalone
+from tests.runtime_support import (
+    RecordingTransport,
+    correlation,
+    recording_transport,
+    standing_persona,
+    start_standalone,
+)
 from virgo import telemetry
 
 pytestmark = pytest.mark.django_db
@@ -31,20 +36,10 @@ def private_home(tmp_path: Path, settings: Any) -> Path:
     return settings.VIRGO_HOME
 
 
-class Recording:
-    def __init__(self) -> None:
-        self.sent: list[Any] = []
-
-    def confirmation_requested(self, record: Any) -> None:
-        self.sent.append(record)
-
-
 @pytest.fixture(autouse=True)
-def hub() -> Iterator[Recording]:
-    recording = Recording()
-    previous = transport.register(recording)
-    yield recording
-    transport.register(previous)
+def hub() -> Iterator[RecordingTransport]:
+    with recording_transport() as recording:
+        yield recording
 
 
 @pytest.fixture

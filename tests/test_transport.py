@@ -15,27 +15,21 @@ from runtime.checks import check_transport
 from runtime.models import DecisionRecord
 from tests.channel_support import DELETE
 from tests.factories import run_on_commit
-from tests.runtime_support import call, correlation, standing_persona
+from tests.runtime_support import (
+    RecordingTransport,
+    call,
+    correlation,
+    recording_transport,
+    standing_persona,
+)
 
 pytestmark = pytest.mark.django_db
 
 
-class Recording:
-    """A transport that keeps what the runtime hands it."""
-
-    def __init__(self) -> None:
-        self.requested: list[DecisionRecord] = []
-
-    def confirmation_requested(self, record: DecisionRecord) -> None:
-        self.requested.append(record)
-
-
 @pytest.fixture
-def recording() -> Iterator[Recording]:
-    provider = Recording()
-    previous = transport.register(provider)
-    yield provider
-    transport.register(previous)
+def recording() -> Iterator[RecordingTransport]:
+    with recording_transport() as provider:
+        yield provider
 
 
 @pytest.fixture
@@ -53,7 +47,7 @@ def test_virgo_channel_registers_itself_as_the_transport() -> None:
 
 
 def test_a_held_call_reaches_its_authority_through_the_registered_transport(
-    recording: Recording,
+    recording: RecordingTransport,
 ) -> None:
     """Issue 14, V1-CONF-1, V1-CONF-2: a call held for confirmation is handed, once, as its stored
     pending record, to whichever transport is registered; the runtime knows no other."""
@@ -63,7 +57,7 @@ def test_a_held_call_reaches_its_authority_through_the_registered_transport(
     with run_on_commit():
         result = call(persona, "workspace_write", DELETE, cid)
     assert result["code"] == "confirmation_required", result
-    [record] = recording.requested
+    [record] = recording.sent
     assert record == DecisionRecord.objects.get(correlation_id=cid)
     assert record.decision == DecisionRecord.Decision.PENDING
     assert record.operation["arguments"]["mode"] == "delete"
