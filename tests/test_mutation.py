@@ -1,15 +1,22 @@
 """The mutation report's pieces on tiny inputs (mutation/): counts, diffs, kept reasons, modules.
 
 Nothing here runs mutmut: these prove that a run's outcomes are counted and written down
-correctly, and that a reason written by hand survives the next run.
+correctly, that a reason written by hand survives the next run, and that the plugin mutmut's
+sessions load orders their tests and copies their database in.
 """
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from mutation import order, report, run
 from mutation.report import ModuleScore, Mutant, RunInfo
+
+REPO = Path(__file__).resolve().parent.parent
 
 DIFF = """\
 --- stamps/validation.py
@@ -236,3 +243,49 @@ def test_a_run_over_some_modules_keeps_the_others_from_their_last_run() -> None:
     assert report.kept_modules(legacy)["stamps/projections.py"].row.endswith(
         "| 2026-11-02 09:00 UTC, abc1234 |"
     )
+
+
+TEMPLATE_PROBE = """
+import pytest
+
+from personas.models import Skill
+
+
+@pytest.mark.django_db
+def test_the_default_skill_map_is_there() -> None:
+    assert Skill.objects.exists()
+"""
+
+_TWO_SESSIONS = """
+import os, subprocess, sys
+command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutation.order",
+           "-v", "-s", "--ds", "virgo.test_settings", "test_probe.py"]
+for _ in range(2):
+    done = subprocess.run(command, capture_output=True, text=True)
+    print(done.returncode, "Creating test database" in done.stdout + done.stderr)
+"""
+
+
+@pytest.mark.live
+def test_a_later_session_of_the_run_copies_the_first_migrated_database_in(tmp_path: Path) -> None:
+    """Decision 246: of two sessions run by one process (as mutmut forks its clean run, stats
+    pass and mutants), the first migrates and keeps its database as a file; the second copies it
+    in without migrating, and finds what the migrations loaded (the default skill map)."""
+    (tmp_path / "test_probe.py").write_text(TEMPLATE_PROBE)
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "REDIS_CACHE_URL"}
+    }
+    environment["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_SESSIONS],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.split("\n")[:2] == ["0 True", "0 False"], done.stdout + done.stderr
+    assert len(list(tmp_path.glob(".mutation-test-database-*.sqlite3"))) == 1
