@@ -1,6 +1,11 @@
-"""Fixtures every test gets: a private VIRGO_HOME, and stamp rows that never block a flush.
+"""Fixtures every test gets: a private VIRGO_HOME, an empty per-process cache, and stamp rows
+that never block a flush.
 
 Building a generation writes its stamp file under VIRGO_HOME, so each test gets its own.
+The per-process cache holds rate-limit counts (a card read from the test client's one address
+counts against 60 a minute) and card tokens: an earlier test on the same worker must not decide
+this one's answer. A shared cache (Redis, which the workers share) is left alone: a test that
+uses one keys its own.
 Stored stamps refuse deletion while their generation exists (a database trigger), and a
 transactional test ends with a flush that deletes tables in no fixed order; deleting the
 generations first (their stamps follow, stamps.signals) lets that flush always succeed.
@@ -10,6 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
+
+
+@pytest.fixture(autouse=True)
+def empty_local_cache() -> None:
+    cache = caches["default"]
+    if isinstance(cache, LocMemCache):
+        cache.clear()
 
 
 @pytest.fixture(autouse=True)
