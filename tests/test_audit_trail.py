@@ -188,6 +188,27 @@ def test_a_persona_created_and_approved_in_the_admin_is_one_record_each() -> Non
     assert approved.data["generation"] == 2
 
 
+def answered_through_the_api(owner: Any, proposal: str, answer: str, request: str) -> AuditEvent:
+    """The owner's session answers the proposal at URL `proposal` ("approve" or "reject") under
+    request id `request`: the one event that made, naming the owner, through the API."""
+    kind = Kind.PROPOSAL_APPROVED if answer == "approve" else Kind.PROPOSAL_REJECTED
+    new = NewEvents()
+    session = session_client(owner)
+    with run_on_commit():
+        response = session.post(
+            f"{proposal}{answer}/", HTTP_X_CSRFTOKEN=csrf_token(session), **request_id(request)
+        )
+    assert response.status_code == 200, response.content
+    event = new.one(kind)
+    assert [e.kind for e in new()] == [kind]
+    assert (event.actor_name, event.channel, event.correlation_id) == (
+        owner.username,
+        "api",
+        request,
+    )
+    return event
+
+
 def test_an_edit_through_the_api_is_one_record_and_a_widening_one_proposal() -> None:
     """VX-AUDIT-1: a narrowing PATCH is made at once: one "persona changed" naming the fields
     and the new generation; a widening PATCH is held: one "grant change proposed", nothing
@@ -215,22 +236,7 @@ def test_an_edit_through_the_api_is_one_record_and_a_widening_one_proposal() -> 
     assert (proposed.channel, proposed.correlation_id) == ("api", "req-w")
     assert any(ADDED in reason for reason in proposed.data["widening"])
 
-    reject = NewEvents()
-    session = session_client(owner)
-    with run_on_commit():
-        answer = session.post(
-            f"{held.json()['url']}reject/",
-            HTTP_X_CSRFTOKEN=csrf_token(session),
-            **request_id("req-reject"),
-        )
-    assert answer.status_code == 200, answer.content
-    rejected = reject.one(Kind.PROPOSAL_REJECTED)
-    assert [e.kind for e in reject()] == [Kind.PROPOSAL_REJECTED]
-    assert (rejected.actor_name, rejected.channel, rejected.correlation_id) == (
-        owner.username,
-        "api",
-        "req-reject",
-    )
+    answered_through_the_api(owner, held.json()["url"], "reject", "req-reject")
 
 
 def test_rejecting_a_proposal_in_the_admin_is_one_record() -> None:
@@ -277,22 +283,7 @@ def test_approving_a_proposal_through_the_api_is_one_record() -> None:
             format="json",
         )
     assert held.status_code == 202, held.content
-    new = NewEvents()
-    session = session_client(owner)
-    with run_on_commit():
-        answer = session.post(
-            f"{held.json()['url']}approve/",
-            HTTP_X_CSRFTOKEN=csrf_token(session),
-            **request_id("req-approve-api"),
-        )
-    assert answer.status_code == 200, answer.content
-    approved = new.one(Kind.PROPOSAL_APPROVED)
-    assert [e.kind for e in new()] == [Kind.PROPOSAL_APPROVED]
-    assert (approved.actor_name, approved.channel, approved.correlation_id) == (
-        owner.username,
-        "api",
-        "req-approve-api",
-    )
+    approved = answered_through_the_api(owner, held.json()["url"], "approve", "req-approve-api")
     assert approved.data["fields"] == ["verb_subset"] and approved.data["generation"] == 2
 
 
