@@ -239,9 +239,8 @@ def test_an_edit_through_the_api_is_one_record_and_a_widening_one_proposal() -> 
     answered_through_the_api(owner, held.json()["url"], "reject", "req-reject")
 
 
-def test_rejecting_a_proposal_in_the_admin_is_one_record() -> None:
-    """VX-AUDIT-1: "Reject" on the admin's diff page: one "grant change rejected" naming the
-    owner and the fields, through the admin under the request's id; nothing else."""
+def held_widening() -> tuple[Any, Any, GrantProposal]:
+    """A standing persona, its owner, and the proposal their widening of it is held as."""
     persona = standing_persona(extra=("claim",))
     owner = persona.agent.owner
     with run_on_commit():
@@ -252,8 +251,15 @@ def test_rejecting_a_proposal_in_the_admin_is_one_record() -> None:
             verb_subset=[*persona.verb_subset, ADDED],
         )
     assert change.proposal is not None
+    return persona, owner, change.proposal
+
+
+def test_rejecting_a_proposal_in_the_admin_is_one_record() -> None:
+    """VX-AUDIT-1: "Reject" on the admin's diff page: one "grant change rejected" naming the
+    owner and the fields, through the admin under the request's id; nothing else."""
+    _, owner, proposal = held_widening()
     new = NewEvents()
-    review = f"/admin/personas/grantproposal/{change.proposal.pk}/change/"
+    review = f"/admin/personas/grantproposal/{proposal.pk}/change/"
     with run_on_commit():
         response = admin_client(owner).post(
             review, {"decision": "reject"}, **request_id("req-admin-reject")
@@ -290,16 +296,7 @@ def test_approving_a_proposal_through_the_api_is_one_record() -> None:
 def test_a_proposal_overtaken_by_a_change_goes_stale_once() -> None:
     """VX-AUDIT-1: a change made after a proposal makes it stale: one "persona changed" and,
     as its consequence, one "grant change gone stale"; approving it then adds nothing more."""
-    persona = standing_persona(extra=("claim",))
-    owner = persona.agent.owner
-    with run_on_commit():
-        change = services.persona_submit(
-            persona=persona,
-            actor=owner,
-            via=GrantProposal.Via.API,
-            verb_subset=[*persona.verb_subset, ADDED],
-        )
-    assert change.proposal is not None
+    persona, owner, proposal = held_widening()
     new = NewEvents()
     with run_on_commit():
         services.persona_update(persona=persona, actor=owner, description="moved on")
@@ -308,7 +305,7 @@ def test_a_proposal_overtaken_by_a_change_goes_stale_once() -> None:
     assert stale.data["base_generation"] == 1
     after = NewEvents()
     with pytest.raises(Exception, match="stale"):
-        services.proposal_approve(proposal=change.proposal, actor=owner)
+        services.proposal_approve(proposal=proposal, actor=owner)
     assert after() == []
 
 
