@@ -10,7 +10,9 @@ the admin saying which file and why, until `virgo stamp restore` or a new genera
 import itertools
 import json
 import logging
+import re
 import resource
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,12 @@ from django.core.management.base import CommandError, SystemCheckError
 from django.test import Client
 
 from cards import fastpath
+from personas import audit
 from personas.models import AuditEvent, Generation, Persona
 from runtime.stamp import StampUnavailable, load_active_stamp
+from stamps.integrity import stamp_file_messages
 from stamps.models import CapabilityStamp
-from stamps.quarantine import quarantined_personas, sweep
+from stamps.quarantine import FoundBy, quarantined_personas, restore, settle, sweep
 from stamps.storage import stamp_path
 from stamps.tasks import verify_stamp_files
 from tests.factories import make_agent, make_owner, make_persona, update_persona
@@ -391,3 +395,109 @@ def test_stamp_show_says_quarantined(fleet: dict[str, Persona]) -> None:
     shown = out.getvalue()
     assert "QUARANTINED:" in shown and "was altered" in shown
     assert json.loads(shown[shown.index("{") :])["persona"]["id"] == str(altered.uuid)
+
+
+# What a repair and a restore leave behind ------------------------------------------------------
+
+
+def named(persona: Persona) -> str:
+    return f"persona {persona.name!r} ({persona.uuid}) generation {persona.generation}"
+
+
+def inside_another_action(work: Callable[..., Any]) -> Callable[..., Any]:
+    """`work` as an audited action inside an outer one, where all it records but consequences
+    is dropped (personas.audit.action)."""
+    return audit.action(audit.action(work))
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines stamps.quarantine logged (the eager Celery tasks log their own)."""
+    return [r.getMessage() for r in caplog.records if r.name == "stamps.quarantine"]
+
+
+def test_a_repair_says_which_file_and_is_recorded_as_a_consequence(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: a file others may read, found by the sweep inside another audited action, is
+    made owner-private: one WARNING line naming the persona, the file, the repair and who found
+    it, and one "stamp repaired" event about that persona with the same facts, recorded though
+    the action around it records for itself (a consequence); the check's warning names it."""
+    kept = fleet["Kept"]
+    path = file_of(kept)
+    path.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger="stamps.quarantine"):
+        report = inside_another_action(sweep)()
+    assert report.repaired == [str(kept.uuid)]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert said(caplog) == [
+        f"{named(kept)}: stamp file {path} made owner-private (mode 600) "
+        "(found by the verification sweep)"
+    ]
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_REPAIRED)
+    assert event.persona == kept
+    assert event.data == {
+        "generation": 1,
+        "path": str(path),
+        "repair": "made owner-private (mode 600)",
+        "found_by": "the verification sweep",
+    }
+    path.chmod(0o644)
+    [warning] = settle(
+        Generation.objects.get(persona=kept, number=1),
+        stamp_file_messages(Generation.objects.get(persona=kept, number=1)),
+        found_by=FoundBy.CHECK,
+    )
+    assert (warning.id, warning.obj) == ("virgo.W004", kept)
+
+
+def test_restoring_one_quarantined_persona_leaves_another_quarantined(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: of two personas quarantined at the same generation, restoring one lifts its
+    quarantine alone; the altered file is set aside under the UTC time it was found; one INFO
+    line says what was restored, where the old file is kept and that the quarantine is lifted;
+    the event is about that persona, and recorded inside an outer action too."""
+    first, second = fleet["Altered"], fleet["Other"]
+    alter(first)
+    alter(second)
+    assert sorted(sweep().quarantined) == sorted([str(first.uuid), str(second.uuid)])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="stamps.quarantine"):
+        restoration = inside_another_action(restore)(persona=first)
+    assert restoration.ok and restoration.lifted
+    assert restoration.generation.standing is True
+    assert re.fullmatch(
+        r"CAPABILITY-STAMP\.json\.set-aside-\d{8}T\d{12}Z", restoration.set_aside.name
+    )
+    assert (standing(first), standing(second)) == (True, False)
+    assert Generation.objects.get(persona=second, number=1).standing is False
+    assert said(caplog) == [
+        f"{named(first)}: stamp file {file_of(first)} restored from the stored stamp (the file "
+        f"found there is kept as {restoration.set_aside}); quarantine lifted"
+    ]
+    assert AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_RESTORED).persona == first
+
+
+def test_restoring_a_lost_file_of_a_standing_persona_sets_nothing_aside_and_lifts_nothing(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: restore of a persona at its second generation whose file is not there writes
+    the stored bytes, sets nothing aside, lifts nothing (it stands): the line and the event say
+    exactly that."""
+    persona = update_persona(fleet["Lost"], description="a second generation")
+    assert persona.generation == 2
+    file_of(persona).unlink()
+    with caplog.at_level(logging.INFO, logger="stamps.quarantine"):
+        restoration = restore(persona=persona)
+    assert restoration.ok and not restoration.lifted and restoration.set_aside is None
+    assert file_of(persona).read_bytes() == stored_bytes(persona)
+    assert said(caplog) == [
+        f"{named(persona)}: stamp file {file_of(persona)} restored from the stored stamp"
+    ]
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_RESTORED)
+    assert event.data == {
+        "generation": 2,
+        "path": str(file_of(persona)),
+        "set_aside": "",
+        "lifted": False,
+    }
