@@ -16,7 +16,7 @@ import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from django.core.cache import cache
 from django.db import connection
 from django.test import Client
@@ -150,6 +150,33 @@ def test_one_changed_byte_fails_verification(owner: Any) -> None:
         assert changed != body
         with pytest.raises(InvalidSignaturesError):
             verify(json.loads(changed))
+
+
+def ed25519_signer(kid: str) -> Signer:
+    """A signer of its own (Ed25519 signs deterministically: the same bytes give the same
+    signature, so two ways of signing can be compared byte for byte)."""
+    return Signer(SigningKey(kid=kid, algorithm="EdDSA"), ed25519.Ed25519PrivateKey.generate())
+
+
+def test_a_card_signed_again_is_byte_for_byte_the_card_signed_afresh(owner: Any) -> None:
+    """VX-TRUST-3: re-signing a stored card (a key rotation, cards.publishing) keeps every byte
+    before its signatures and writes exactly what signing the card afresh with the new set
+    writes, not the default set's; a stored body of another shape (pretty-printed, or spaced
+    with no signatures member at all) is read and written again, compact."""
+    persona = make_persona(make_agent(owner), discoverable=True)
+    card = unsigned_card(served_card(persona))
+    body, payload = signing.signed_card_body(card, [ed25519_signer("old")])
+    rotated = [ed25519_signer("new"), ed25519_signer("retiring")]
+    afresh, _ = signing.signed_card_body(card, rotated, payload)
+    assert signing.resigned_card_body(body, rotated, payload) == afresh
+    pretty = json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode()
+    assert signing.resigned_card_body(pretty, rotated, payload) == afresh
+    # Ending in a list, as a signed body does, but spaced and holding no signatures member.
+    last_a_list = {**{k: v for k, v in card.items() if k != "skills"}, "skills": card["skills"]}
+    unsigned = json.dumps(last_a_list, ensure_ascii=False).encode()
+    assert unsigned.endswith(b"]}")
+    expected, _ = signing.signed_card_body(last_a_list, rotated, payload)
+    assert signing.resigned_card_body(unsigned, rotated, payload) == expected
 
 
 def test_a_signature_by_a_kid_not_in_the_jwks_fails(owner: Any) -> None:
