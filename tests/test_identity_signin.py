@@ -7,9 +7,12 @@ import hashlib
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from personas import services
 from personas.models import AuditEvent, OwnerIdentity
+from personas.services import identities
 from tests.factories import make_owner
 
 pytestmark = pytest.mark.django_db
@@ -46,12 +49,38 @@ def test_a_nameless_token_names_the_owner_after_the_account_and_a_long_name_is_c
 
 
 def test_the_same_pair_signs_in_to_the_same_account_again() -> None:
-    """VX-ID-1: a linked pair signs in to its account; nothing new is made or audited."""
+    """VX-ID-1: a linked pair signs in to its account, read in one query; nothing new is made
+    or audited."""
     first = services.identity_signin(issuer=ISSUER, subject="s-4")
-    again = services.identity_signin(issuer=ISSUER, subject="s-4", display_name="Other")
+    with CaptureQueriesContext(connection) as queries:
+        again = services.identity_signin(issuer=ISSUER, subject="s-4", display_name="Other")
     assert again == first
+    # Found by its pair at once: no account is begun and rolled back to find it.
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
     assert User.objects.count() == 1
     assert OwnerIdentity.objects.get(user=first).display_name == first.username
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.IDENTITY_LINKED).count() == 1
+
+
+def test_a_sign_in_that_loses_the_race_for_a_new_pair_signs_in_to_the_winners_account(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-ID-1: two first sign-ins of one pair at once: the one that finds no account but then
+    cannot make one (the other made it in between) signs in to the account the other made; no
+    second account, no second link."""
+    winner = services.identity_signin(issuer=ISSUER, subject="s-race")
+    real_lookup = identities.linked_user
+    looked = []
+
+    def before_the_other_committed(**pair: str) -> object:
+        looked.append(pair)
+        return None if len(looked) == 1 else real_lookup(**pair)
+
+    monkeypatch.setattr(identities, "linked_user", before_the_other_committed)
+    loser = services.identity_signin(issuer=ISSUER, subject="s-race")
+    assert loser == winner
+    assert looked == [{"issuer": ISSUER, "subject": "s-race"}] * 2
+    assert User.objects.count() == 1
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.IDENTITY_LINKED).count() == 1
 
 
