@@ -397,3 +397,59 @@ def test_a_link_or_a_fifo_in_place_of_a_key_file_is_refused(tmp_path: Path) -> N
         if reader.is_alive():  # let the blocked open return, so the thread ends
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
     assert f"signing key file {fifo} is not a regular file" in str(outcome[0])
+
+
+def test_each_key_operation_records_who_did_it_and_exactly_what(tmp_path: Path) -> None:
+    """VX-AUDIT-1, VX-TRUST-3: creating (an imported key), rotating (to a new Ed25519 key, then
+    to the default), retiring, and revoking (the active Ed25519 key, which puts a new Ed25519
+    key in its place; a retiring one, which puts none) each record one event naming the account
+    that acted and what was done: the kid, its algorithm, whether it was imported, what it
+    replaced or what replaced it."""
+    from personas.models import AuditEvent
+
+    Kind = AuditEvent.Kind
+    holder = make_owner("keyholder")
+    pem = tmp_path / "imported.pem"
+    pem.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    pem.chmod(0o600)
+    created = keys.create_key(import_from=pem, actor=holder)
+    rotated = keys.rotate(algorithm="EdDSA", actor=holder)
+    assert (created.algorithm, rotated.algorithm) == ("EdDSA", "EdDSA")
+    keys.retire(created.kid, actor=holder)
+    keys.revoke(rotated.kid, actor=holder)
+    replacement = SigningKey.objects.get(state=SigningKey.State.ACTIVE)
+    assert replacement.algorithm == "EdDSA"  # of the revoked active key's algorithm
+    again = keys.rotate(actor=holder)
+    keys.revoke(replacement.kid, actor=holder)
+    events = list(AuditEvent.objects.filter(kind__startswith="key-").order_by("id"))
+    assert {(event.actor, event.actor_name) for event in events} == {(holder, "keyholder")}
+    ed, es = "EdDSA", "ES256"
+    assert [(event.kind, event.data) for event in events] == [
+        (Kind.KEY_CREATED, {"kid": created.kid, "algorithm": ed, "imported": True}),
+        (
+            Kind.KEY_ROTATED,
+            {"kid": rotated.kid, "algorithm": ed, "replaces": [created.kid], "imported": False},
+        ),
+        (Kind.KEY_RETIRED, {"kid": created.kid, "algorithm": ed}),
+        (Kind.KEY_REVOKED, {"kid": rotated.kid, "algorithm": ed, "replaced_by": replacement.kid}),
+        (
+            Kind.KEY_ROTATED,
+            {"kid": again.kid, "algorithm": es, "replaces": [replacement.kid], "imported": False},
+        ),
+        (Kind.KEY_REVOKED, {"kid": replacement.kid, "algorithm": ed, "replaced_by": ""}),
+    ]
+
+
+def test_the_first_key_is_of_the_algorithm_asked_and_only_the_first() -> None:
+    """VX-TRUST-1: `create_key` makes the first active key of the algorithm it is given; with an
+    active key it refuses, pointing at a rotation."""
+    first = keys.create_key(algorithm="EdDSA")
+    assert (first.algorithm, first.state) == ("EdDSA", SigningKey.State.ACTIVE)
+    with pytest.raises(keys.KeyRefused, match=r"^an active key exists; `virgo keys rotate`"):
+        keys.create_key()
