@@ -355,11 +355,13 @@ class Server:
         self, host: str = "127.0.0.1", *, status: int = 200, headers=None, body: bytes = b""
     ) -> None:
         self.requests: list[tuple[str, str, str]] = []
+        self.encodings_asked: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def answer(self) -> None:
                 server.requests.append((self.command, self.path, self.headers.get("Host", "")))
+                server.encodings_asked.append(self.headers.get("Accept-Encoding", ""))
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(status)
                 for name, value in (headers or {}).items():
@@ -510,6 +512,18 @@ def test_fetch_reads_the_answer_as_sent_from_the_checked_address(only_127_0_0_1:
         assert fetched.headers["X-Kept"] == "yes"
         host = server.url.removeprefix("http://")
         assert server.requests == [("GET", "/.well-known/x", host)]
+        assert server.encodings_asked == ["identity"]
+
+
+def test_fetch_of_a_name_dials_its_address_and_says_the_name(settings) -> None:
+    """VX-SEC-3: a fetch of a URL that names its host dials the address it checked and says
+    the name in Host (what a virtual host answers by), asking for no content encoding."""
+    allow_loopback(settings)
+    with Server(body=b"ok") as server:
+        by_name = server.url.replace("127.0.0.1", "localhost")
+        assert outbound.fetch(f"{by_name}/x", what="url", timeout=5, limit=8).body == b"ok"
+    assert server.requests == [("GET", "/x", by_name.removeprefix("http://"))]
+    assert server.encodings_asked == ["identity"]
 
 
 def test_fetch_stops_reading_past_its_limit_and_names_the_argument(only_127_0_0_1: None) -> None:
