@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth import authenticate
 from django.contrib.auth.backends import ModelBackend
 from django.core.management import call_command
@@ -200,7 +201,13 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         page = sign_in(browser, ada.username, PASSWORD)
         assert page.status_code == 503
         assert 0 < int(page["Retry-After"]) <= 5
-        assert "Sign-in is unavailable for a moment" in page.content.decode()
+        body = page.content.decode()
+        assert "Sign-in is unavailable for a moment" in body
+        # The admin's own page (its title and header), saying when to try again.
+        seconds = int(page["Retry-After"])
+        assert f"Try again in {seconds} second{'s' if seconds != 1 else ''}." in body
+        assert "<title>Sign-in unavailable | " in body
+        assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in body
         assert "_auth_user_id" not in browser.session
         token = APIClient(REMOTE_ADDR=ATTACKER).post(
             TOKEN, {"username": ada.username, "password": PASSWORD}, format="json"
