@@ -5,6 +5,7 @@ can be lifted by `virgo signin unlock`."""
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -285,6 +286,23 @@ def test_a_lockout_is_lifted_and_unlock_says_what_it_lifted(settings: Any) -> No
     assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
     # A new count starts: the next failures are counted from zero.
     assert guess(ada.username, times=5) == [200] * 5
+
+
+def test_a_lift_starts_a_new_count_in_an_owner_private_file(settings: Any) -> None:
+    """VX-SEC-4: where the counts are this server's own, lifting a budget writes its new
+    generation (16 hex digits) to an owner-private file in an owner-private directory under
+    VIRGO_HOME; with the limits switched off there was nothing to lift: it says 0."""
+    from virgo import signin
+
+    budget = signin.Budget(signin.USERNAME, "nobody-yet")
+    assert signin.lift(budget) == 0
+    path = budget.generation_file
+    assert re.fullmatch(r"[0-9a-f]{16}", path.read_text(encoding="ascii"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    settings.RATELIMIT_ENABLE = False
+    guess("nobody-else", times=3)
+    assert signin.lift(signin.Budget(signin.USERNAME, "nobody-else")) == 0
 
 
 def page_commands(page: str, *, username: str, address: str) -> list[list[str]]:
