@@ -19,6 +19,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import override_settings
+from prometheus_client import REGISTRY
 
 from cards import fastpath
 from cards.models import PublishedCard
@@ -91,15 +92,17 @@ def call(
     path: str,
     *,
     method: str = "GET",
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str | None] | None = None,
     address: str = "198.51.100.7",
     scheme: str = "http",
+    server_name: str = "testserver",
 ) -> Answer:
+    """The app's answer to a request; `headers` may set Host to None to send none."""
     environ = {
         "REQUEST_METHOD": method,
         "PATH_INFO": path,
         "QUERY_STRING": "",
-        "SERVER_NAME": "testserver",
+        "SERVER_NAME": server_name,
         "SERVER_PORT": "80",
         "SERVER_PROTOCOL": "HTTP/1.1",
         "HTTP_HOST": "testserver",
@@ -109,7 +112,13 @@ def call(
         "wsgi.errors": sys.stderr,
     }
     for name, value in (headers or {}).items():
-        environ["HTTP_" + name.upper().replace("-", "_")] = value
+        key = name.upper().replace("-", "_")
+        # WSGI names the body's length and type without the HTTP_ prefix (PEP 3333).
+        key = key if key in ("CONTENT_LENGTH", "CONTENT_TYPE") else "HTTP_" + key
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
     answered: dict[str, Any] = {}
 
     def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
@@ -307,6 +316,50 @@ def test_a_host_django_refuses_is_refused_from_memory_too(app: Any, persona: Per
     assert headers["X-Frame-Options"] == "DENY"
 
 
+@pytest.mark.parametrize(
+    ("setting", "allowed", "refused"),
+    [
+        ({}, {"Host": "testserver"}, {"Host": "evil.example"}),
+        (
+            {"USE_X_FORWARDED_HOST": True},
+            {"X-Forwarded-Host": "testserver"},
+            {"X-Forwarded-Host": "evil.example"},
+        ),
+        ({}, {"Host": None}, {"Host": None, "server_name": "evil.example"}),
+    ],
+)
+def test_a_host_served_from_memory_never_vouches_for_another(
+    app: Any, persona: Persona, settings: Any, setting: dict[str, Any], allowed: dict, refused: dict
+) -> None:
+    """S9-HDR-2: the fast path remembers Django's verdict on each origin it sees; once a card
+    was answered from memory for an allowed host (by Host, by X-Forwarded-Host where trusted,
+    or by the server's name when no Host is sent), a request for a host Django refuses is still
+    refused (400), never answered from the remembered verdict."""
+    for name, value in setting.items():
+        setattr(settings, name, value)
+
+    def asked(given: dict[str, Any]) -> int:
+        given = dict(given)
+        server_name = given.pop("server_name", "testserver")
+        return call(app, card_path(persona), headers=given, server_name=server_name)[0]
+
+    assert [asked(allowed), asked(allowed)] == [200, 200]  # the second from memory
+    assert asked(refused) == 400
+
+
+def test_a_proxy_saying_https_is_heard_after_plain_http_was_answered_from_memory(
+    app: Any, persona: Persona, settings: Any
+) -> None:
+    """S9-HDR-2: behind a proxy that says HTTPS in a header, a card answered from memory over
+    plain HTTP does not make the next request through HTTPS plain too: it carries HSTS."""
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_HSTS_SECONDS = 3600
+    plain = [call(app, card_path(persona))[1] for _ in range(2)]
+    assert all("Strict-Transport-Security" not in headers for headers in plain)
+    secure = call(app, card_path(persona), headers={"X-Forwarded-Proto": "https"})[1]
+    assert secure["Strict-Transport-Security"] == "max-age=3600"
+
+
 def test_https_redirect_and_hsts_as_the_full_stack_has_them(
     persona: Persona, settings: Any, django_app: Any
 ) -> None:
@@ -325,9 +378,42 @@ def test_https_redirect_and_hsts_as_the_full_stack_has_them(
 
 
 def test_preconditions_the_view_evaluates_fall_through(app: Any, persona: Persona) -> None:
-    """If-Match is the view's to answer (412), from memory or not."""
-    assert call(app, card_path(persona))[0] == 200
-    assert call(app, card_path(persona), headers={"If-Match": '"nope"'})[0] == 412
+    """If-Match and If-Unmodified-Since are the view's to answer (412), and If-Modified-Since
+    (304 for a time after the card's), from memory or not."""
+    path = card_path(persona)
+    assert [call(app, path)[0], call(app, path)[0]] == [200, 200]  # the second from memory
+    assert call(app, path, headers={"If-Match": '"nope"'})[0] == 412
+    long_ago, to_come = "Mon, 01 Jan 2001 00:00:00 GMT", "Fri, 01 Jan 2100 00:00:00 GMT"
+    assert call(app, path, headers={"If-Unmodified-Since": long_ago})[0] == 412
+    assert call(app, path, headers={"If-Modified-Since": to_come})[0] == 304
+
+
+def answered_from_memory() -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "virgo_card_responses_total", {"status": "200", "served_by": "memory"}
+        )
+        or 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    "body_headers", [{"Content-Length": "5"}, {"Transfer-Encoding": "chunked"}]
+)
+def test_a_request_with_a_body_is_the_views_to_answer(
+    app: Any, persona: Persona, body_headers: dict[str, str]
+) -> None:
+    """A card request that says it carries a body (a length, or chunks) goes to Django, which
+    reads (and limits) bodies; only a plain GET or HEAD, or one whose length is empty or 0, is
+    answered from memory."""
+    path = card_path(persona)
+    call(app, path)
+    before = answered_from_memory()
+    for plain in ({"Content-Length": ""}, {"Content-Length": "0"}, {}):
+        assert call(app, path, headers=plain)[0] == 200
+    assert answered_from_memory() == before + 3
+    call(app, path, headers=body_headers)
+    assert answered_from_memory() == before + 3
 
 
 def test_rates_read_as_django_ratelimit_writes_them() -> None:
