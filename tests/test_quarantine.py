@@ -29,7 +29,15 @@ from personas.models import AuditEvent, Generation, Persona
 from runtime.stamp import StampUnavailable, load_active_stamp
 from stamps.integrity import stamp_file_messages
 from stamps.models import CapabilityStamp
-from stamps.quarantine import FoundBy, quarantined_personas, restore, settle, sweep
+from stamps.quarantine import (
+    FoundBy,
+    quarantine,
+    quarantine_message,
+    quarantined_personas,
+    restore,
+    settle,
+    sweep,
+)
 from stamps.storage import stamp_path
 from stamps.tasks import verify_stamp_files
 from tests.factories import make_agent, make_owner, make_persona, update_persona
@@ -501,3 +509,68 @@ def test_restoring_a_lost_file_of_a_standing_persona_sets_nothing_aside_and_lift
         "set_aside": "",
         "lifted": False,
     }
+
+
+def test_a_quarantine_says_why_once_and_how_to_bring_it_back(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: the first reader to quarantine a generation gets True and logs one ERROR line
+    naming the persona, every reason and the restore command; a second gets False. The sweep
+    then says in one INFO line what it did; `virgo check` says the same reasons and the way
+    back, about that persona (virgo.E012), and "no reason recorded" where none was."""
+    altered = fleet["Altered"]
+    generation = Generation.objects.get(persona=altered, number=1)
+    with caplog.at_level(logging.INFO, logger="stamps.quarantine"):
+        assert quarantine(generation, ["one", "two"], found_by=FoundBy.LOAD) is True
+        assert quarantine(generation, ["again"], found_by=FoundBy.LOAD) is False
+    assert said(caplog) == [
+        f"{named(altered)}: stamp quarantined: quarantined by the runtime's load; one; two. Its "
+        "card is withdrawn and its runtime refuses until the file is restored "
+        f"(`virgo stamp restore {altered.uuid}`) or a new generation is made."
+    ]
+    generation.refresh_from_db()
+    message = quarantine_message(generation)
+    assert (message.id, message.obj) == ("virgo.E012", altered)
+    assert message.msg == (
+        f"{named(altered)} is quarantined: quarantined by the runtime's load; one; two"
+    )
+    assert message.hint == (
+        f"Restore its file from the stored stamp with `virgo stamp restore {altered.uuid}`, "
+        "or make a new generation."
+    )
+    generation.not_standing_reasons = []
+    assert quarantine_message(generation).msg.endswith("is quarantined: no reason recorded")
+
+
+@pytest.mark.parametrize("fault", ["readable by others", "altered"])
+def test_the_sweep_says_what_it_did_in_one_line_and_nothing_when_it_did_nothing(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture, fault: str
+) -> None:
+    """VX-OPS-4: a sweep that repaired a file, or quarantined one, ends with one INFO line of
+    its counts; a sweep that found everything in order says nothing."""
+    persona = fleet["Kept"]
+    if fault == "altered":
+        alter(persona)
+    else:
+        file_of(persona).chmod(0o644)
+    caplog.set_level(logging.INFO, logger="stamps.quarantine")
+    sweep()
+    repaired, quarantined = (1, 0) if fault == "readable by others" else (0, 1)
+    assert said(caplog)[-1] == (
+        f"stamp sweep: 4 files verified, {repaired} repaired, {quarantined} quarantined, "
+        "0 unreadable"
+    )
+    caplog.clear()
+    sweep()
+    assert said(caplog) == []
+
+
+def test_the_sweep_reads_only_each_personas_current_generation(fleet: dict[str, Persona]) -> None:
+    """VX-OPS-4: a file of a generation the persona has moved on from is not its stamp any
+    more: the sweep neither reads nor quarantines it, and the persona keeps standing."""
+    persona = update_persona(fleet["Kept"], description="its second generation")
+    old = stamp_path(persona.uuid, 1)
+    old.write_bytes(old.read_bytes().replace(b'"access":"allow"', b'"access":"confirm"', 1))
+    report = sweep()
+    assert report.quarantined == [] and report.verified == 4
+    assert standing(persona) is True
