@@ -382,16 +382,22 @@ def test_sharing_lets_a_second_owner_name_the_domain(ada: Any) -> None:
     assert names_organization(theirs, DOMAIN)
 
 
-def test_removing_a_shared_domain_takes_it_off_every_owners_card(ada: Any) -> None:
-    """VX-ID-2: a claim its owner removes leaves the cards of the owners it was shared with
-    too: theirs are settled again and no longer name the domain."""
-    claim = services.organization_approve(claim=claim_for(ada), actor=services.INSTALLATION)
+def persona_of_an_owner_it_is_shared_with(claim: Any, ada: Any) -> Persona:
+    """A persona of grace, with whom ada shared the verified `claim`, whose card names it."""
     grace = make_owner("grace", organization="")
     theirs = make_persona(make_agent(grace), discoverable=True)
     with run_on_commit():
         services.organization_share(claim=claim, with_user=grace, actor=ada)
     name_on_cards(grace, claim)
     assert names_organization(theirs, DOMAIN)
+    return theirs
+
+
+def test_removing_a_shared_domain_takes_it_off_every_owners_card(ada: Any) -> None:
+    """VX-ID-2: a claim its owner removes leaves the cards of the owners it was shared with
+    too: theirs are settled again and no longer name the domain."""
+    claim = services.organization_approve(claim=claim_for(ada), actor=services.INSTALLATION)
+    theirs = persona_of_an_owner_it_is_shared_with(claim, ada)
     with run_on_commit():
         services.organization_remove(claim=claim, actor=ada)
     assert not names_organization(theirs, DOMAIN)
@@ -403,12 +409,7 @@ def test_a_shared_domain_that_lapses_leaves_every_card(
 ) -> None:
     """VX-ID-2: a lapse settles the cards of the owners it was shared with too."""
     claim = prove_by_dns(proof_world, claim_for(ada))
-    grace = make_owner("grace", organization="")
-    theirs = make_persona(make_agent(grace), discoverable=True)
-    with run_on_commit():
-        services.organization_share(claim=claim, with_user=grace, actor=ada)
-    name_on_cards(grace, claim)
-    assert names_organization(theirs, DOMAIN)
+    theirs = persona_of_an_owner_it_is_shared_with(claim, ada)
     proof_world.zone.records.clear()
     with run_on_commit():
         proofs.check_domain(claim)
