@@ -68,6 +68,11 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     page = refused.content.decode()
     assert "Too many failed sign-ins for this username or from this address" in page
     assert "virgo signin unlock" in page
+    # The admin's own page, its title, and the pause in whole minutes rounded up.
+    minutes = -(-int(refused["Retry-After"]) // 60)
+    assert f"try again in {minutes} minute{'s' if minutes != 1 else ''}." in page
+    assert f"<title>Sign-in paused | {admin.site.site_title}</title>" in page
+    assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in page
     assert "_auth_user_id" not in Client(REMOTE_ADDR=ATTACKER).session
 
     # The username, from anywhere; the address, for anyone.
@@ -207,7 +212,7 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         # The admin's own page (its title and header), saying when to try again.
         seconds = int(page["Retry-After"])
         assert f"Try again in {seconds} second{'s' if seconds != 1 else ''}." in body
-        assert "<title>Sign-in unavailable | " in body
+        assert f"<title>Sign-in unavailable | {admin.site.site_title}</title>" in body
         assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in body
         assert "_auth_user_id" not in browser.session
         token = APIClient(REMOTE_ADDR=ATTACKER).post(
