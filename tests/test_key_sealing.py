@@ -104,6 +104,10 @@ def test_kek_rotation_add_rewrap_remove_still_signs(settings: Any) -> None:
         assert sealing.sealed_under(key.private_key_sealed) == new_print
     assert old not in out and new not in out
     assert "already" in keys_command("rewrap")
+    again = keys.rewrap()
+    signing = SigningKey.objects.filter(state__in=["active", "retiring"]).order_by("pk")
+    assert again.current == [key.kid for key in signing]  # each key, none left out
+    assert (again.resealed, again.sealed_from_file, again.left) == ([], [], [])
 
     settings.VIRGO_KEY_ENCRYPTION_KEYS = [new]
     keys._opened.clear()
@@ -124,6 +128,8 @@ def test_rewrap_says_which_key_it_cannot_open_and_fails(settings: Any) -> None:
         keys_command("rewrap")
     key.refresh_from_db()
     assert key.private_key_sealed == before
+    [(kid, why)] = keys.rewrap().left
+    assert kid == key.kid and "key-encryption key" in why
 
 
 @pytest.mark.django_db(transaction=True)
