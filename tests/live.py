@@ -6,6 +6,7 @@ the tests that need it. Run by hand without them, those tests skip and say what 
 """
 
 import os
+import random
 import re
 import secrets
 import shutil
@@ -54,10 +55,45 @@ def wait_until(
         time.sleep(0.05)
 
 
+# Test servers listen below the kernel's ephemeral range: a port bind(0) hands out lies inside it,
+# and any outgoing connection on the machine (this suite opens thousands) may take it before the
+# server it was chosen for binds, which for `make serve` is a minute of migrations later.
+_LOWEST_TEST_PORT = 10000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _worker_slice() -> range:
+    """This xdist worker's own share of the test ports, so two workers never pick the same one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), 1)
+    index = int(worker) % workers if worker.isdigit() else 0
+    width = (_ephemeral_low() - _LOWEST_TEST_PORT) // workers
+    first = _LOWEST_TEST_PORT + index * width
+    return range(first, first + width)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing holds now and no other test of this run was given."""
+    candidates = list(_worker_slice())
+    random.shuffle(candidates)
+    for port in candidates:
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise AssertionError("no free loopback port below the ephemeral range")
 
 
 def current_database_url() -> str:
