@@ -244,8 +244,8 @@ def test_q_finds_every_word_in_name_or_description(
 def test_q_takes_wildcards_literally_and_never_reads_the_prompt(
     reader: Client, fleet: dict[str, Persona]
 ) -> None:
-    """VX-DIR-1: `%` and `_` are letters to `q`, not LIKE wildcards; and `q` reads only the
-    owner's name and description, never the system prompt (decision 141)."""
+    """VX-DIR-1: `%`, `_` and the escape character `\\` are letters to `q`, not LIKE syntax; and
+    `q` reads only the owner's name and description, never the system prompt (decision 141)."""
     ada = fleet["captain"].agent
     make_persona(
         ada,
@@ -259,6 +259,10 @@ def test_q_takes_wildcards_literally_and_never_reads_the_prompt(
     assert names(reader, "q=_") == ["100% sure_thing"]
     assert names(reader, "q=s_r") == []
     assert names(reader, "q=%25e") == []
+    make_persona(ada, name="Back\\slash", description="Literal too.", discoverable=True)
+    # A lone backslash unescaped would escape the closing wildcard and match the literal `%`.
+    assert names(reader, "q=%5C") == ["Back\\slash"]
+    assert names(reader, "q=k%5Cs") == ["Back\\slash"]
     assert names(reader, "q=rockets") == []
     assert names(reader, "q=ZEBRA") == []
     assert names(reader, "q=quiet") == ["Quiet"]
