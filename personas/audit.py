@@ -138,6 +138,13 @@ def record_each(
     return AuditEvent.objects.bulk_create(events) if events else []
 
 
+def deleted_persona_facts(persona: Persona, *, with_agent: bool = False) -> dict[str, Any]:
+    """What a "persona deleted" event keeps of a persona about to go: its link is cleared with
+    the row, so the names stay in the data."""
+    facts = {"name": persona.name, "persona": str(persona.uuid), "agent_name": persona.agent.name}
+    return {**facts, "with_agent": True} if with_agent else facts
+
+
 # Telling an event --------------------------------------------------------------------------------
 
 

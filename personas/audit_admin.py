@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -58,6 +58,11 @@ class AuditEventAdmin(NoEditsMixin, admin.ModelAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_active and request.user.is_staff)
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        raise Http404("an audit event has no history: it never changes")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_active and request.user.is_staff)

@@ -872,6 +872,7 @@ def test_the_admin_detail_reads_as_words(trail: dict[str, Any]) -> None:
     assert client.post(f"{AUDIT}{event.pk}/delete/", {"post": "yes"}).status_code == 403
     # An event is never changed: the page offers no history of its changes either.
     assert "historylink" not in body and f"{event.pk}/history/" not in body
+    assert client.get(f"{AUDIT}{event.pk}/history/").status_code == 404
 
 
 def test_every_kind_is_told_in_words_without_none() -> None:

@@ -25,7 +25,7 @@ from django.utils import timezone
 from cards import keys
 from cards.models import PublishedCard, SigningKey
 from cards.publishing import cards_owed_signatures
-from personas.models import Persona
+from personas.models import AuditEvent, Persona
 from settling.reconciliation import reconcile
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
@@ -405,8 +405,6 @@ def test_each_key_operation_records_who_did_it_and_exactly_what(tmp_path: Path) 
     key in its place; a retiring one, which puts none) each record one event naming the account
     that acted and what was done: the kid, its algorithm, whether it was imported, what it
     replaced or what replaced it."""
-    from personas.models import AuditEvent
-
     Kind = AuditEvent.Kind
     holder = make_owner("keyholder")
     pem = tmp_path / "imported.pem"

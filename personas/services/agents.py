@@ -106,10 +106,9 @@ def agent_delete(*, agent: Agent, actor: User) -> None:
         keep_tombstone(persona, actor=actor)
     # A revoked persona's purge is recorded by keep_tombstone; every other one is deleted here.
     deleted = agent.personas.exclude(pk__in=[p.pk for p in revoked]).select_related("agent")
-    about = {"agent_name": agent.name, "with_agent": True}
     audit.record_each(
         AuditEvent.Kind.PERSONA_DELETED,
-        [(p, {"name": p.name, "persona": str(p.uuid), **about}) for p in deleted],
+        [(p, audit.deleted_persona_facts(p, with_agent=True)) for p in deleted],
         actor=actor,
     )
     agent.delete()

@@ -375,6 +375,6 @@ def persona_delete(*, persona: Persona, actor: User) -> None:
         AuditEvent.Kind.PERSONA_DELETED,
         actor=actor,
         persona=persona,
-        data={"name": persona.name, "persona": str(persona.uuid), "agent_name": persona.agent.name},
+        data=audit.deleted_persona_facts(persona),
     )
     persona.delete()
