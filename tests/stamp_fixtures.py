@@ -1,11 +1,13 @@
-"""Fixtures every test gets: a private VIRGO_HOME, an empty per-process cache, and stamp rows
-that never block a flush.
+"""Fixtures every test gets: a private VIRGO_HOME, an empty per-process cache, no remembered
+outage, and stamp rows that never block a flush.
 
 Building a generation writes its stamp file under VIRGO_HOME, so each test gets its own.
 The per-process cache holds rate-limit counts (a card read from the test client's one address
 counts against 60 a minute) and card tokens: an earlier test on the same worker must not decide
 this one's answer. A shared cache (Redis, which the workers share) is left alone: a test that
-uses one keys its own.
+uses one keys its own. So is an outage the process remembers (virgo.outages: a cache that
+failed is not tried again for a few seconds): a test that broke its cache must not leave the
+next test's sign-in answering 503, also when pytest runs again in the same process (mutmut).
 Stored stamps refuse deletion while their generation exists (a database trigger), and a
 transactional test ends with a flush that deletes tables in no fixed order; deleting the
 generations first (their stamps follow, stamps.signals) lets that flush always succeed.
@@ -18,12 +20,20 @@ import pytest
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 
+from virgo.outages import BROKER, DATABASE, SHARED_CACHE
+
 
 @pytest.fixture(autouse=True)
 def empty_local_cache() -> None:
     cache = caches["default"]
     if isinstance(cache, LocMemCache):
         cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def no_remembered_outage() -> None:
+    for outage in (SHARED_CACHE, BROKER, DATABASE):
+        outage.forget()
 
 
 @pytest.fixture(autouse=True)

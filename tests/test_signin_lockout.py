@@ -27,6 +27,7 @@ from tests.live import REPO, RedisServer
 from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.test_admin_security import assert_secure_html
 from virgo import signin
+from virgo.outages import SHARED_CACHE
 
 pytestmark = pytest.mark.django_db
 
@@ -356,16 +357,37 @@ def test_the_embedded_servers_lockout_is_lifted_by_the_command_in_another_proces
     assert sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD).status_code == 429
 
 
-def test_an_unreadable_generation_fails_closed(virgo_home: Path) -> None:
+@pytest.mark.parametrize("spoiled", ["a directory in its place", "not ASCII"])
+def test_an_unreadable_generation_fails_closed(
+    spoiled: str, virgo_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """VX-SEC-4: in the embedded default the generations are files under VIRGO_HOME; one that
-    cannot be read (here a directory in its place) checks no password, as an unreachable cache
-    does: 503, and the right password signs no one in."""
-    ada = make_owner()
+    cannot be read checks no password, as an unreachable cache does: 503, and the right password
+    signs no one in. The log names the file; the cache is not taken for down (its outage would
+    send card reads and rate limits past it), and another username signs in."""
+    ada, grace = make_owner(), make_owner()
     budget = signin.Budget(signin.USERNAME, signin.normal_username(ada.username))
-    budget.generation_file.mkdir(parents=True)
+    if spoiled == "not ASCII":
+        budget.generation_file.parent.mkdir(parents=True)
+        budget.generation_file.write_bytes(b"\xff\xfe")
+    else:
+        budget.generation_file.mkdir(parents=True)
     page = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
     assert page.status_code == 503
     assert "Sign-in is unavailable for a moment" in page.content.decode()
+    assert "_auth_user_id" not in Client(REMOTE_ADDR=ATTACKER).session
+    logged = [r.getMessage() for r in caplog.records if r.name == "virgo.signin"]
+    reason = "'ascii' codec can't decode" if spoiled == "not ASCII" else "Is a directory"
+    assert len(logged) == 1
+    assert logged[0].startswith(
+        f"Password sign-in is refused: the lockout generation {budget.generation_file} cannot "
+        f"be read ({reason}"
+    )
+    assert logged[0].endswith(
+        "); sign-in for that username or address is refused until it is removed or repaired"
+    )
+    assert SHARED_CACHE.should_try("card")
+    assert signed_in(sign_in(Client(REMOTE_ADDR="198.51.100.7"), grace.username, PASSWORD))
 
 
 def test_unlock_refuses_an_unusable_argument() -> None:

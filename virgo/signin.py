@@ -34,6 +34,7 @@ cache.
 import contextlib
 import hashlib
 import ipaddress
+import logging
 import os
 import secrets
 import unicodedata
@@ -56,6 +57,8 @@ from virgo import metrics
 from virgo.checks import SHARED_CACHES
 from virgo.clients import client_address
 from virgo.outages import REDIS_ERRORS, SHARED_CACHE, logged_by_outage
+
+logger = logging.getLogger(__name__)
 
 USERNAME = "username"
 ADDRESS = "address"
@@ -80,6 +83,11 @@ class CountLost(Exception):
 # What a cache that cannot keep the counts raises: Redis's errors, the operating system's (a
 # client that reports a refused connection as it is), and a count the cache did not give.
 CACHE_ERRORS: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError, CountLost)
+
+
+class GenerationUnreadable(Exception):
+    """A budget's generation file under VIRGO_HOME cannot be read: this machine's disk, not the
+    cache, so no password is checked but the cache is not taken for down."""
 
 
 class Unavailable(Exception):
@@ -166,6 +174,9 @@ def usage(budgets_: list[Budget], *, request: HttpRequest | None, count: bool) -
         raise Unavailable(SHARED_CACHE.retry_after())
     try:
         found = _usage(budgets_, request=request, count=count)
+    except GenerationUnreadable as error:
+        logger.error("Password sign-in is refused: %s", error)
+        raise Unavailable(settings.VIRGO_DEGRADED_RETRY_SECONDS) from error
     except CACHE_ERRORS as error:
         SHARED_CACHE.failed("signin", error)
         raise Unavailable(SHARED_CACHE.retry_after()) from error
@@ -189,6 +200,12 @@ def _generations(budgets_: list[Budget]) -> dict[str, str]:
             found[budget.generation_key] = budget.generation_file.read_text(encoding="ascii")
         except FileNotFoundError:
             continue
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise GenerationUnreadable(
+                f"the lockout generation {budget.generation_file} cannot be read ({reason}); "
+                "sign-in for that username or address is refused until it is removed or repaired"
+            ) from error
     return found
 
 
