@@ -3,24 +3,29 @@
 The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services/ only the
 subset and skill rules are mutated (FUNCTIONS: in its derivation.py and validation.py), and of
 cards/views.py the tombstone answer. mutmut copies the packages into mutants/, runs the non-live
-suite once to learn which tests call which function, then runs each mutant against only those
-tests. A run starts from an empty mutants/; --keep reuses the last one and runs again only the
-mutants it let through (for tests added since; a changed source module needs a fresh run).
+suite (and the live tests marked `redis`, on a Redis this run starts) once to learn which tests
+call which function, then runs each mutant against only those tests. A run starts from an empty
+mutants/; --keep reuses the last one and runs again only the mutants it let through (for tests
+added since; a changed source module needs a fresh run).
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
 """
 
 import argparse
+import contextlib
 import datetime
 import fnmatch
 import json
+import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -118,6 +123,30 @@ def seconds_by_mutant(modules: list[str]) -> dict[str, float]:
     return seconds
 
 
+@contextlib.contextmanager
+def private_redis() -> Iterator[None]:
+    """A Redis of the run's own (scripts/lib.sh, nothing kept on disk) for the tests marked
+    `redis`: the guard code's Redis paths are mutated too, and only a real Redis tells their
+    mutants apart. Stopped when the run ends or is interrupted."""
+    with tempfile.TemporaryDirectory(prefix="virgo-mutation-") as directory:
+        redis = Path(directory) / "redis"
+        subprocess.run(_redis_script("start", redis, "fast"), cwd=ROOT, check=True)
+        try:
+            found = dict(
+                line.split("=", 1) for line in (redis / "env").read_text().splitlines() if line
+            )
+            os.environ["VIRGO_TEST_REDIS_URL"] = found["REDIS_URL"]
+            os.environ["VIRGO_TEST_REDIS_CACHE_URL"] = found.get("REDIS_CACHE_URL", "")
+            yield
+        finally:
+            subprocess.run(_redis_script("stop", redis), cwd=ROOT, check=False)
+
+
+def _redis_script(action: str, *arguments: object) -> list[str]:
+    """scripts/lib.sh's redis_start or redis_stop, as `make test` starts its Redis."""
+    return ["bash", "-c", f'. scripts/lib.sh && redis_{action} "$@"', "bash", *map(str, arguments)]
+
+
 def git_commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(
@@ -153,7 +182,10 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(MUTANTS, ignore_errors=True)
     started = time.monotonic()
     if rerun != []:
-        mutmut("run", "--max-children", str(args.children), *(globs if rerun is None else rerun))
+        with private_redis():
+            mutmut(
+                "run", "--max-children", str(args.children), *(globs if rerun is None else rerun)
+            )
     wall_seconds = time.monotonic() - started
 
     mutants = sorted(results(globs), key=lambda m: m.sort_key)

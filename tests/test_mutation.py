@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from mutation import order, report, run
 from mutation.report import ModuleScore, Mutant, RunInfo
@@ -289,3 +290,22 @@ def test_a_later_session_of_the_run_copies_the_first_migrated_database_in(tmp_pa
     )
     assert done.stdout.split("\n")[:2] == ["0 True", "0 False"], done.stdout + done.stderr
     assert len(list(tmp_path.glob(".mutation-test-database-*.sqlite3"))) == 1
+
+
+@pytest.mark.live
+def test_the_run_has_a_redis_of_its_own_for_the_redis_tests_and_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tests marked `redis` (the card fast path's Redis script) run in a mutation
+    run on a Redis it starts: reachable over TCP and its Unix socket while the run lasts, gone
+    after it, also when the run is interrupted."""
+    monkeypatch.delenv("VIRGO_TEST_REDIS_URL", raising=False)
+    monkeypatch.delenv("VIRGO_TEST_REDIS_CACHE_URL", raising=False)
+    with pytest.raises(KeyboardInterrupt), run.private_redis():
+        urls = [os.environ["VIRGO_TEST_REDIS_URL"], os.environ["VIRGO_TEST_REDIS_CACHE_URL"]]
+        assert urls[0].startswith("redis://") and urls[1].startswith("unix://")
+        for url in urls:
+            assert redis.Redis.from_url(url).ping()
+        raise KeyboardInterrupt
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(urls[0], socket_connect_timeout=2).ping()
