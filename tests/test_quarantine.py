@@ -574,3 +574,136 @@ def test_the_sweep_reads_only_each_personas_current_generation(fleet: dict[str, 
     report = sweep()
     assert report.quarantined == [] and report.verified == 4
     assert standing(persona) is True
+
+
+def card_token(persona: Persona) -> str | None:
+    return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
+
+
+def test_a_quarantine_and_its_lifting_move_the_card_token_again_once_committed(
+    fleet: dict[str, Persona], django_capture_on_commit_callbacks: Any
+) -> None:
+    """VX-OPS-4: a web process that read the rows between the change and its commit may have
+    kept the old card under the new token, so the token moves once more after the commit; for a
+    quarantine and for the restore that lifts it alike (cards.fastpath.card_changed)."""
+    altered = fleet["Altered"]
+    generation = Generation.objects.get(persona=altered, number=1)
+    before = card_token(altered)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert quarantine(generation, ["checked by hand"], found_by=FoundBy.LOAD)
+        inside = card_token(altered)
+    assert before != inside != card_token(altered)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert restore(persona=altered).lifted
+        inside = card_token(altered)
+    assert inside != card_token(altered)
+
+
+def test_a_quarantine_of_a_generation_no_longer_current_leaves_the_persona_standing(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4: a reader that loaded generation 1 may quarantine it after generation 2 became
+    current; that takes generation 1 out of service, never the persona's current one."""
+    kept = fleet["Kept"]
+    old = Generation.objects.get(persona=kept, number=1)
+    update_persona(kept, description="A second generation.")
+    kept.refresh_from_db()
+    assert kept.generation == 2 and standing(kept) is True
+    assert quarantine(old, ["checked by hand"], found_by=FoundBy.LOAD)
+    old.refresh_from_db()
+    assert old.standing is False
+    assert standing(kept) is True
+
+
+def test_a_quarantine_is_recorded_with_its_facts_inside_another_action(
+    fleet: dict[str, Persona],
+) -> None:
+    """VX-OPS-4, VX-AUDIT-1: a quarantine found while another audited action runs is still one
+    event of its own (a consequence), with the generation, the file, the reasons and the finder."""
+    altered = fleet["Altered"]
+    generation = Generation.objects.get(persona=altered, number=1)
+    assert inside_another_action(quarantine)(generation, ["one"], found_by=FoundBy.LOAD)
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.STAMP_QUARANTINED)
+    assert event.persona == altered
+    assert event.data == {
+        "generation": 1,
+        "path": str(file_of(altered)),
+        "reasons": ["quarantined by the runtime's load", "one"],
+        "found_by": "the runtime's load",
+    }
+
+
+def test_a_repair_the_file_system_refuses_is_logged_and_quarantines_nobody(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-OPS-4: a file others may read that cannot be made private (the file system refuses:
+    read-only, another owner) is the machine's condition: one ERROR line naming the persona and
+    why, the findings returned as they were, no repair recorded, the persona still standing."""
+    kept = fleet["Kept"]
+    file_of(kept).chmod(0o644)
+    generation = Generation.objects.get(persona=kept, number=1)
+    found = stamp_file_messages(generation)
+
+    def refuse(path: Any, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr("stamps.quarantine.os.chmod", refuse)
+    with caplog.at_level(logging.ERROR, logger="stamps.quarantine"):
+        after = settle(generation, found, found_by=FoundBy.CHECK)
+    assert [(m.id, m.msg) for m in after] == [(m.id, m.msg) for m in found]
+    assert said(caplog) == [
+        f"{named(kept)}: the stamp file cannot be repaired: [Errno 1] Operation not permitted: "
+        f"'{file_of(kept)}'"
+    ]
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.STAMP_REPAIRED).exists()
+    assert standing(kept) is True
+
+
+def test_a_repair_that_does_not_hold_quarantines_with_what_is_still_wrong(
+    fleet: dict[str, Persona], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-OPS-4: a repair the file system accepts but that does not hold (the mode is still
+    open when the file is read again) quarantines the persona, and the findings returned are the
+    repair's warning followed by what is still wrong."""
+    kept = fleet["Kept"]
+    file_of(kept).chmod(0o644)
+    generation = Generation.objects.get(persona=kept, number=1)
+    monkeypatch.setattr("stamps.quarantine.os.chmod", lambda path, mode: None)
+    after = settle(generation, stamp_file_messages(generation), found_by=FoundBy.CHECK)
+    still = stamp_file_messages(generation)
+    assert [m.id for m in after] == ["virgo.W004", *(m.id for m in still)]
+    assert any(m.is_serious() for m in still)
+    assert standing(kept) is False
+    generation.refresh_from_db()
+    assert generation.not_standing_reasons[0] == "quarantined by virgo check"
+
+
+def test_an_unreadable_file_is_one_error_line_saying_why(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-OPS-4: the sweep that cannot read a file logs what the check found, as one ERROR line,
+    and quarantines nobody."""
+    kept = fleet["Kept"]
+    file_of(kept).unlink()
+    file_of(kept).mkdir()
+    generation = Generation.objects.get(persona=kept, number=1)
+    serious = [m.msg for m in stamp_file_messages(generation) if m.is_serious()]
+    assert serious
+    with caplog.at_level(logging.ERROR, logger="stamps.quarantine"):
+        assert sweep().unreadable == [str(kept.uuid)]
+    assert said(caplog) == ["; ".join(serious)]
+
+
+def test_a_file_materialised_on_load_says_so_at_debug_only(
+    fleet: dict[str, Persona], caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-SCALE-2: writing the file of a persona this machine never ran is no event: one DEBUG
+    line naming the persona and the file, nothing louder."""
+    lost = fleet["Lost"]
+    file_of(lost).unlink()
+    with caplog.at_level(logging.DEBUG, logger="stamps.quarantine"):
+        assert load_active_stamp(lost).mcp_tools
+    assert said(caplog) == [
+        f"{named(lost)}: stamp file {file_of(lost)} materialised from the stored stamp"
+    ]
+    assert {r.levelno for r in caplog.records if r.name == "stamps.quarantine"} == {logging.DEBUG}
