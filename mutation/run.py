@@ -3,10 +3,10 @@
 The modules are pyproject.toml's `[tool.mutmut] only_mutate`; of personas/services/ only the
 subset and skill rules are mutated (FUNCTIONS: in its derivation.py and validation.py), and of
 cards/views.py the tombstone answer. mutmut copies the packages into mutants/, runs the non-live
-suite (and the live tests marked `redis`, on a Redis this run starts) once to learn which tests
-call which function, then runs each mutant against only those tests. A run starts from an empty
-mutants/; --keep reuses the last one and runs again only the mutants it let through (for tests
-added since; a changed source module needs a fresh run).
+suite (and the live tests marked `mutation`, with a Redis this run starts) once to learn which
+tests call which function, then runs each mutant against only those tests. A run starts from an
+empty mutants/; --keep reuses the last one and runs again only the mutants it let through (for
+tests added since; a changed source module needs a fresh run).
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
 """
@@ -126,8 +126,8 @@ def seconds_by_mutant(modules: list[str]) -> dict[str, float]:
 @contextlib.contextmanager
 def private_redis() -> Iterator[None]:
     """A Redis of the run's own (scripts/lib.sh, nothing kept on disk) for the tests marked
-    `redis`: the guard code's Redis paths are mutated too, and only a real Redis tells their
-    mutants apart. Stopped when the run ends or is interrupted."""
+    `mutation` that need one: the guard code's Redis paths are mutated too, and only a real
+    Redis tells their mutants apart. Stopped when the run ends or is interrupted."""
     with tempfile.TemporaryDirectory(prefix="virgo-mutation-") as directory:
         redis = Path(directory) / "redis"
         subprocess.run(_redis_script("start", redis, "fast"), cwd=ROOT, check=True)

@@ -439,7 +439,7 @@ def redis_location(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.mark.live
-@pytest.mark.redis
+@pytest.mark.mutation
 def test_one_redis_call_counts_and_reads_the_token(
     app: Any, persona: Persona, settings: Any, redis_location: str
 ) -> None:

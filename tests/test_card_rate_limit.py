@@ -100,7 +100,7 @@ def test_a_limited_request_never_reaches_the_database(
 
 
 @pytest.mark.live
-@pytest.mark.redis
+@pytest.mark.mutation
 def test_the_limit_counts_in_redis_as_production_does(
     persona: Persona, settings: Any, test_redis_url: str
 ) -> None:

@@ -296,7 +296,7 @@ def test_a_later_session_of_the_run_copies_the_first_migrated_database_in(tmp_pa
 def test_the_run_has_a_redis_of_its_own_for_the_redis_tests_and_stops_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The tests marked `redis` (the card fast path's Redis script) run in a mutation
+    """The tests marked `mutation` (the card fast path's Redis script) run in a mutation
     run on a Redis it starts: reachable over TCP and its Unix socket while the run lasts, gone
     after it, also when the run is interrupted."""
     monkeypatch.delenv("VIRGO_TEST_REDIS_URL", raising=False)

@@ -5,6 +5,7 @@ and its lapse, and the refusals that keep one owner from naming another's organi
 
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -27,7 +28,12 @@ from virgo import outbound, resolvers
 
 pytestmark = pytest.mark.django_db
 
-live = pytest.mark.live
+
+def live[F: Callable[..., Any]](test: F) -> F:
+    """Live (real DNS and HTTPS servers), but in this process: `make mutation` runs it too."""
+    return pytest.mark.mutation(pytest.mark.live(test))
+
+
 DOMAIN = "acme.example"
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from runtime.models import DecisionRecord, RefusalRecord, Webhook, WebhookDelivery
 from tests.factories import DEPLOYER_VERBS, address, make_owner
+from tests.proof_servers import ProofWorld
 from tests.runtime_support import REPO, call, correlation, standing_persona
 from tests.tools_support import HookServer, allow_loopback, confirmed, ok, refused
 from virgo import outbound
@@ -33,12 +34,12 @@ REFUSED_LITERALS = {
     "http://[fc00::1]/": "private",
     "http://169.254.10.1/": "link-local",
     "http://[fe80::1]/": "link-local",
-    "http://100.64.0.9/": "shared (CGNAT)",
+    "http://100.64.0.9/": "is a shared (CGNAT) address;",
     "http://0.0.0.0/": "unspecified",
     "http://[::]/": "unspecified",
     "http://224.0.0.251/": "multicast",
     "http://[ff02::1]/": "multicast",
-    "http://240.0.0.1/": "reserved",
+    "http://240.0.0.1/": "is a reserved address;",
     "http://[::ffff:127.0.0.1]/": "loopback address in IPv6 form",
     "http://[::ffff:10.1.2.3]/": "private address in IPv6 form",
     "http://[::ffff:169.254.169.254]/": "metadata",
@@ -62,6 +63,8 @@ REFUSED_LITERALS = {
     "http://[2002:a9fe:a9fe::]/": "a cloud metadata address in IPv6 form, never allowed",
     "http://[::127.0.0.1]/": "a loopback address in IPv6 form;",
     "http://[::7f00:1]/": "a loopback address in IPv6 form;",
+    # The lowest IPv4-compatible address that carries one (::1 is IPv6's own loopback).
+    "http://[::2]/": "is a private address in IPv6 form;",
     "http://[::a9fe:a9fe]/": "a cloud metadata address in IPv6 form, never allowed",
     "http://[::ffff:0:7f00:1]/": "a loopback address in IPv6 form;",
     "http://[::ffff:7f00:1]/": "a loopback address in IPv6 form;",
@@ -147,6 +150,9 @@ def test_the_setting_allows_networks_but_never_metadata(settings) -> None:
     }
     with pytest.raises(outbound.DestinationRefused, match="private"):
         outbound.destination("http://10.21.0.1/", what="url")
+    # Written with host bits, as an operator may copy an interface's address: its network.
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["10.20.3.4/16"]
+    assert outbound.destination("http://10.20.9.9/", what="url").address == "10.20.9.9"
     settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = ["0.0.0.0/0", "::/0"]
     for url in ("http://169.254.169.254/", "http://0.0.0.0/", "http://224.0.0.1/"):
         with pytest.raises(outbound.DestinationRefused, match="never allowed"):
@@ -561,3 +567,68 @@ def test_fetch_gives_up_on_an_answer_that_trickles_past_its_time(only_127_0_0_1:
         outbound.fetch(server.url, what="url", timeout=0.3, limit=64)
     with Trickle([b"a"] * 2, pause=0.01) as server:
         assert outbound.fetch(server.url, what="url", timeout=5, limit=64).body == b"aa"
+
+
+class Slow(Server):
+    """A server that waits `pause` seconds before it answers at all."""
+
+    def __init__(self, pause: float) -> None:
+        super().__init__(body=b"")
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                threading.Event().wait(pause)
+                with contextlib.suppress(ConnectionError):
+                    self.send_response(204)
+                    self.end_headers()
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd.RequestHandlerClass = Handler
+
+
+def test_a_request_and_a_fetch_give_up_after_their_time(only_127_0_0_1: None) -> None:
+    """VX-SEC-3: a request or a fetch to a server that does not answer within the caller's time
+    raises a timeout then, not after httpx's own default."""
+    with Slow(pause=1.5) as server, pytest.raises(httpx.TimeoutException):
+        outbound.request("POST", server.url, what="url", timeout=0.3)
+    with Slow(pause=1.5) as server, pytest.raises(httpx.TimeoutException):
+        outbound.fetch(server.url, what="url", timeout=0.3, limit=8)
+    with Slow(pause=0.0) as server:
+        assert outbound.request("POST", server.url, what="url", timeout=5).status_code == 204
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_over_https_the_certificate_is_checked_for_the_urls_name(
+    proof_world: ProofWorld, settings: Any
+) -> None:
+    """VX-SEC-3: a request and a fetch dial the checked address, yet check TLS for the URL's
+    name (SNI and the certificate's names) against VIRGO_OUTBOUND_CA_BUNDLE: the certified name
+    answers; a name the certificate does not cover fails; so does the test authority once the
+    setting no longer names it (httpx's own trusted authorities then)."""
+    proof_world.point_at("acme.example")
+    proof_world.site.put("acme.example", "/hook", b"ok")
+    url = f"https://acme.example:{proof_world.https_port}/hook"
+    assert outbound.request("GET", url, what="url", timeout=5).content == b"ok"
+    assert outbound.fetch(url, what="url", timeout=5, limit=8).body == b"ok"
+    proof_world.point_at("uncertified.example")
+    proof_world.site.put("uncertified.example", "/hook", b"ok")
+    elsewhere = f"https://uncertified.example:{proof_world.https_port}/hook"
+    for attempt in (
+        lambda: outbound.request("GET", elsewhere, what="url", timeout=5),
+        lambda: outbound.fetch(elsewhere, what="url", timeout=5, limit=8),
+    ):
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            attempt()
+    settings.VIRGO_OUTBOUND_CA_BUNDLE = ""
+    assert outbound.tls_verify() is True
+    for attempt in (
+        lambda: outbound.request("GET", url, what="url", timeout=5),
+        lambda: outbound.fetch(url, what="url", timeout=5, limit=8),
+    ):
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            attempt()
