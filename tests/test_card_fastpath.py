@@ -33,8 +33,9 @@ from tests.factories import (
     standing_verbs,
     update_persona,
 )
-from tests.live import free_port
+from tests.live import RedisServer, free_port
 from tests.stored_stamps import record_not_standing
+from virgo.outages import SHARED_CACHE
 from virgo.settings import redis_cache
 
 pytestmark = pytest.mark.django_db
@@ -388,6 +389,15 @@ def test_preconditions_the_view_evaluates_fall_through(app: Any, persona: Person
     assert call(app, path, headers={"If-Modified-Since": to_come})[0] == 304
 
 
+def fallback_count() -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "virgo_rate_limit_fallbacks_total", {"limit": fastpath.LIMIT_NAME}
+        )
+        or 0.0
+    )
+
+
 def answered_from_memory() -> float:
     return (
         REGISTRY.get_sample_value(
@@ -465,8 +475,56 @@ def test_one_redis_call_counts_and_reads_the_token(
     token_key = store.cache.make_key("virgo:card-token:" + str(persona.uuid))
     before = store.redis.get(token_key)
     fastpath.card_changed([persona.uuid])
-    assert store.redis.get(token_key) not in (None, before)
+    after = store.redis.get(token_key)
+    assert after not in (None, before)
     assert store.redis.ttl(token_key) > fastpath.card_cache_seconds()
+    # The count and the token read in that one call: the address's count, the persona's token.
+    counted, left, token = store.count_and_token(address, str(persona.uuid), 60)
+    assert (counted, token) == (6, after.decode())
+    assert 0 < left <= 60
+    assert store.count_and_token(address, str(uuid.uuid4()), 60)[2] is None
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_a_redis_restart_costs_no_request_and_no_count(
+    app: Any, persona: Persona, private_redis: RedisServer
+) -> None:
+    """S9-RL-1, VX-REL-1: each server thread keeps one connection for the count. After Redis
+    restarts it is found stale, replaced, and the call made again: the next request is counted in
+    Redis as before, nothing falls back to the process's own count, nothing is taken for down.
+    While Redis is stopped a request is counted in the process; once it is back, in Redis again."""
+    path = card_path(persona)
+    store = fastpath._shared
+
+    def redis_counts() -> list[int]:
+        return [int(store().redis.get(key)) for key in store().redis.keys("*card-rl*")]
+
+    # Inside the test: the cache fixture's clean-up must not meet this Redis stopped.
+    with override_settings(
+        CACHES={"default": redis_cache(private_redis.url)},
+        VIRGO_CARD_RATE_LIMIT="3/m",
+        VIRGO_DEGRADED_RETRY_SECONDS=0,
+    ):
+        assert call(app, path)[0] == 200
+        kept = store()._local.connection
+        assert call(app, path)[0] == 200
+        assert store()._local.connection is kept
+        private_redis.stop()
+        private_redis.start()
+        fallbacks = fallback_count()
+        assert [call(app, path)[0] for _ in range(4)] == [200, 200, 200, 429]
+        assert fallback_count() == fallbacks
+        assert SHARED_CACHE.should_try("card")
+        assert redis_counts() == [4]
+
+        private_redis.stop()
+        assert call(app, path, address="192.0.2.77")[0] == 200
+        assert fallback_count() == fallbacks + 1
+        private_redis.start()
+        assert call(app, path, address="192.0.2.77")[0] == 200
+        assert fallback_count() == fallbacks + 1
+        assert redis_counts() == [1]
 
 
 # The embedded default's shared card tokens -----------------------------------------------------
@@ -526,3 +584,40 @@ def test_a_token_that_cannot_be_written_leaves_the_change_standing(
         )
     assert Persona.objects.get(pk=persona.pk).discoverable is False
     assert f"card tokens under {blocked / 'card-tokens'} not written" in caplog.text
+
+
+# The count without Redis ------------------------------------------------------------------------
+
+
+def test_without_redis_each_address_counts_in_a_window_from_its_first_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S9-RL-1: in the embedded default the count is the process's: an address's window opens at
+    its first request and the time left is its remainder in whole seconds rounded up (0 only
+    with under a millisecond left); another address has its own window; a window that ended
+    starts again at 1; a count the cache evicted while its window stands starts again at 1 in
+    that window and goes on from there."""
+    clock = [1000.0]
+    # The local-memory cache expires by the same clock.
+    monkeypatch.setattr(fastpath.time, "time", lambda: clock[0])
+    store = fastpath._Store()
+    count = store._count_in_process
+    assert count("a", 60) == (1, 60)
+    clock[0] = 1010.5
+    assert count("a", 60) == (2, 50)
+    clock[0] = 1030.0
+    assert count("b", 60) == (1, 60)
+    clock[0] = 1040.0
+    assert count("b", 60) == (2, 50)
+    clock[0] = 1059.9995
+    assert count("a", 60) == (3, 0)
+    clock[0] = 1060.5
+    assert count("a", 60) == (1, 60)
+    clock[0] = 1070.5
+    store.cache.delete("a")
+    assert count("a", 60) == (1, 50)
+    assert count("a", 60) == (2, 50)
+    # The evicted count came back with a lifetime of its own, past its window's end: the next
+    # window still starts from nothing.
+    clock[0] = 1121.0
+    assert count("a", 60) == (1, 60)
