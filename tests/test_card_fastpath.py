@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import override_settings
+from django.utils import timezone
+from django.utils.http import http_date
 from prometheus_client import REGISTRY
 
 from cards import fastpath
@@ -621,3 +624,143 @@ def test_without_redis_each_address_counts_in_a_window_from_its_first_request(
     # window still starts from nothing.
     clock[0] = 1121.0
     assert count("a", 60) == (1, 60)
+
+
+# The WSGI wrappers and the memory's edges -------------------------------------------------------
+
+
+def test_from_memory_the_status_lines_and_the_cards_own_date_are_the_views(
+    app: Any, persona: Persona
+) -> None:
+    """S9-HDR-1: a card published an hour ago says so from memory as from the view (its own
+    Last-Modified, not the time it was served), under the standard status lines."""
+    hour_ago = timezone.now() - timedelta(hours=1)
+    PublishedCard.objects.filter(persona=persona).update(last_modified=hour_ago)
+    lines: list[str] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        lines.append(status)
+
+    def answer(**headers: str) -> dict[str, str]:
+        return call(app, card_path(persona), headers=dict(headers))[1]
+
+    from_view, from_memory = answer(), answer()
+    assert (
+        from_view["Last-Modified"]
+        == from_memory["Last-Modified"]
+        == http_date(int(hour_ago.timestamp()))
+    )
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": card_path(persona),
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "testserver",
+        "REMOTE_ADDR": "198.51.100.7",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+    }
+    app(environ, start_response)
+    app({**environ, "HTTP_IF_NONE_MATCH": from_memory["ETag"]}, start_response)
+    assert lines == ["200 OK", "304 Not Modified"]
+
+
+def test_if_none_match_star_or_a_list_without_spaces_is_answered_304_from_memory(
+    app: Any, persona: Persona
+) -> None:
+    """S9-HDR-1: `*` matches any current card; a list's members may be written without spaces
+    (RFC 9110's #list), the card's ETag among them."""
+    etag = call(app, card_path(persona))[1]["ETag"]
+    served = answered_from_memory()
+    assert call(app, card_path(persona), headers={"If-None-Match": " * "})[0] == 304
+    assert call(app, card_path(persona), headers={"If-None-Match": f'"x",{etag}'})[0] == 304
+    assert answered_from_memory() == served
+    assert (
+        REGISTRY.get_sample_value(
+            "virgo_card_responses_total", {"status": "304", "served_by": "memory"}
+        )
+        >= 2
+    )
+
+
+def test_the_memory_keeps_at_most_its_bound_dropping_the_oldest(
+    app: Any, persona: Persona, owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S9-WK-1: a process keeps at most MAX_ENTRIES cards; one more drops the oldest."""
+    monkeypatch.setattr(fastpath, "MAX_ENTRIES", 2)
+    agent = make_agent(owner)
+    others = [
+        make_persona(
+            agent,
+            name=f"Other {n}",
+            persona_class=LEAD,
+            verb_subset=standing_verbs(LEAD, *REVIEWER_VERBS),
+            discoverable=True,
+        )
+        for n in range(2)
+    ]
+    for each in (persona, *others):
+        assert call(app, card_path(each))[0] == 200
+    assert list(fastpath._entries) == [str(others[0].uuid), str(others[1].uuid)]
+
+
+def test_the_wrappers_pass_an_error_on_to_the_server() -> None:
+    """PEP 3333: a start_response called with exc_info (an application reporting an error after
+    its headers) reaches the server with it, through both of the fast path's wrappers."""
+    seen: list[tuple[Any, ...]] = []
+
+    def start_response(*arguments: Any) -> str:
+        seen.append(arguments)
+        return "write"
+
+    wrapped = fastpath._counted(fastpath._without_304_length(start_response))
+    error = (ValueError, ValueError("late"), None)
+    assert wrapped("500 Internal Server Error", [("X", "1")], error) == "write"
+    assert wrapped("304 Not Modified", [("Content-Length", "9"), ("ETag", '"e"')]) == "write"
+    assert seen == [
+        ("500 Internal Server Error", [("X", "1")], error),
+        ("304 Not Modified", [("ETag", '"e"')]),
+    ]
+
+
+def test_a_limited_request_in_its_windows_last_second_waits_one_second(
+    persona: Persona, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S9-RL-1: Retry-After is never 0 nor more than what is left: 1 with under a second left."""
+    settings.VIRGO_CARD_RATE_LIMIT = "1/m"
+    clock = [2000.0]
+    monkeypatch.setattr(fastpath.time, "time", lambda: clock[0])
+    environ = {"REMOTE_ADDR": "192.0.2.61"}
+    assert not fastpath.count(environ, str(persona.uuid)).limited
+    clock[0] = 2059.5
+    usage = fastpath.count(environ, str(persona.uuid))
+    assert (usage.limited, usage.retry_after) == (True, 1)
+
+
+def test_a_persona_deleted_moves_its_card_token_again_once_committed(
+    persona: Persona, owner: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """S9-WK-1: the delete replaces the card's token at once and once more after its commit, so
+    a process that read the rows in between reloads (and finds no card)."""
+
+    def token() -> Any:
+        return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
+
+    before = token()
+    with django_capture_on_commit_callbacks(execute=True):
+        persona_delete(persona=persona, actor=owner)
+        inside = token()
+    assert before != inside != token()
+
+
+def test_a_token_file_that_is_not_ascii_is_read_as_a_token_no_entry_was_kept_under(
+    app: Any, persona: Persona
+) -> None:
+    """VX-TRUST-6: a token file spoiled on disk never breaks the card: it reads as some other
+    token, so the card comes from the database."""
+    assert call(app, card_path(persona))[0] == 200
+    token_file = fastpath._shared().token_files / str(persona.uuid)
+    token_file.write_bytes(b"\xff" * 16)
+    served = answered_from_memory()
+    assert call(app, card_path(persona))[0] == 200
+    assert answered_from_memory() == served
