@@ -244,3 +244,34 @@ def test_upgrading_seals_the_key_files_found_and_reports_the_missing(
     card = json.loads(served_card(persona))
     assert len(card["signatures"]) == 2
     peer_verifier(served_jwks())(card)
+
+
+@pytest.mark.django_db
+def test_rewrap_goes_on_past_a_key_it_cannot_open(settings: Any) -> None:
+    """VX-SCALE-1: a key it cannot open stops nothing: every later key is still sealed under the
+    current KEK, and the one left is named."""
+    lost = kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [lost]
+    first = keys.ensure_active_key()
+    old = kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [old]
+    second = keys.rotate()
+    new = kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [new, old]
+    done = keys.rewrap()
+    assert [kid for kid, _ in done.left] == [first.kid]
+    assert done.resealed == [second.kid]
+    second.refresh_from_db()
+    assert sealing.sealed_under(second.private_key_sealed) == sealing.current_fingerprint()
+
+
+@pytest.mark.django_db
+def test_no_kek_and_no_key_yet_says_nothing_can_be_sealed(settings: Any) -> None:
+    """VX-SCALE-2: before its first key, a process without a key-encryption key cannot sign:
+    the check says so in the sealing's own words."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = []
+    with pytest.raises(keys.CannotSign) as refused:
+        keys.check_can_sign()
+    assert str(refused.value) == (
+        "no key-encryption key is configured (VIRGO_KEY_ENCRYPTION_KEY): nothing can be sealed"
+    )

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -451,3 +451,55 @@ def test_the_first_key_is_of_the_algorithm_asked_and_only_the_first() -> None:
     assert (first.algorithm, first.state) == ("EdDSA", SigningKey.State.ACTIVE)
     with pytest.raises(keys.KeyRefused, match=r"^an active key exists; `virgo keys rotate`"):
         keys.create_key()
+
+
+def test_each_unusable_key_file_is_refused_in_words(tmp_path: Path) -> None:
+    """VX-TRUST-1: a key file others may read, one that holds no PEM key, and one that holds a
+    key of another kind are each refused with the whole reason and the fix."""
+    path, _ = private_key_file(tmp_path / "open.pem")
+    os.chmod(path, 0o640)
+    with pytest.raises(keys.UnusableKeyFile) as refused:
+        keys.read_private_key(path)
+    assert str(refused.value) == (
+        f"signing key file {path} is mode 640, owner uid {os.geteuid()}: it must be this "
+        f"user's alone; `chmod 600 {path}`, and if others may have read it, revoke the key "
+        "(`virgo keys revoke <kid>`)"
+    )
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a key\n")
+    garbage.chmod(0o600)
+    with pytest.raises(keys.UnusableKeyFile) as refused:
+        keys.read_private_key(garbage)
+    assert str(refused.value) == f"signing key file {garbage} holds no unencrypted PEM private key"
+    other_kind = tmp_path / "rsa.pem"
+    other_kind.write_bytes(
+        rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    other_kind.chmod(0o600)
+    with pytest.raises(keys.UnusableKeyFile) as refused:
+        keys.read_private_key(other_kind)
+    assert str(refused.value) == f"signing key file {other_kind}: use a P-256 or an Ed25519 key"
+
+
+def test_a_rotation_can_import_the_new_key_and_retired_or_revoked_keys_say_so(
+    tmp_path: Path,
+) -> None:
+    """VX-TRUST-3: `rotate --import` makes the imported key the active one; retiring a key twice
+    and revoking one twice are refused, naming the key and its state."""
+    keys.ensure_active_key()
+    path, _ = private_key_file(tmp_path / "next.pem")
+    imported = keys.rotate(import_from=path)
+    assert imported.public_jwk == keys._public_jwk(keys.read_private_key(path))[1]
+    [retiring] = SigningKey.objects.filter(state="retiring")
+    keys.retire(retiring.kid)
+    with pytest.raises(keys.KeyRefused) as refused:
+        keys.retire(retiring.kid)
+    assert str(refused.value) == f"key {retiring.kid} is retired already: it signs nothing"
+    keys.revoke(retiring.kid)
+    with pytest.raises(keys.KeyRefused) as refused:
+        keys.revoke(retiring.kid)
+    assert str(refused.value) == f"key {retiring.kid} is revoked already"
