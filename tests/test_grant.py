@@ -2,6 +2,7 @@
 write that would leave a persona unable to stand is refused where it is made."""
 
 import copy
+import dataclasses
 import json
 import re
 from io import StringIO
@@ -14,7 +15,7 @@ from rest_framework.test import APIClient
 
 from cards.rendering import PINNED_GRANT_EXTENSION
 from personas import services
-from personas.catalogue import VERBS
+from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary
 from personas.models import GrantProposal, Persona, PersonaClass
 from personas.services.generations import _next_generation, _settle_generation
 from settling.publication import publish_generation
@@ -692,3 +693,20 @@ def test_a_project_binding_moved_or_dropped_says_so() -> None:
     assert "reaches all of workspace work, not project core" in dropped
     narrowed = compare(coordinator, lead)["widening"]
     assert narrowed and not [r for r in narrowed if "project" in r or "workspace" in r]
+
+
+def test_a_verb_that_would_cross_a_deny_boundary_is_refused_as_never_exposed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-GRANT-4, V1 boundaries: the catalogue holds no verb across a deny boundary today; one
+    added would be refused to every class as never exposed, not by a cell of the matrix."""
+    exporter = dataclasses.replace(
+        VERBS_BY_NAME["complete"],
+        name="export_lease_authority",
+        boundary=Boundary.AUTHORITY_MATERIAL_EXPORT,
+    )
+    monkeypatch.setitem(VERBS_BY_NAME, exporter.name, exporter)
+    for persona_class in PersonaClass.values:
+        assert class_refusals(persona_class)[exporter.name] == (
+            "crosses the deny boundary lease-fence-authority-export: never exposed"
+        )
