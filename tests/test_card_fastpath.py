@@ -604,26 +604,26 @@ def test_without_redis_each_address_counts_in_a_window_from_its_first_request(
     # The local-memory cache expires by the same clock.
     monkeypatch.setattr(fastpath.time, "time", lambda: clock[0])
     store = fastpath._Store()
-    count = store._count_in_process
-    assert count("a", 60) == (1, 60)
-    clock[0] = 1010.5
-    assert count("a", 60) == (2, 50)
-    clock[0] = 1030.0
-    assert count("b", 60) == (1, 60)
-    clock[0] = 1040.0
-    assert count("b", 60) == (2, 50)
-    clock[0] = 1059.9995
-    assert count("a", 60) == (3, 0)
-    clock[0] = 1060.5
-    assert count("a", 60) == (1, 60)
-    clock[0] = 1070.5
+
+    def counts(*steps: tuple[float, str]) -> list[tuple[int, int]]:
+        answers = []
+        for at, address in steps:
+            clock[0] = at
+            answers.append(store._count_in_process(address, 60))
+        return answers
+
+    assert counts((1000.0, "a"), (1010.5, "a"), (1030.0, "b"), (1040.0, "b")) == [
+        (1, 60),
+        (2, 50),
+        (1, 60),
+        (2, 50),
+    ]
+    assert counts((1059.9995, "a"), (1060.5, "a")) == [(3, 0), (1, 60)]
     store.cache.delete("a")
-    assert count("a", 60) == (1, 50)
-    assert count("a", 60) == (2, 50)
+    assert counts((1070.5, "a"), (1070.5, "a")) == [(1, 50), (2, 50)]
     # The evicted count came back with a lifetime of its own, past its window's end: the next
     # window still starts from nothing.
-    clock[0] = 1121.0
-    assert count("a", 60) == (1, 60)
+    assert counts((1121.0, "a")) == [(1, 60)]
 
 
 # The WSGI wrappers and the memory's edges -------------------------------------------------------
