@@ -58,8 +58,9 @@ def _judged_against(current: Generation) -> tuple[Grant | None, str, Generation 
 
 
 def _grant(generation: Generation | None) -> tuple[Grant | None, str]:
-    """What a saved generation grants (None if it does not stand) and its stamp's hash."""
-    if generation is None or generation.standing is False or generation.is_revoked:
+    """What a saved generation grants (None if it does not stand) and its stamp's hash. A
+    revoked generation never stands (a database constraint), so `standing` says it all."""
+    if generation is None or generation.standing is False:
         return None, ""
     stored = _stored(generation)
     if stored is not None:
@@ -95,7 +96,7 @@ def _refusals(
             missing.append(problem.item)
             continue
         field = field_of(problem)
-        refusals.setdefault(field, []).append(problem.message.removeprefix("not standing: "))
+        refusals.setdefault(field, []).append(problem.message)
     if missing:
         persona_class = proposed.composition["persona_class"]
         refusals.setdefault("verb_subset", []).insert(
@@ -141,4 +142,4 @@ def _added_removed(before: set[str], after: set[str]) -> tuple[list[str], list[s
 def _skill_ids(generation: Generation | None) -> set[str]:
     if generation is None:
         return set()
-    return {skill["id"] for skill in generation.composition.get("skills", [])}
+    return {skill["id"] for skill in generation.composition["skills"]}
