@@ -7,6 +7,8 @@ answered from the process's memory while the card's token holds.
 
 import io
 import json
+import os
+import re
 import sys
 import time
 import uuid
@@ -530,6 +532,48 @@ def test_a_redis_restart_costs_no_request_and_no_count(
         assert redis_counts() == [1]
 
 
+def went_without(use: str) -> float:
+    return (
+        REGISTRY.get_sample_value("virgo_unavailable_total", {"service": "cache", "use": use})
+        or 0.0
+    )
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_a_redis_outage_is_logged_and_counted_by_what_went_without_it(
+    app: Any, persona: Persona, private_redis: RedisServer, caplog: Any
+) -> None:
+    """VX-REL-1, VX-REL-3: with Redis down, the operator's WARNING names the card's count and,
+    apart, a card token's replacement, each with the error; every call that went without Redis
+    is counted under its own use (virgo_unavailable_total), a skipped call as a failed one."""
+    path = card_path(persona)
+    with override_settings(
+        CACHES={"default": redis_cache(private_redis.url)}, VIRGO_DEGRADED_RETRY_SECONDS=300
+    ):
+        assert call(app, path)[0] == 200
+        private_redis.stop()
+        counted = went_without("card")
+        with caplog.at_level("WARNING", logger="virgo.outages"):
+            assert call(app, path, address="192.0.2.80")[0] == 200
+        [line] = [r.getMessage() for r in caplog.records if r.name == "virgo.outages"]
+        assert re.match(r"Redis \(the cache\) is unreachable \(card, \w*Error: \S", line), line
+        assert call(app, path, address="192.0.2.81")[0] == 200
+        assert went_without("card") == counted + 2
+
+        tokens = went_without("card_token")
+        fastpath.card_changed([persona.uuid])
+        assert went_without("card_token") == tokens + 1
+        SHARED_CACHE.forget()
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="virgo.outages"):
+            fastpath.card_changed([persona.uuid])
+        [line] = [r.getMessage() for r in caplog.records if r.name == "virgo.outages"]
+        assert re.match(r"Redis \(the cache\) is unreachable \(card_token, \w*Error: \S", line)
+        assert went_without("card_token") == tokens + 2
+        private_redis.start()
+
+
 # The embedded default's shared card tokens -----------------------------------------------------
 
 
@@ -586,7 +630,28 @@ def test_a_token_that_cannot_be_written_leaves_the_change_standing(
             persona=persona, actor=persona.agent.owner, discoverable=False, via="test"
         )
     assert Persona.objects.get(pk=persona.pk).discoverable is False
-    assert f"card tokens under {blocked / 'card-tokens'} not written" in caplog.text
+    [line] = [r.getMessage() for r in caplog.records if r.name == "cards.fastpath"]
+    assert re.fullmatch(
+        rf"card tokens under {re.escape(str(blocked / 'card-tokens'))} not written: "
+        r"\[Errno \d+\] .+",
+        line,
+    ), line
+
+
+def test_the_token_files_are_the_owners_alone(
+    persona: Persona, settings: Any, tmp_path: Any
+) -> None:
+    """VX-TRUST-6, VX-SEC-6: the token directory is made with its missing parents, 0700, and each
+    token file 0600, whatever the umask would give, like everything under VIRGO_HOME."""
+    settings.VIRGO_HOME = tmp_path / "not" / "yet" / "made"
+    store = fastpath._Store()
+    umask = os.umask(0o022)
+    try:
+        store.replace_tokens([str(persona.uuid)])
+    finally:
+        os.umask(umask)
+    assert store.token_files.stat().st_mode & 0o777 == 0o700
+    assert (store.token_files / str(persona.uuid)).stat().st_mode & 0o777 == 0o600
 
 
 # The count without Redis ------------------------------------------------------------------------
