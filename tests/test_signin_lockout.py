@@ -15,9 +15,12 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import authenticate
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import AnonymousUser
+from django.core.cache import caches
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client, override_settings
+from django.test import Client, RequestFactory, override_settings
+from prometheus_client import REGISTRY
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -28,6 +31,7 @@ from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autou
 from tests.test_admin_security import assert_secure_html
 from virgo import signin
 from virgo.outages import SHARED_CACHE
+from virgo.settings import redis_cache
 
 pytestmark = pytest.mark.django_db
 
@@ -61,8 +65,10 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     assert statuses[:5] == [200] * 5
     assert statuses[5:] == [429] * 20
 
+    refusals = refusals_counted()
     refused = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
     assert refused.status_code == 429
+    assert refusals_counted() == refusals + 1
     assert_secure_html(refused)
     assert 0 < int(refused["Retry-After"]) <= 900
     assert "no-cache" in refused["Cache-Control"]
@@ -74,6 +80,7 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     assert f"try again in {minutes} minute{'s' if minutes != 1 else ''}." in page
     assert f"<title>Sign-in paused | {admin.site.site_title}</title>" in page
     assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in page
+    assert '<button class="theme-toggle">' in page
     assert "_auth_user_id" not in Client(REMOTE_ADDR=ATTACKER).session
 
     # The username, from anywhere; the address, for anyone.
@@ -82,6 +89,26 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     other = Client(REMOTE_ADDR="198.51.100.8")
     assert signed_in(sign_in(other, alan.username, PASSWORD))
     assert other.get("/admin/").status_code == 200
+
+
+def refusals_counted() -> float:
+    return (
+        REGISTRY.get_sample_value("virgo_rate_limit_refusals_total", {"limit": "virgo.signin"})
+        or 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"), [(60, "1 minute."), (61, "2 minutes."), (899, "15 minutes.")]
+)
+def test_the_pause_is_said_in_whole_minutes_rounded_up(seconds: int, said: str) -> None:
+    """VX-SEC-4: a pause of a minute and a second is said as two minutes, never as less than it
+    is; Retry-After keeps the exact seconds."""
+    request = RequestFactory().post(LOGIN)
+    request.user = AnonymousUser()
+    page = signin.locked_out_page(request, seconds)
+    assert f"try again in {said}" in page.render().content.decode()
+    assert page["Retry-After"] == str(seconds)
 
 
 def test_connecting_the_failure_counter_again_counts_each_failure_once() -> None:
@@ -215,6 +242,7 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         assert f"Try again in {seconds} second{'s' if seconds != 1 else ''}." in body
         assert f"<title>Sign-in unavailable | {admin.site.site_title}</title>" in body
         assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in body
+        assert '<button class="theme-toggle">' in body
         assert "_auth_user_id" not in browser.session
         token = APIClient(REMOTE_ADDR=ATTACKER).post(
             TOKEN, {"username": ada.username, "password": PASSWORD}, format="json"
@@ -433,3 +461,25 @@ def test_virgo_signin_unlock_lifts_a_lockout_kept_in_redis(
         )
         assert f"Lifted address {ATTACKER!r}: 26 failed sign-ins" in done.stdout
         assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_a_lift_kept_in_redis_starts_a_new_count_that_never_expires(
+    private_redis: RedisServer,
+) -> None:
+    """VX-SEC-4: where the counts are shared, lifting a budget stores its new generation (16 hex
+    digits) in Redis without an expiry, so a lifted lockout cannot come back when a key expires;
+    every process then counts from zero, and the owner signs in at once."""
+    with override_settings(CACHES={"default": redis_cache(private_redis.url)}):
+        ada = make_owner()
+        guess(ada.username)
+        budget = signin.Budget(signin.USERNAME, signin.normal_username(ada.username))
+        assert signin.lift(budget) == 25
+        assert signin.lift(signin.Budget(signin.ADDRESS, ATTACKER)) == 25
+        redis = caches["default"].client.get_client()
+        key = caches["default"].make_key(budget.generation_key)
+        assert re.fullmatch(r"[0-9a-f]{16}", caches["default"].get(budget.generation_key))
+        assert redis.ttl(key) == -1
+        assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
+        assert guess(ada.username, times=5) == [200] * 5
