@@ -214,6 +214,10 @@ NARROWINGS = {
     "graph namespace below": ({}, {"graph_namespace": "root/secretary/notes"}),
     "authority lead to owner": ({"persona": _lead(LEAD_A)}, {}),
     "nothing of the grant": ({}, {"base_composition_hash": "b" * 64}),
+    "the same owning lead": (
+        {"persona": _lead(LEAD_A)},
+        {"persona": _lead(LEAD_A), "base_composition_hash": "b" * 64},
+    ),
 }
 
 
@@ -257,6 +261,115 @@ def test_a_lifted_class_condition_and_a_new_writable_path_are_widening() -> None
     paths = compare(scoped, lead)
     assert paths["paths_added"] == ["worktrees/core/**"]
     assert "adds writable path worktrees/core/**" in paths["widening"]
+
+
+def _with_tool(grant: Any, name: str, **changes: Any) -> Any:
+    """The grant with one of its tools changed as a release of the factory might change it."""
+    tools = tuple(
+        dataclasses.replace(tool, **changes) if tool.name == name else tool for tool in grant.tools
+    )
+    return dataclasses.replace(grant, tools=tools)
+
+
+# A kept tool's own widening, as a release that changes what the factory stamps could make it.
+TOOL_WIDENINGS = {
+    "boundary dropped": (
+        {"boundary": "human-surface-send"},
+        {"boundary": None},
+        "claim: no longer crosses boundary human-surface-send",
+    ),
+    "handler changed": (
+        {"handler_action": "work.claim"},
+        {"handler_action": "work.claim_any"},
+        "claim: runs as work.claim_any, not work.claim",
+    ),
+    "tool's workspace moved": (
+        {"workspace": "work"},
+        {"workspace": "home"},
+        "claim: moves to workspace home from work",
+    ),
+    "tool's project moved": (
+        {"project": "core"},
+        {"project": "other"},
+        "claim: moves to project other from core",
+    ),
+    "tool's queue added": ({"queues": ("reviews",)}, {"queues": ("reviews", "x")}, "adds queues x"),
+    "tool's path added": (
+        {"paths": ()},
+        {"paths": ("a/**", "b/**")},
+        "claim: adds paths a/**, b/**",
+    ),
+    "tool's surface added": ({"surfaces": ()}, {"surfaces": ("teams:x",)}, "adds surfaces teams:x"),
+}
+
+
+@pytest.mark.parametrize("kind", TOOL_WIDENINGS)
+def test_a_kept_tools_own_widening_is_named_once(kind: str) -> None:
+    """VX-GRANT-2: a tool kept from one grant to the next widens when it stops crossing a
+    boundary, runs as another handler action, reaches another workspace or project, or gains a
+    queue, path or surface the persona-wide grant does not already name; and the same change
+    read back is no widening."""
+    before_tool, after_tool, said = TOOL_WIDENINGS[kind]
+    grant = _grant()
+    before = _with_tool(grant, "claim", **before_tool)
+    after = _with_tool(grant, "claim", **after_tool)
+    widening = compare(before, after)["widening"]
+    assert [reason for reason in widening if reason.startswith("claim: ")] == [
+        said if said.startswith("claim: ") else f"claim: {said}"
+    ]
+    assert not [r for r in compare(after, after)["widening"] if r.startswith("claim: ")]
+
+
+def test_a_tool_that_comes_to_cross_a_boundary_widens_nothing() -> None:
+    """VX-GRANT-2: a kept tool that now crosses a boundary it did not (so it is confirmed where
+    it was not) narrows."""
+    grant = _grant()
+    crossing = _with_tool(grant, "claim", boundary="human-surface-send")
+    assert not [r for r in compare(grant, crossing)["widening"] if r.startswith("claim: ")]
+
+
+def test_a_change_the_persona_wide_grant_names_is_not_said_again_per_tool() -> None:
+    """VX-REV-3: a queue added to the persona reaches each of its queue tools, and a workspace
+    moved moves each tool: the diff says each once, persona-wide."""
+    before = _grant()
+    after = grant_of(build_stamp(**stamp_kwargs(PersonaClass.SECRETARY, queues=["reviews", "x"])))
+    queue_tools = [tool.name for tool in after.tools if "x" in tool.queues]
+    assert queue_tools
+    widening = compare(before, after)["widening"]
+    assert "adds queue x" in widening
+    assert not [reason for reason in widening if "adds queues" in reason]
+    bound = _grant(human_surface_bindings=["teams:general", "teams:ops"])
+    diff = compare(before, bound)
+    assert (diff["bindings_added"], diff["bindings_removed"]) == (["teams:ops"], [])
+    assert [tool.name for tool in bound.tools if "teams:ops" in tool.surfaces]
+    assert "adds human-surface binding teams:ops" in diff["widening"]
+    assert not [reason for reason in diff["widening"] if "adds surfaces" in reason]
+    moved = dataclasses.replace(_with_tool(before, "claim", workspace="home"), workspace="home")
+    widening = compare(before, moved)["widening"]
+    assert "moves to workspace home from root" in widening
+    assert "claim: moves to workspace home from root" not in widening
+
+
+def test_the_tool_grants_kept_for_stamps_alike_are_bounded_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-GRANT-1: the tool grants worked out once per set of tools are kept up to a bound; past
+    it the oldest goes first, and is worked out again (the same) when asked for."""
+    from stamps import grant as grant_module
+
+    monkeypatch.setattr(grant_module, "_TOOL_GRANTS_KEPT", 2)
+    monkeypatch.setattr(grant_module, "_tool_grants", {})
+    documents = [
+        _document(verb_subset=[verb for verb in SECRETARY_VERBS if verb != dropped])
+        for dropped in ("claim", "complete", "list_todos")
+    ]
+    first = grant_of(documents[0]).tools
+    grant_of(documents[1])
+    assert grant_of(documents[0]).tools is first
+    grant_of(documents[2])
+    assert len(grant_module._tool_grants) == 2
+    again = grant_of(documents[0]).tools
+    assert again == first and again is not first
 
 
 def test_nothing_granted_before_makes_every_tool_an_addition_and_nothing_after_widens_nothing() -> (
