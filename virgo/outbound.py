@@ -222,10 +222,9 @@ def destination(url: str, *, what: str) -> Destination:
         # httpx parses any number as a port; connecting to it fails in the socket layer, for the
         # async client as an OverflowError inside anyio's ExceptionGroup, which no caller expects.
         raise DestinationRefused(f"{what}: port {parts.port} is not a TCP port (1 to 65535)")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     if host in METADATA_NAMES:
         raise DestinationRefused(f"{what}: {host} is a cloud metadata service, never allowed")
-    addresses = _resolve(host, port, what=what)
+    addresses = _resolve(host, what=what)
     if not addresses:
         raise Unresolvable(f"{what}: {host} does not resolve to any address")
     for text in addresses:
@@ -235,28 +234,28 @@ def destination(url: str, *, what: str) -> Destination:
     return Destination(url=url, host=host, address=addresses[0], addresses=tuple(addresses))
 
 
-def _resolve(host: str, port: int, *, what: str) -> list[str]:
+def _resolve(host: str, *, what: str) -> list[str]:
     """Every address of `host`, in the resolver's order, without repeats.
 
     An address written as a number (in any spelling the C library reads) is itself; a name is
-    asked of the servers VIRGO_DNS_NAMESERVERS names, or else of the system's resolver.
+    asked of the servers VIRGO_DNS_NAMESERVERS names, or else of the system's resolver. No port
+    is asked with it: it would only be copied into each answer, where nothing reads it.
     """
-    found: list[str] = []
     try:
         numeric = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+            host, None, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
         )
     except (socket.gaierror, UnicodeError):
         numeric = []
     try:
         if numeric:
-            found = [str(sockaddr[0]) for *_, sockaddr in numeric]
+            found: list[str] = [str(sockaddr[0]) for *_, sockaddr in numeric]
         elif resolvers.configured():
             found = resolvers.addresses(host, lifetime=RESOLVE_SECONDS)
         else:
             found = [
                 str(sockaddr[0])
-                for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                for *_, sockaddr in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
             ]
     except (socket.gaierror, UnicodeError):
         raise Unresolvable(f"{what}: {host} does not resolve to any address") from None
