@@ -123,6 +123,8 @@ def test_the_a2a_sdk_verifier_accepts_cards_in_any_script(
     body = served_card(persona)
     card = json.loads(body)
     assert card["name"] == name
+    # Served as written, in UTF-8: only what JSON must escape is escaped.
+    assert json.dumps(name, ensure_ascii=False).encode() in body
     peer_verifier(served_jwks())(card)
 
 
@@ -136,6 +138,37 @@ def test_empty_fields_are_signed_as_the_sdk_canonicalises_them(owner: Any) -> No
     card["skills"][0]["tags"] = []
     body, _ = signing.signed_card_body(card, keys.signers())
     peer_verifier(served_jwks())(json.loads(body))
+
+
+def test_a_card_signed_again_is_signed_without_the_signatures_it_carried(owner: Any) -> None:
+    """VX-TRUST-2, VX-TRUST-3: the payload never covers a card's own `signatures`: a card handed
+    to signing with the signatures it carried, wherever they stood, is signed and served exactly
+    as the card without them."""
+    persona = make_persona(make_agent(owner), discoverable=True)
+    signed = json.loads(served_card(persona))
+    card = unsigned_card(served_card(persona))
+    assert signing.card_payload(signed) == signing.card_payload(card)
+    signer = ed25519_signer("only")
+    body, payload = signing.signed_card_body(signed, [signer])
+    assert (body, payload) == signing.signed_card_body(card, [signer])
+    assert len(json.loads(body)["signatures"]) == 1
+    # Wherever they stood, the new signatures are the body's last member (re-signing cuts there).
+    first = {"signatures": signed["signatures"], **card}
+    assert signing.signed_card_body(first, [signer])[0] == body
+
+
+@pytest.mark.parametrize(
+    ("value", "signed"),
+    [(9007199254740991.0, 9007199254740991), (-9007199254740991.0, -9007199254740991)],
+)
+def test_an_integral_float_up_to_i_json_s_largest_integer_is_signed_as_that_integer(
+    value: float, signed: int
+) -> None:
+    """VX-TRUST-2: RFC 8785 writes an integral number as an integer up to 2**53 - 1 (I-JSON's
+    largest exact integer), the bound included; past it the float is left as it is."""
+    assert signing._signed_form({"n": value}) == {"n": signed}
+    assert type(signing._signed_form({"n": value})["n"]) is int
+    assert type(signing._signed_form({"n": 2.0**53})["n"]) is float
 
 
 def test_one_changed_byte_fails_verification(owner: Any) -> None:
