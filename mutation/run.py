@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -127,10 +128,12 @@ def seconds_by_mutant(modules: list[str]) -> dict[str, float]:
 def private_redis() -> Iterator[None]:
     """A Redis of the run's own (scripts/lib.sh, nothing kept on disk) for the tests marked
     `mutation` that need one: the guard code's Redis paths are mutated too, and only a real
-    Redis tells their mutants apart. Stopped when the run ends or is interrupted."""
+    Redis tells their mutants apart. Stopped when the run ends or is interrupted, by Ctrl-C or
+    by SIGTERM (which would otherwise end the process without unwinding)."""
     with tempfile.TemporaryDirectory(prefix="virgo-mutation-") as directory:
         redis = Path(directory) / "redis"
         subprocess.run(_redis_script("start", redis, "fast"), cwd=ROOT, check=True)
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             found = dict(
                 line.split("=", 1) for line in (redis / "env").read_text().splitlines() if line
@@ -140,6 +143,11 @@ def private_redis() -> Iterator[None]:
             yield
         finally:
             subprocess.run(_redis_script("stop", redis), cwd=ROOT, check=False)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _redis_script(action: str, *arguments: object) -> list[str]:

@@ -309,3 +309,26 @@ def test_the_run_has_a_redis_of_its_own_for_the_redis_tests_and_stops_it(
         raise KeyboardInterrupt
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis.from_url(urls[0], socket_connect_timeout=2).ping()
+
+
+@pytest.mark.live
+def test_a_run_ended_by_sigterm_stops_its_redis() -> None:
+    """`pkill`, a CI timeout or a closed terminal's SIGTERM ends a mutation run: its Redis is
+    stopped on the way out, not left running."""
+    waiting = (
+        "import os, time\n"
+        "from mutation import run\n"
+        "with run.private_redis():\n"
+        "    print(os.environ['VIRGO_TEST_REDIS_URL'], flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", waiting], cwd=run.ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    assert redis.Redis.from_url(url).ping()
+    process.terminate()
+    assert process.wait(timeout=60) == 128 + 15
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
