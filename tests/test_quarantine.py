@@ -42,7 +42,9 @@ from stamps.storage import stamp_path
 from stamps.tasks import verify_stamp_files
 from tests.factories import make_agent, make_owner, make_persona, update_persona
 from tests.owner_clients import token_client
+from tests.runtime_support import standing_persona
 from tests.stored_stamps import store_as_stamp
+from tests.test_grant import broken_generation
 
 pytestmark = pytest.mark.django_db
 
@@ -707,3 +709,12 @@ def test_a_file_materialised_on_load_says_so_at_debug_only(
         f"{named(lost)}: stamp file {file_of(lost)} materialised from the stored stamp"
     ]
     assert {r.levelno for r in caplog.records if r.name == "stamps.quarantine"} == {logging.DEBUG}
+
+
+def test_a_persona_that_does_not_stand_for_another_reason_is_not_quarantined() -> None:
+    """VX-REL-4: the quarantine count is of personas whose current generation has a stored stamp
+    its file no longer holds: a persona whose current generation could never be stamped (its
+    earlier one was) is out of service, but not quarantined."""
+    broken = broken_generation(standing_persona(), "resolve_decision")
+    assert broken.standing is False
+    assert broken not in quarantined_personas()
