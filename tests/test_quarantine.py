@@ -45,6 +45,7 @@ from tests.owner_clients import token_client
 from tests.runtime_support import standing_persona
 from tests.stored_stamps import store_as_stamp
 from tests.test_grant import broken_generation
+from virgo.canonical import sha256_hex
 
 pytestmark = pytest.mark.django_db
 
@@ -718,3 +719,27 @@ def test_a_persona_that_does_not_stand_for_another_reason_is_not_quarantined() -
     broken = broken_generation(standing_persona(), "resolve_decision")
     assert broken.standing is False
     assert broken not in quarantined_personas()
+
+
+def test_a_missing_file_no_stored_stamp_vouches_for_is_quarantined_not_passed_over() -> None:
+    """VX-REL-4, VX-SCALE-2: a file missing here is passed over only because the stored stamp
+    will materialise it where the persona runs. A generation recorded as standing with no stored
+    stamp (a database edited behind every guard) has nothing to materialise it from: the sweep
+    quarantines it."""
+    persona = standing_persona()
+    generation = persona.generations.get(number=persona.generation)
+    path = stamp_path(persona.uuid, persona.generation)
+    data = path.read_bytes()
+    generation.delete()
+    Generation.objects.create(
+        persona=persona,
+        number=persona.generation,
+        composition=generation.composition,
+        base_composition_hash=generation.base_composition_hash,
+        standing=True,
+        stamp_hash=sha256_hex(data),
+    )
+    path.unlink()
+    report = sweep()
+    assert (report.quarantined, report.not_here) == ([str(persona.uuid)], 0)
+    assert standing(persona) is False
