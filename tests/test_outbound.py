@@ -116,6 +116,45 @@ def test_a_port_out_of_range_is_refused_before_anything_is_sent(port: int, setti
         outbound.request("GET", f"http://127.0.0.1:{port}/", what="url", timeout=1)
 
 
+@pytest.mark.parametrize("port", [1, 65535])
+def test_the_ends_of_the_port_range_are_ports(port: int) -> None:
+    """VX-SEC-3: 1 and 65535 are TCP ports: the address alone decides."""
+    assert outbound.destination(f"http://8.8.8.8:{port}/", what="url").address == "8.8.8.8"
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ftp://8.8.8.8/", "url: only http(s) URLs with a host are sent to"),
+        ("http:///no-host", "url: only http(s) URLs with a host are sent to"),
+        (None, "url: None is not a URL"),
+    ],
+)
+def test_what_is_not_an_http_url_with_a_host_is_refused_saying_so(url: Any, said: str) -> None:
+    """VX-SEC-3, VX-GRANT-4: another scheme, no host, or a value that is no text at all, each
+    refused in the argument's name."""
+    with pytest.raises(outbound.DestinationRefused) as refused:
+        outbound.destination(url, what="url")
+    assert str(refused.value) == said
+
+
+def test_a_name_that_does_not_resolve_says_so_and_which(settings, monkeypatch) -> None:
+    """VX-SEC-3: a name no address answers for, through the system's resolver or the configured
+    servers (here one that never answers), is refused naming the host and why."""
+    with pytest.raises(outbound.Unresolvable) as system:
+        outbound.destination("https://nothing.invalid/", what="url")
+    assert str(system.value) == "url: nothing.invalid does not resolve to any address"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        settings.VIRGO_DNS_NAMESERVERS = [f"127.0.0.1:{silent.getsockname()[1]}"]
+        monkeypatch.setattr(outbound, "RESOLVE_SECONDS", 0.3)
+        with pytest.raises(outbound.Unresolvable) as configured:
+            outbound.destination("https://example.test/", what="url")
+    assert str(configured.value) == (
+        "url: example.test could not be resolved (no DNS answer within 0.3 s)"
+    )
+
+
 def test_a_name_is_judged_by_every_address_it_resolves_to() -> None:
     """VX-SEC-3: a host name is resolved; a metadata service's name is refused unresolved."""
     with pytest.raises(outbound.DestinationRefused, match=r"localhost \(resolves to 127\.0\.0\.1"):
