@@ -91,6 +91,13 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     assert other.get("/admin/").status_code == 200
 
 
+def went_without_cache(use: str) -> float:
+    return (
+        REGISTRY.get_sample_value("virgo_unavailable_total", {"service": "cache", "use": use})
+        or 0.0
+    )
+
+
 def refusals_counted() -> float:
     return (
         REGISTRY.get_sample_value("virgo_rate_limit_refusals_total", {"limit": "virgo.signin"})
@@ -146,6 +153,38 @@ def test_the_username_budget_ignores_case_and_the_address_budget_rotating_userna
         assert guess(name, address="192.0.2.9", times=2) == [200, 200]
     assert guess("u4", address="192.0.2.9", times=1) == [429]
     assert ada.is_active
+
+
+def test_an_address_lifted_alone_and_authenticate_sees_the_address(settings: Any) -> None:
+    """VX-SEC-4: a spent address stops authenticate() itself for any username asked from it (the
+    request's address counts, not only the username); lifting the address alone, where no
+    username was ever lifted, lets the next owner from there sign in."""
+    settings.VIRGO_SIGNIN_FAILURES_PER_ADDRESS = 4
+    for name in ("u1", "u2"):
+        assert guess(name, times=2) == [200, 200]
+    grace = make_owner()
+    from_attacker = RequestFactory().post(LOGIN, REMOTE_ADDR=ATTACKER)
+    assert authenticate(from_attacker, username=grace.username, password=PASSWORD) is None
+    # The four failures, and the refused authenticate() as a fifth.
+    assert signin.lift(signin.Budget(signin.ADDRESS, ATTACKER)) == 5
+    assert authenticate(from_attacker, username=grace.username, password=PASSWORD) == grace
+    assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), grace.username, PASSWORD))
+
+
+def test_a_sign_in_with_no_username_spends_no_accounts_budget() -> None:
+    """VX-SEC-4: a form posted without a username is counted under the empty name, which no
+    account can have, so it never spends an owner's budget."""
+    assert signin.normal_username(None) == "" == signin.normal_username("  ")
+    assert [budget.value for budget in signin.budgets(None, None)] == [""]
+
+
+def test_a_request_with_no_peer_address_still_counts_its_username() -> None:
+    """VX-SEC-4: behind a Unix socket there is no client address: the username's budget alone
+    counts, and sign-in works as ever."""
+    ada = make_owner()
+    no_address = RequestFactory().post(LOGIN, REMOTE_ADDR="")
+    assert [budget.kind for budget in signin.budgets(no_address, ada.username)] == ["username"]
+    assert signed_in(sign_in(Client(REMOTE_ADDR=""), ada.username, PASSWORD))
 
 
 def test_the_address_is_the_client_behind_the_trusted_proxies(settings: Any) -> None:
@@ -207,7 +246,7 @@ def test_ipv6_clients_are_counted_per_64_and_ipv4_clients_per_address(settings: 
     ids=["redis-error", "os-error", "lost-count", "lost-count-ratelimit-fail-open"],
 )
 def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
-    backend: str, fail_open: bool, monkeypatch: pytest.MonkeyPatch
+    backend: str, fail_open: bool, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     """VX-SEC-4, VX-REL-1: with a shared cache that fails (Redis's error, the operating system's,
     or a backend that swallows its errors and keeps nothing), no password is checked and the
@@ -226,10 +265,21 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
     # tests/test_redis_unreachable.py's); here only the sign-in budgets are at stake.
     monkeypatch.setattr(api, "address_retry_after", lambda *args, **kwargs: None)
     failing = {"default": {"BACKEND": f"tests.failing_caches.{backend}"}}
+    went_without = went_without_cache("signin")
     with override_settings(CACHES=failing, RATELIMIT_FAIL_OPEN=fail_open):
-        # First, while this process has not yet seen the cache fail: the failing call itself.
-        with pytest.raises(signin.Unavailable):
+        # First, while this process has not yet seen the cache fail: the failing call itself,
+        # logged once for the operator with its error, and counted as a sign-in without Redis.
+        with (
+            caplog.at_level("WARNING", logger="virgo.outages"),
+            pytest.raises(signin.Unavailable) as first,
+        ):
             authenticate(username=ada.username, password=PASSWORD)
+        assert 0 < first.value.retry_after <= 5
+        [line] = [r.getMessage() for r in caplog.records if r.name == "virgo.outages"]
+        assert re.match(r"Redis \(the cache\) is unreachable \(signin, \w+: \S", line), line
+        if backend == "ForgetfulCache":
+            assert "CountLost: no sign-in count for the username from the cache" in line
+        assert went_without_cache("signin") == went_without + 1
         # Then, with the cache known to be down, what each door answers meanwhile.
         browser = Client(REMOTE_ADDR=ATTACKER)
         page = sign_in(browser, ada.username, PASSWORD)
@@ -244,6 +294,8 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         assert f'<div id="site-name"><a href="/admin/">{admin.site.site_header}</a>' in body
         assert '<button class="theme-toggle">' in body
         assert "_auth_user_id" not in browser.session
+        # The page's own attempt went without the cache as well: counted, not tried.
+        assert went_without_cache("signin") == went_without + 2
         token = APIClient(REMOTE_ADDR=ATTACKER).post(
             TOKEN, {"username": ada.username, "password": PASSWORD}, format="json"
         )
@@ -387,7 +439,7 @@ def test_the_embedded_servers_lockout_is_lifted_by_the_command_in_another_proces
 
 @pytest.mark.parametrize("spoiled", ["a directory in its place", "not ASCII"])
 def test_an_unreadable_generation_fails_closed(
-    spoiled: str, virgo_home: Path, caplog: pytest.LogCaptureFixture
+    spoiled: str, virgo_home: Path, caplog: pytest.LogCaptureFixture, settings: Any
 ) -> None:
     """VX-SEC-4: in the embedded default the generations are files under VIRGO_HOME; one that
     cannot be read checks no password, as an unreachable cache does: 503, and the right password
@@ -402,6 +454,7 @@ def test_an_unreadable_generation_fails_closed(
         budget.generation_file.mkdir(parents=True)
     page = sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD)
     assert page.status_code == 503
+    assert page["Retry-After"] == str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
     assert "Sign-in is unavailable for a moment" in page.content.decode()
     assert "_auth_user_id" not in Client(REMOTE_ADDR=ATTACKER).session
     logged = [r.getMessage() for r in caplog.records if r.name == "virgo.signin"]
