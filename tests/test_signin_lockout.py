@@ -8,9 +8,12 @@ import shlex
 import stat
 import subprocess
 import sys
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import django_ratelimit.core
 import pytest
 from django.contrib import admin
 from django.contrib.auth import authenticate
@@ -536,3 +539,17 @@ def test_a_lift_kept_in_redis_starts_a_new_count_that_never_expires(
         assert redis.ttl(key) == -1
         assert signed_in(sign_in(Client(REMOTE_ADDR=ATTACKER), ada.username, PASSWORD))
         assert guess(ada.username, times=5) == [200] * 5
+
+
+def test_in_a_windows_last_second_the_wait_is_one_second(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """VX-SEC-4: the wait said (Retry-After, the page's minutes) is never 0: at the very end of
+    a budget's window django-ratelimit says 0 seconds are left, and the wait is 1."""
+    budget = signin.Budget(signin.USERNAME, "last-second")
+    period = settings.VIRGO_SIGNIN_LOCKOUT_SECONDS
+    # django-ratelimit's window ends where the key's crc32 puts it in the period: now, here.
+    now = 1_800_000 * period + zlib.crc32(f":{budget.value}".encode()) % period
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: float(now)))
+    (used,) = signin.usage([budget], request=None, count=True)
+    assert (used.failures, used.seconds_left) == (1, 1)
