@@ -60,3 +60,20 @@ def record_not_standing(generation: Generation, reason: str) -> None:
         grant_definition=generation.grant_definition,
     )
     _record(generation)
+
+
+def standing_without_stored_stamp(persona: Persona) -> Path:
+    """The persona's current generation remade as standing with no stored stamp (a database
+    edited behind every guard), its stamp file left in place; the file's path."""
+    generation = persona.generations.get(number=persona.generation)
+    path = stamp_path(persona.uuid, persona.generation)
+    generation.delete()
+    Generation.objects.create(
+        persona=persona,
+        number=persona.generation,
+        composition=generation.composition,
+        base_composition_hash=generation.base_composition_hash,
+        standing=True,
+        stamp_hash=sha256_hex(path.read_bytes()),
+    )
+    return path

@@ -43,9 +43,8 @@ from stamps.tasks import verify_stamp_files
 from tests.factories import make_agent, make_owner, make_persona, update_persona
 from tests.owner_clients import token_client
 from tests.runtime_support import standing_persona
-from tests.stored_stamps import store_as_stamp
+from tests.stored_stamps import standing_without_stored_stamp, store_as_stamp
 from tests.test_grant import broken_generation
-from virgo.canonical import sha256_hex
 
 pytestmark = pytest.mark.django_db
 
@@ -727,19 +726,7 @@ def test_a_missing_file_no_stored_stamp_vouches_for_is_quarantined_not_passed_ov
     stamp (a database edited behind every guard) has nothing to materialise it from: the sweep
     quarantines it."""
     persona = standing_persona()
-    generation = persona.generations.get(number=persona.generation)
-    path = stamp_path(persona.uuid, persona.generation)
-    data = path.read_bytes()
-    generation.delete()
-    Generation.objects.create(
-        persona=persona,
-        number=persona.generation,
-        composition=generation.composition,
-        base_composition_hash=generation.base_composition_hash,
-        standing=True,
-        stamp_hash=sha256_hex(data),
-    )
-    path.unlink()
+    standing_without_stored_stamp(persona).unlink()
     report = sweep()
     assert (report.quarantined, report.not_here) == ([str(persona.uuid)], 0)
     assert standing(persona) is False

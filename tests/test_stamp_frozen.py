@@ -26,6 +26,7 @@ from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import update_persona
 from tests.runtime_support import call, standing_persona
+from tests.stored_stamps import standing_without_stored_stamp
 from tests.test_pinned_grant import params as pinned_params
 from virgo.bulk import update_each
 from virgo.canonical import sha256_hex
@@ -329,18 +330,8 @@ def test_a_standing_generation_without_a_stored_stamp_is_refused() -> None:
     """VX-SEC-8: a generation marked standing whose stamp was never stored has nothing its
     file could be verified against: the runtime refuses it, whatever file is there."""
     persona = standing_persona()
-    generation = current(persona)
-    path = stamp_path(persona.uuid, persona.generation)
-    data = path.read_bytes()
-    generation.delete()
-    Generation.objects.create(
-        persona=persona,
-        number=persona.generation,
-        composition=generation.composition,
-        base_composition_hash=generation.base_composition_hash,
-        standing=True,
-        stamp_hash=sha256_hex(data),
-    )
+    data = stamp_path(persona.uuid, persona.generation).read_bytes()
+    path = standing_without_stored_stamp(persona)
     assert path.read_bytes() == data
     with pytest.raises(StampUnavailable, match="has no stored stamp"):
         load_active_stamp(persona)
