@@ -183,8 +183,9 @@ def migrate(targets: list[tuple[str, str]]) -> Any:
     return MigrationExecutor(connection).loader.project_state(targets).apps
 
 
-def key_file(path: Path) -> ec.EllipticCurvePrivateKey:
-    private = ec.generate_private_key(ec.SECP256R1())
+def key_file(path: Path, private: keys.PrivateKey | None = None) -> keys.PrivateKey:
+    """A key written as an operator would (PKCS#8 PEM, mode 0600): `private`, or a new P-256."""
+    private = private or ec.generate_private_key(ec.SECP256R1())
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.write_bytes(
         private.private_bytes(

@@ -32,6 +32,7 @@ from tests.factories import make_owner
 from tests.live import REPO, RedisServer
 from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.test_admin_security import assert_secure_html
+from tests.test_card_fastpath import went_without
 from virgo import signin
 from virgo.outages import SHARED_CACHE
 from virgo.settings import redis_cache
@@ -92,13 +93,6 @@ def test_25_wrong_passwords_then_the_right_one_is_refused_for_the_username_and_t
     other = Client(REMOTE_ADDR="198.51.100.8")
     assert signed_in(sign_in(other, alan.username, PASSWORD))
     assert other.get("/admin/").status_code == 200
-
-
-def went_without_cache(use: str) -> float:
-    return (
-        REGISTRY.get_sample_value("virgo_unavailable_total", {"service": "cache", "use": use})
-        or 0.0
-    )
 
 
 def refusals_counted() -> float:
@@ -268,7 +262,7 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
     # tests/test_redis_unreachable.py's); here only the sign-in budgets are at stake.
     monkeypatch.setattr(api, "address_retry_after", lambda *args, **kwargs: None)
     failing = {"default": {"BACKEND": f"tests.failing_caches.{backend}"}}
-    went_without = went_without_cache("signin")
+    before = went_without("signin")
     with override_settings(CACHES=failing, RATELIMIT_FAIL_OPEN=fail_open):
         # First, while this process has not yet seen the cache fail: the failing call itself,
         # logged once for the operator with its error, and counted as a sign-in without Redis.
@@ -282,7 +276,7 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         assert re.match(r"Redis \(the cache\) is unreachable \(signin, \w+: \S", line), line
         if backend == "ForgetfulCache":
             assert "CountLost: no sign-in count for the username from the cache" in line
-        assert went_without_cache("signin") == went_without + 1
+        assert went_without("signin") == before + 1
         # Then, with the cache known to be down, what each door answers meanwhile.
         browser = Client(REMOTE_ADDR=ATTACKER)
         page = sign_in(browser, ada.username, PASSWORD)
@@ -298,7 +292,7 @@ def test_sign_in_fails_closed_when_the_counts_cannot_be_kept(
         assert '<button class="theme-toggle">' in body
         assert "_auth_user_id" not in browser.session
         # The page's own attempt went without the cache as well: counted, not tried.
-        assert went_without_cache("signin") == went_without + 2
+        assert went_without("signin") == before + 2
         token = APIClient(REMOTE_ADDR=ATTACKER).post(
             TOKEN, {"username": ada.username, "password": PASSWORD}, format="json"
         )

@@ -4,7 +4,6 @@ RFC 7638 thumbprint, every refusal names the key and why, and the first key says
 import base64
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +15,9 @@ from cards import keys, sealing
 from cards.models import SigningKey
 from personas.models import AuditEvent
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from tests.test_key_sealing import key_file, new_process  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def new_process() -> Iterator[None]:
-    keys._opened.clear()
-    yield
-    keys._opened.clear()
-
-
-def key_file(path: Path, private: Any) -> Path:
-    path.write_bytes(
-        private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-    return path
 
 
 def thumbprint(jwk: dict[str, Any], members: tuple[str, ...]) -> str:
@@ -62,7 +43,8 @@ def test_a_kid_is_the_keys_rfc_7638_thumbprint(algorithm: str, members: tuple[st
 
 def test_an_ec_key_on_another_curve_is_refused_naming_the_curve(tmp_path: Path) -> None:
     """VX-TRUST-1: ES256 is P-256: a P-384 key file is refused saying which curve it is on."""
-    path = key_file(tmp_path / "p384.pem", ec.generate_private_key(ec.SECP384R1()))
+    path = tmp_path / "p384.pem"
+    key_file(path, ec.generate_private_key(ec.SECP384R1()))
     with pytest.raises(keys.UnusableKeyFile) as refused:
         keys.create_key(import_from=path)
     assert str(refused.value) == "an EC key on secp384r1; ES256 needs P-256"
@@ -75,7 +57,8 @@ def test_an_algorithm_virgo_does_not_sign_with_is_refused_naming_both(tmp_path: 
     with pytest.raises(keys.KeyRefused) as refused:
         keys.create_key(algorithm="RS256")
     assert str(refused.value) == "algorithm 'RS256': use ES256 or EdDSA"
-    path = key_file(tmp_path / "ec.pem", ec.generate_private_key(ec.SECP256R1()))
+    path = tmp_path / "ec.pem"
+    key_file(path)
     with pytest.raises(keys.KeyRefused) as refused:
         keys.create_key(algorithm="EdDSA", import_from=path)
     assert str(refused.value) == f"{path} holds an ES256 key, not EdDSA"
@@ -85,7 +68,8 @@ def test_an_algorithm_virgo_does_not_sign_with_is_refused_naming_both(tmp_path: 
 def test_a_key_is_never_imported_twice(tmp_path: Path) -> None:
     """VX-TRUST-3: a kid names one key for ever: the same key file imported again, even after
     its key retired, is refused naming the kid."""
-    path = key_file(tmp_path / "once.pem", ed25519.Ed25519PrivateKey.generate())
+    path = tmp_path / "once.pem"
+    key_file(path, ed25519.Ed25519PrivateKey.generate())
     first = keys.create_key(import_from=path)
     with run_on_commit():
         keys.rotate()
