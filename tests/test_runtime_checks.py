@@ -10,7 +10,7 @@ from runtime.tools.binding import IMPLEMENTATIONS
 from stamps import selectors
 from stamps.checks import verifying_every_stamp
 from stamps.registry import HANDLERS
-from tests.factories import make_agent, make_owner, make_persona
+from tests.factories import make_agent, make_owner, make_persona, stop_standing, update_persona
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +103,22 @@ def test_every_standing_persona_is_named_in_batches_each_tool_list_parsed_once(
     assert len(parsed) == 2
     assert len(asked) == len(table) + len(handler_table(other.generations.get().stamp.data))
     assert list(selectors.standing_personas_granting(lambda action: False)) == []
+
+
+def test_only_a_current_standing_generation_names_its_persona_once() -> None:
+    """V1-FAC-7: the tools named are the current generation's, each persona once: one with an
+    older standing generation is named by its current one, and one whose current generation does
+    not stand is left out however its older generations stood (stamps.selectors)."""
+    moved_on = update_persona(
+        make_persona(make_agent(make_owner()), name="Moved on"), description="a second generation"
+    )
+    stopped = stop_standing(
+        make_persona(make_agent(make_owner()), name="Stopped"), "workspace_write"
+    )
+    assert (moved_on.generation, moved_on.standing) == (2, True)
+    assert (stopped.generation, stopped.standing) == (2, False)
+    assert stopped.generations.get(number=1).stamp.data
+
+    granting = list(selectors.standing_personas_granting(lambda action: action == "todos.complete"))
+
+    assert granting == [(moved_on, ["complete"])]
