@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import redis
 from django.core.cache import cache
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
@@ -829,3 +830,98 @@ def test_a_token_file_that_is_not_ascii_is_read_as_a_token_no_entry_was_kept_und
     served = answered_from_memory()
     assert call(app, card_path(persona))[0] == 200
     assert answered_from_memory() == served
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_a_token_key_outlives_every_entry_kept_under_it(
+    persona: Persona, settings: Any, test_redis_url: str
+) -> None:
+    """VX-TRUST-6: a card token in Redis lives three entry lifetimes and a minute, so no entry a
+    process still holds can outlive the token it was stored under and meet it again."""
+    settings.CACHES = {"default": redis_cache(test_redis_url)}
+    settings.VIRGO_CARD_PROCESS_CACHE_SECONDS = 10
+    fastpath.card_changed([persona.uuid])
+    store = fastpath._shared()
+    ttl = store.redis.ttl(store.cache.make_key("virgo:card-token:" + str(persona.uuid)))
+    assert 3 * 10 + 60 - 5 <= ttl <= 3 * 10 + 60
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_the_count_and_the_token_are_written_on_the_primary_never_a_replica(
+    app: Any, persona: Persona, settings: Any, test_redis_url: str
+) -> None:
+    """S9-RL-1: with a read replica configured beside the primary (django-redis reads from the
+    replicas), the script that counts a request and reads the token still runs on the primary:
+    the count is what every process shares."""
+    replica_url = re.sub(r"/0$", "/1", test_redis_url)
+    assert replica_url != test_redis_url
+    prefix = f"primary-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": [test_redis_url, replica_url],
+            "KEY_PREFIX": prefix,
+        }
+    }
+    assert call(app, card_path(persona), address="203.0.113.40")[0] == 200
+    primary, replica = (redis.Redis.from_url(url) for url in (test_redis_url, replica_url))
+    assert primary.keys(f"{prefix}:*card-rl*")
+    assert not replica.keys(f"{prefix}:*")
+
+
+def test_a_change_drops_this_processs_own_entry_whatever_the_token_does(
+    app: Any, persona: Persona
+) -> None:
+    """VX-REL-1: a change drops the card this process holds at once, without waiting on the
+    token, so a process whose token write is lost (Redis away) does not serve the old card."""
+    assert call(app, card_path(persona))[0] == 200
+    assert str(persona.uuid) in fastpath._entries
+    fastpath.card_changed([persona.uuid])
+    assert str(persona.uuid) not in fastpath._entries
+
+
+def card_token(persona: Persona) -> Any:
+    return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
+
+
+def test_a_save_of_the_columns_no_card_shows_leaves_the_token(persona: Persona) -> None:
+    """VX-TRUST-6: a save naming only columns the public card does not show (the skill-map
+    revision and the update time, as a recompute that changes nothing writes) keeps the token,
+    and with it every process's card in memory."""
+    before = card_token(persona)
+    persona.save(update_fields=["skill_map_revision", "updated_at"])
+    assert card_token(persona) == before
+    persona.save(update_fields=["skill_map_revision", "updated_at", "description"])
+    assert card_token(persona) != before
+
+
+def test_a_discoverability_save_moves_the_token_again_once_committed(
+    persona: Persona, django_capture_on_commit_callbacks: Any
+) -> None:
+    """S9-DIR-2, VX-TRUST-6: a discoverability switch has no task to publish after it, so its
+    save replaces the token at once and once more after the commit (a process that read the row
+    in between reloads); a save of other columns leaves that second replacement to its task."""
+    for fields, again_after_commit in (["discoverable"], True), (["description"], False):
+        with django_capture_on_commit_callbacks(execute=True):
+            persona.save(update_fields=fields)
+            inside = card_token(persona)
+        assert (card_token(persona) != inside) is again_after_commit, fields
+
+
+@pytest.mark.live
+@pytest.mark.mutation
+def test_once_the_script_is_loaded_each_request_is_one_evalsha(
+    app: Any, persona: Persona, private_redis: RedisServer
+) -> None:
+    """S9-RL-1: the script is loaded once; after that every card request costs Redis one EVALSHA
+    by the script's digest, never another SCRIPT LOAD."""
+    with override_settings(CACHES={"default": redis_cache(private_redis.url)}):
+        assert call(app, card_path(persona))[0] == 200
+        server = redis.Redis.from_url(private_redis.url)
+        server.config_resetstat()
+        assert [call(app, card_path(persona))[0] for _ in range(3)] == [200, 200, 200]
+        commands = server.info("commandstats")
+    assert commands["cmdstat_evalsha"]["calls"] == 3
+    assert not [name for name in commands if name.startswith("cmdstat_script")]
