@@ -79,9 +79,11 @@ bench: install
 
 # Hours, not part of `make test`: mutmut over the enforcement code at low priority, on the non-live
 # tests (mutation/run.py); writes docs/mutation.md. MUTATION_MODULES=stamps/validation.py,...
-# runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run.
+# runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run, and with it
+# MUTATION_TESTS=tests/test_card_fastpath.py,... runs the mutants it let through against those files.
 MUTATION_CHILDREN ?= 2
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt
 	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
-		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep)
+		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep) \
+		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)")

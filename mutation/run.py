@@ -27,6 +27,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -155,6 +156,36 @@ def _redis_script(action: str, *arguments: object) -> list[str]:
     return ["bash", "-c", f'. scripts/lib.sh && redis_{action} "$@"', "bash", *map(str, arguments)]
 
 
+def run_against(names: list[str], tests: list[str], children: int) -> None:
+    """Each mutant against `tests` alone, as mutmut runs one (its mutants/, MUTANT_UNDER_TEST,
+    pytest -x with pyproject's arguments), `children` at a time; each outcome is written to
+    mutmut's own record of the mutant's module, where `mutmut results` and this report read it.
+    """
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+
+    def outcome(name: str) -> tuple[str, int, float]:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", *config["pytest_add_cli_args"], *tests],
+            cwd=MUTANTS,
+            env={**os.environ, "MUTANT_UNDER_TEST": name},
+            capture_output=True,
+        )
+        return name, done.returncode, time.monotonic() - started
+
+    with ThreadPoolExecutor(children) as pool:
+        for name, exit_code, seconds in pool.map(outcome, names):
+            # pytest's 1 is a failing test; anything but that or a pass (no test collected, a
+            # usage or internal error) says nothing of the mutant and must not count as a kill.
+            if exit_code not in (0, 1):
+                raise SystemExit(f"{name}: pytest exited {exit_code} on {', '.join(tests)}")
+            meta = MUTANTS / f"{report.Mutant(name, '').module}.meta"
+            record = json.loads(meta.read_text())
+            record["exit_code_by_key"][name] = exit_code
+            record.setdefault("durations_by_key", {})[name] = seconds
+            meta.write_text(json.dumps(record))
+
+
 def git_commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(
@@ -175,8 +206,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="rerun only what the last run let through"
     )
+    parser.add_argument(
+        "--tests", default="", help="with --keep: run those mutants against these test files"
+    )
     parser.add_argument("--report", type=Path, default=DOC)
     args = parser.parse_args(argv)
+    tests = [name for name in re.split(r"[,\s]+", args.tests) if name]
+    if tests and not args.keep:
+        raise SystemExit("MUTATION_TESTS needs MUTATION_KEEP=1: the mutants of the last run")
     modules = selected_modules(args.modules, configured_modules())
     globs = [glob for module in modules for glob in patterns(module)]
 
@@ -191,9 +228,15 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     if rerun != []:
         with private_redis():
-            mutmut(
-                "run", "--max-children", str(args.children), *(globs if rerun is None else rerun)
-            )
+            if tests and rerun is not None:
+                run_against(rerun, tests, args.children)
+            else:
+                mutmut(
+                    "run",
+                    "--max-children",
+                    str(args.children),
+                    *(globs if rerun is None else rerun),
+                )
     wall_seconds = time.monotonic() - started
 
     mutants = sorted(results(globs), key=lambda m: m.sort_key)
@@ -212,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
         mutants_run=len(mutants) if rerun is None else len(rerun),
         command="make mutation"
         + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
-        + (" MUTATION_KEEP=1" if args.keep else ""),
+        + (" MUTATION_KEEP=1" if args.keep else "")
+        + (f" MUTATION_TESTS={','.join(tests)}" if tests else ""),
     )
     previous = args.report.read_text() if args.report.exists() else ""
     args.report.write_text(

@@ -6,6 +6,7 @@ sessions load orders their tests and copies their database in.
 """
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -332,3 +333,38 @@ def test_a_run_ended_by_sigterm_stops_its_redis() -> None:
     assert process.wait(timeout=60) == 128 + 15
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+
+
+def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run with MUTATION_TESTS runs each mutant against those files alone, with mutmut's
+    switch (MUTANT_UNDER_TEST) set, and writes a failing test as killed and a pass as survived
+    in mutmut's record of the mutant's module; a run that tested nothing is refused, not
+    counted as a kill."""
+    monkeypatch.setattr(run, "MUTANTS", tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
+    (tmp_path / "test_switch.py").write_text(
+        "import os\n\n\ndef test_the_mutant():\n"
+        "    assert os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_1')\n"
+    )
+    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in (1, 2)]
+    meta = tmp_path / "pkg" / "mod.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+
+    run.run_against(names, ["test_switch.py"], 2)
+
+    record = json.loads(meta.read_text())
+    assert record["exit_code_by_key"] == {names[0]: 0, names[1]: 1}
+    assert set(record["durations_by_key"]) == set(names)
+    with pytest.raises(SystemExit, match="pytest exited 4"):
+        run.run_against(names[:1], ["test_missing.py"], 1)
+    assert json.loads(meta.read_text())["exit_code_by_key"][names[0]] == 0
+
+
+def test_named_test_files_need_the_last_runs_mutants() -> None:
+    """MUTATION_TESTS re-runs what the last run let through; without MUTATION_KEEP there is no
+    last run to take them from, and the run says so before it deletes anything."""
+    with pytest.raises(SystemExit, match="MUTATION_KEEP"):
+        run.main(["--tests", "tests/test_card_fastpath.py"])
