@@ -212,8 +212,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", type=Path, default=DOC)
     args = parser.parse_args(argv)
     tests = [name for name in re.split(r"[,\s]+", args.tests) if name]
-    if tests and not args.keep:
-        raise SystemExit("MUTATION_TESTS needs MUTATION_KEEP=1: the mutants of the last run")
     modules = selected_modules(args.modules, configured_modules())
     globs = [glob for module in modules for glob in patterns(module)]
 
@@ -223,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.keep and MUTANTS.exists():
         # Only what the last run let through: the tests added since are all that changed.
         rerun = [m.name for m in results(globs) if m.listed]
+    elif tests:
+        raise SystemExit("MUTATION_TESTS needs MUTATION_KEEP=1 and the last run's mutants/")
     else:
         shutil.rmtree(MUTANTS, ignore_errors=True)
     started = time.monotonic()

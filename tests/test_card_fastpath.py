@@ -803,20 +803,20 @@ def test_a_limited_request_in_its_windows_last_second_waits_one_second(
     assert (usage.limited, usage.retry_after) == (True, 1)
 
 
+def card_token(persona: Persona) -> Any:
+    return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
+
+
 def test_a_persona_deleted_moves_its_card_token_again_once_committed(
     persona: Persona, owner: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     """S9-WK-1: the delete replaces the card's token at once and once more after its commit, so
     a process that read the rows in between reloads (and finds no card)."""
-
-    def token() -> Any:
-        return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
-
-    before = token()
+    before = card_token(persona)
     with django_capture_on_commit_callbacks(execute=True):
         persona_delete(persona=persona, actor=owner)
-        inside = token()
-    assert before != inside != token()
+        inside = card_token(persona)
+    assert before != inside != card_token(persona)
 
 
 def test_a_token_file_that_is_not_ascii_is_read_as_a_token_no_entry_was_kept_under(
@@ -880,10 +880,6 @@ def test_a_change_drops_this_processs_own_entry_whatever_the_token_does(
     assert str(persona.uuid) in fastpath._entries
     fastpath.card_changed([persona.uuid])
     assert str(persona.uuid) not in fastpath._entries
-
-
-def card_token(persona: Persona) -> Any:
-    return fastpath._shared().count_and_token("192.0.2.1", str(persona.uuid), 60)[2]
 
 
 def test_a_save_of_the_columns_no_card_shows_leaves_the_token(persona: Persona) -> None:
