@@ -4,11 +4,14 @@ The one place that knows both producers (stamps, cards) and their order; the tas
 and the reconciler all come through here.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+from django.db import transaction
 
 from cards.publishing import publish_card, publish_cards
 from personas.models import Persona
-from stamps.services import build_current_stamp, build_current_stamps
+from personas.services import settle_persona_batch
+from stamps.services import StampBatch, build_current_stamp, build_current_stamps
 
 
 def publish_generation(persona_id: int) -> None:
@@ -56,3 +59,19 @@ def publish_generations(persona_ids: Sequence[int]) -> None:
         [persona for persona in personas if persona.pk not in revoked],
         [outcome.generation for outcome in outcomes],
     )
+
+
+def settle_and_publish(persona_ids: Iterable[int]) -> list[Persona]:
+    """settle_persona_batch, then publish_generations of the personas it changed, in one pass
+    (the fan-out's batch): each new generation is stamped before it is saved, so it and its
+    persona are each written once, with their outcome, and nothing settled is read again.
+
+    The personas that opened a new generation are returned. The stamps commit with their
+    generations; the cards follow in their own transaction, as publish_generations writes them.
+    """
+    stamps = StampBatch()
+    with transaction.atomic():
+        changed = settle_persona_batch(persona_ids, before_save=stamps.stamp)
+        stamps.save()
+    publish_cards(changed, stamps.generations)
+    return changed

@@ -17,7 +17,7 @@ from cards.publishing import cards_owed_signatures, resign_cards
 from personas.models import OrganizationDomain, Persona, Verification
 from personas.proofs import check_domain
 from personas.services import settle_persona_batch, skill_map_revision
-from settling.publication import publish_generation, publish_generations
+from settling.publication import publish_generation, publish_generations, settle_and_publish
 from settling.reconciliation import owed_personas, reconcile
 from virgo import metrics
 
@@ -63,19 +63,20 @@ def fan_out_skill_map() -> int:
     acks_late=True,
 )
 def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ignore[no-untyped-def]
-    """Recompute one id range of the fan-out, then publish every persona of it still owed.
+    """Recompute, stamp and publish one id range of the fan-out (settle_and_publish), then
+    publish every persona of it still owed.
 
-    What the range owes is read back from the database, not from what this run changed: a run
-    killed after its recompute committed leaves new generations unpublished, and the same task,
-    redelivered (acks_late, reject on worker lost), resumes there instead of returning 0 and
-    leaving them to the reconciler (VX-REL-5). Returns how many personas it published.
+    What the range still owes is read back from the database, not from what this run changed:
+    a run killed after its recompute committed leaves new generations unpublished, and the same
+    task, redelivered (acks_late, reject on worker lost), resumes there instead of returning 0
+    and leaving them to the reconciler (VX-REL-5). Returns how many personas it published.
     """
     in_range = {"pk__gte": first_id, "pk__lte": last_id}
-    changed = settle_persona_batch(Persona.objects.filter(**in_range).values_list("pk", flat=True))
+    changed = settle_and_publish(Persona.objects.filter(**in_range).values_list("pk", flat=True))
     metrics.FANOUT_PERSONAS_SETTLED.inc(len(changed))
     owed = list(owed_personas().filter(**in_range).values_list("pk", flat=True))
     publish_generations(owed)
-    return len(owed)
+    return len({persona.pk for persona in changed} | set(owed))
 
 
 @shared_task(name="personas.tasks.reconcile_owed", acks_late=True)

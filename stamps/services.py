@@ -70,31 +70,29 @@ def stamp_inputs(generation: Generation) -> dict[str, Any]:
     }
 
 
-def ownership_problems(generations: Sequence[Generation]) -> dict[int, list[Problem]]:
+def ownership_problems(generations: Sequence[Generation]) -> list[list[Problem]]:
     """VX-SEC-5, VX-SEC-13: the bindings and owning lead of each generation that are not its
-    owner's, keyed by generation id. Three queries at most, whatever the batch.
+    owner's, in the order given (a generation may be unsaved yet). Three queries at most,
+    whatever the batch.
 
     Each human-surface binding must name a surface registered to the persona's owner (or the
     mailbox of one of the owner's personas), and the owning lead must be a persona of the same
     owner, or the stamp would send messages, or route confirmations, to someone else.
     """
-    compositions = {generation.pk: generation.composition for generation in generations}
+    compositions = [generation.composition for generation in generations]
     surface_owners = binding_owners(
-        binding
-        for composition in compositions.values()
-        for binding in composition["human_surface_bindings"]
+        binding for composition in compositions for binding in composition["human_surface_bindings"]
     )
-    leads = {canonical_uuid(c["owning_lead"]) for c in compositions.values()} - {None}
+    leads = {canonical_uuid(c["owning_lead"]) for c in compositions} - {None}
     lead_owners = {
         str(lead): owner
         for lead, owner in Persona.objects.filter(uuid__in=leads).values_list(
             "uuid", "agent__owner_id"
         )
     }
-    problems: dict[int, list[Problem]] = {}
-    for generation in generations:
+    problems: list[list[Problem]] = []
+    for generation, composition in zip(generations, compositions, strict=True):
         owner = generation.persona.agent.owner_id
-        composition = compositions[generation.pk]
         found = [
             Problem(
                 Code.NOT_THE_OWNERS,
@@ -114,7 +112,7 @@ def ownership_problems(generations: Sequence[Generation]) -> dict[int, list[Prob
                     f"owning lead {lead} is not a persona of the persona's owner",
                 )
             )
-        problems[generation.pk] = found
+        problems.append(found)
     return problems
 
 
@@ -168,7 +166,8 @@ def build_current_stamps(
     One transaction locks every current generation, reads the stored stamps and registered
     addresses once, composes every new stamp, writes all their files in one batch
     (stamps.storage.write_stamp_files), then inserts the stamps and records every outcome in
-    bulk. The fan-out calls it once per batch.
+    bulk. For generations already saved and owed their stamp (the reconciler, a resumed batch);
+    the fan-out stamps its new generations before they are saved (StampBatch).
     """
     wanted = {(persona.pk, persona.generation) for persona in personas}
     outcomes: dict[int, StampOutcome] = {}
@@ -188,17 +187,7 @@ def build_current_stamps(
             stamp.generation_id: stamp
             for stamp in CapabilityStamp.objects.filter(generation__in=generations)
         }
-        registered = set(
-            RegisteredAddress.objects.filter(
-                path__in={generation.composition["address"] for generation in generations}
-            ).values_list("path", flat=True)
-        )
-        unowned = ownership_problems(
-            [generation for generation in generations if generation.pk not in stored]
-        )
-        composed: list[tuple[Generation, CapabilityStamp, grant.Grant]] = []
-        recorded: list[Generation] = []
-        verdicts = Verdicts(registry=registry)
+        owed: list[Generation] = []
         for generation in generations:
             stamp = stored.get(generation.pk)
             if stamp is not None:
@@ -209,30 +198,13 @@ def build_current_stamps(
                 reasons = list(generation.not_standing_reasons)
                 outcomes[generation.pk] = StampOutcome(generation, None, reasons)
             else:
-                try:
-                    stamp, stamped = _compose(
-                        generation, registry, registered, unowned[generation.pk], verdicts
-                    )
-                    composed.append((generation, stamp, stamped))
-                except StampRejected as rejected:
-                    outcomes[generation.pk] = _set_rejected(generation, rejected)
-                    recorded.append(generation)
-        conflicts = write_stamp_files([(stamp.path, stamp.data) for _, stamp, _ in composed])
-        new_stamps: list[CapabilityStamp] = []
-        for generation, stamp, stamped in composed:
-            conflict = conflicts.get(stamp.path)
-            if conflict is None:
-                new_stamps.append(stamp)
-                outcomes[generation.pk] = _set_standing(generation, stamp, stamped)
-            else:
-                outcomes[generation.pk] = _set_rejected(
-                    generation, _file_conflict(stamp.path, conflict)
-                )
-            recorded.append(generation)
+                owed.append(generation)
+        owed_outcomes, new_stamps = stamp_generations(owed, registry)
+        outcomes |= {outcome.generation.pk: outcome for outcome in owed_outcomes}
         CapabilityStamp.objects.bulk_create(new_stamps)
-        update_each(recorded, _OUTCOME_FIELDS)
+        update_each(owed, _OUTCOME_FIELDS)
         for standing in (True, False):
-            group = [generation.pk for generation in recorded if generation.standing is standing]
+            group = [generation.pk for generation in owed if generation.standing is standing]
             if group:
                 # Only while the generation is still its persona's current one, as _record does.
                 Persona.objects.filter(
@@ -240,9 +212,70 @@ def build_current_stamps(
                 ).update(standing=standing)
         # Standing decides whether a card is public: its token moves (cards.apps).
         personas_written.send(
-            Persona, uuids=[generation.composition["persona"] for generation in recorded]
+            Persona, uuids=[generation.composition["persona"] for generation in owed]
         )
     return [outcomes[generation.pk] for generation in generations]
+
+
+def stamp_generations(
+    generations: Sequence[Generation], registry: HandlerRegistry = HANDLERS
+) -> tuple[list[StampOutcome], list[CapabilityStamp]]:
+    """Build and validate each generation's stamp, write the files of those that stand (one
+    batch, stamps.storage.write_stamp_files), and set every outcome on its generation: saved
+    neither. Returns the outcomes, in order, and the new stamps' rows, to insert once their
+    generations are stored (a generation may be unsaved yet: StampBatch)."""
+    registered = set(
+        RegisteredAddress.objects.filter(
+            path__in={generation.composition["address"] for generation in generations}
+        ).values_list("path", flat=True)
+    )
+    verdicts = Verdicts(registry=registry)
+    outcomes: list[StampOutcome | None] = []
+    composed: list[tuple[int, Generation, CapabilityStamp, grant.Grant]] = []
+    for index, (generation, unowned) in enumerate(
+        zip(generations, ownership_problems(generations), strict=True)
+    ):
+        try:
+            stamp, stamped = _compose(generation, registry, registered, unowned, verdicts)
+        except StampRejected as rejected:
+            outcomes.append(_set_rejected(generation, rejected))
+        else:
+            outcomes.append(None)
+            composed.append((index, generation, stamp, stamped))
+    conflicts = write_stamp_files([(stamp.path, stamp.data) for _, _, stamp, _ in composed])
+    stamps: list[CapabilityStamp] = []
+    for index, generation, stamp, stamped in composed:
+        conflict = conflicts.get(stamp.path)
+        if conflict is None:
+            stamps.append(stamp)
+            outcomes[index] = _set_standing(generation, stamp, stamped)
+        else:
+            outcomes[index] = _set_rejected(generation, _file_conflict(stamp.path, conflict))
+    return [outcome for outcome in outcomes if outcome is not None], stamps
+
+
+class StampBatch:
+    """The stamps of new generations, built before the generations are saved, so that each
+    generation row is inserted with its outcome and each persona row written once with its
+    standing (the fan-out: personas.services.settle_persona_batch's `before_save`)."""
+
+    def __init__(self, registry: HandlerRegistry = HANDLERS) -> None:
+        self.registry = registry
+        self.generations: list[Generation] = []
+        self._stamps: list[CapabilityStamp] = []
+
+    def stamp(self, generations: list[Generation]) -> None:
+        """Stamp these unsaved current generations of their locked personas: outcomes set on
+        each, and on its persona, stamp files written; the rows wait for save()."""
+        _, stamps = stamp_generations(generations, self.registry)
+        for generation in generations:
+            generation.persona.standing = generation.standing
+        self.generations += generations
+        self._stamps += stamps
+
+    def save(self) -> None:
+        """Insert the stamps, once their generations are stored (same transaction)."""
+        CapabilityStamp.objects.bulk_create(self._stamps)
 
 
 def _store(
@@ -250,7 +283,7 @@ def _store(
 ) -> tuple[CapabilityStamp, grant.Grant]:
     address = generation.composition["address"]
     registered = set(RegisteredAddress.objects.filter(path=address).values_list("path", flat=True))
-    unowned = ownership_problems([generation])[generation.pk]
+    [unowned] = ownership_problems([generation])
     stamp, stamped = _compose(generation, registry, registered, unowned)
     try:
         write_stamp_file(stamp.path, stamp.data)

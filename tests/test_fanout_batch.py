@@ -20,6 +20,7 @@ from personas.models import Persona, PersonaClass
 from settling import tasks
 from stamps.models import CapabilityStamp
 from stamps.services import build_current_stamps
+from stamps.storage import stamp_path
 from tests.factories import (
     REVIEWER_VERBS,
     make_agent,
@@ -139,3 +140,67 @@ def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any)
     assert outcome.standing
     persona.refresh_from_db()
     assert persona.standing is None
+
+
+def test_the_fan_out_writes_each_persona_and_generation_row_once(staff: Any) -> None:
+    """VX-SCALE-3: a batch stamps its new generations before saving them, so each is inserted
+    with its outcome and never updated, and each persona is written in one statement with its
+    standing; the cards are written once too. What is counted is the statements per table."""
+    agent = make_agent(make_owner())
+    personas = fleet(3, agent)
+    services.skill_save(
+        actor=staff,
+        slug="written-once",
+        name="Triage todos",
+        description="Claims and lists todos.",
+        required_verbs=["list_todos", "claim"],
+        tags=["todos"],
+    )
+    ids = sorted(persona.pk for persona in personas)
+    with CaptureQueriesContext(connection) as captured:
+        assert tasks.settle_persona_range(ids[0], ids[-1]) == 3
+    # executemany (SQLite) is logged as "N times: UPDATE ...", one statement.
+    statements = [query["sql"].split(" times: ")[-1] for query in captured.captured_queries]
+    writes = [
+        sql.split(" (")[0].split(" SET ")[0]
+        for sql in statements
+        if sql.startswith(("UPDATE", "INSERT"))
+    ]
+    assert writes.count('UPDATE "personas_persona"') == 1
+    assert not [write for write in writes if write.startswith('UPDATE "personas_generation"')]
+    assert writes.count('INSERT INTO "personas_generation"') == 1
+    assert writes.count('INSERT INTO "stamps_capabilitystamp"') == 1
+    assert writes.count('UPDATE "cards_publishedcard"') == 1
+    for persona in personas:
+        persona.refresh_from_db()
+        generation = persona.generations.get(number=2)
+        assert persona.standing is generation.standing is True
+        assert (
+            generation.stamp_hash == CapabilityStamp.objects.get(generation=generation).stamp_hash
+        )
+        assert PublishedCard.objects.get(persona=persona).pinned
+
+
+def test_a_file_in_the_way_fails_only_its_own_generation_in_the_fan_out(staff: Any) -> None:
+    """V1-STAMP-2, VX-SCALE-3: stamped before they are saved, the fan-out's generations keep
+    the batch rule: a foreign file at one generation's path stays as it was, that generation
+    is inserted not standing with the reason, its card is published unpinned, the rest stand."""
+    agent = make_agent(make_owner())
+    personas = fleet(3, agent)
+    planted = stamp_path(personas[1].uuid, 2)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b'{"planted": true}')
+    change_the_map(staff, "file-in-the-way")
+    standing = []
+    for persona in personas:
+        persona.refresh_from_db()
+        assert persona.generation == 2
+        assert PublishedCard.objects.get(persona=persona).generation == 2
+        standing.append(persona.standing)
+    assert standing == [True, False, True]
+    refused = personas[1].generations.get(number=2)
+    assert refused.standing is False
+    assert "a stamp file is never rewritten" in refused.not_standing_reasons[0]
+    assert planted.read_bytes() == b'{"planted": true}'
+    assert not CapabilityStamp.objects.filter(generation=refused).exists()
+    assert not PublishedCard.objects.get(persona=personas[1]).pinned

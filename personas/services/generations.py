@@ -8,7 +8,7 @@ on it. A new generation makes the persona's pending proposals stale. settle_pers
 recomputes many personas at once after the verb->skill map changes.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -123,12 +123,20 @@ def _refuse_what_would_not_stand(diff: dict[str, Any]) -> None:
         )
 
 
-def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
+def settle_persona_batch(
+    persona_ids: Iterable[int],
+    *,
+    before_save: Callable[[list[Generation]], None] | None = None,
+) -> list[Persona]:
     """Recompute skills of many personas from the committed map, one transaction, few queries.
 
     Returns the personas that opened a new generation. Used by the Celery tasks; idempotent.
     Whatever the batch size, it reads the personas and their current generations in two
     queries and writes in three (new generations, changed personas, personas only behind).
+
+    `before_save` is given the new generations, unsaved, each with its locked persona, before
+    anything is written: the fan-out stamps them there (settling.publication), so that each
+    generation and persona row is written once, with its outcome, in this transaction.
     """
     skill_map = current_skill_map()
     changed: list[Persona] = []
@@ -157,6 +165,8 @@ def settle_persona_batch(persona_ids: Iterable[int]) -> list[Persona]:
                 changed.append(persona)
             elif behind:
                 behind_only.append(persona)
+        if before_save is not None and generations:
+            before_save(generations)
         Generation.objects.bulk_create(generations)
         now = timezone.now()
         for persona in changed:
