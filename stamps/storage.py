@@ -89,6 +89,28 @@ def _private_dirs(directory: Path, *, sync: bool = True, chmod: bool = True) -> 
     return True
 
 
+def _generation_dirs(directory: Path, *, chmod: bool) -> bool:
+    """_private_dirs(directory, sync=False) for a batch's generation directory.
+
+    A first generation's persona most likely has no directory yet: its three directories are
+    made from the top (three mkdirs) rather than found missing from the bottom (five). Where
+    the persona's directory is there after all, or its parent is not, _private_dirs takes over.
+    """
+    if directory.name != "1":
+        return _private_dirs(directory, sync=False, chmod=chmod)
+    persona = directory.parent.parent
+    try:
+        os.mkdir(persona, DIR_MODE)
+    except (FileExistsError, FileNotFoundError):
+        return _private_dirs(directory, sync=False, chmod=chmod)
+    for made in (persona, directory.parent, directory):
+        if made is not persona:
+            os.mkdir(made, DIR_MODE)
+        if chmod:
+            os.chmod(made, DIR_MODE)
+    return True
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -127,7 +149,7 @@ def write_stamp_files(files: Sequence[tuple[Path, bytes]]) -> dict[Path, StampFi
     try:
         for path, data in files:
             # A directory made just now holds nothing, so only an older one needs looking into.
-            if not _private_dirs(path.parent, sync=False, chmod=chmod):
+            if not _generation_dirs(path.parent, chmod=chmod):
                 if path.exists():
                     _note_conflict(conflicts, path, data)
                     continue

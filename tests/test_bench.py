@@ -11,6 +11,7 @@ import pytest
 
 from bench import nginx, report, wrk
 from bench.procs import Processes, free_port
+from bench.run import last_task_end
 
 WRK_OUTPUT = """\
 Running 10s test @ http://127.0.0.1:8000/a/x/.well-known/agent-card.json
@@ -137,3 +138,25 @@ def test_every_process_started_is_stopped(tmp_path: Path) -> None:
     assert started.poll() is not None
     assert cleaned == ["services"]
     assert 0 < free_port() < 65536
+
+
+def test_a_fan_out_ends_when_its_last_range_task_succeeded(tmp_path: Path) -> None:
+    """The fan-out figure's end is the last settle_persona_range success in the worker's log,
+    to the millisecond; a failed run, another task or a lookalike name is not it."""
+    log = tmp_path / "celery.log"
+    log.write_text(
+        "[2026-12-03 13:58:11,058: INFO/ForkPoolWorker-1] Task personas.tasks.fan_out_skill_map"
+        "[1] succeeded in 0.04s: 20\n"
+        "[2026-12-03 13:58:11,968: INFO/ForkPoolWorker-1] Task personas.tasks.settle_persona_range"
+        "[2] succeeded in 0.90s: 500\n"
+        "[2026-12-03 13:58:12,500: INFO/ForkPoolWorker-2] Task personas.tasks.settle_persona_range"
+        "[3] succeeded in 0.91s: 500\n"
+        "[2026-12-03 13:58:13,000: ERROR/ForkPoolWorker-1] Task personas.tasks.settle_persona_range"
+        "[4] raised unexpected: OperationalError()\n"
+        "[2026-12-03 13:58:14,000: INFO/ForkPoolWorker-1] Task personas.tasks.settle_persona_ranges"
+        "[5] succeeded in 0.01s: 0\n"
+    )
+    first = last_task_end(log, "fan_out_skill_map")
+    assert round(last_task_end(log, "settle_persona_range") - first, 3) == 1.442
+    with pytest.raises(RuntimeError, match="no reconcile_owed succeeded"):
+        last_task_end(log, "reconcile_owed")

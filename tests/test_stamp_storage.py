@@ -241,6 +241,34 @@ def test_a_batch_is_owner_private_under_any_umask(virgo_home: Path, umask: int) 
             assert mode(directory) == 0o700, directory
 
 
+@pytest.mark.parametrize("there", ["nothing", "the persona's directory", "its generations"])
+def test_a_first_generation_is_written_whatever_directories_are_there(
+    virgo_home: Path, there: str
+) -> None:
+    """V1-STAMP-1, VX-SEC-9: a batch makes a first generation's directories from the top (a new
+    persona has none) and falls back to finding what is missing from the bottom when some are
+    there already, or VIRGO_HOME has no personas directory yet; each is 0700 even under a
+    umask that takes owner bits, and a directory already there is left as it was."""
+    path = stamp_path(f"first-{there.split()[-1]}", 1)
+    kept = {"nothing": None, "the persona's directory": 3, "its generations": 2}[there]
+    if kept is not None:
+        for directory in reversed(path.parents[kept - 1 : -1]):
+            directory.mkdir(mode=0o700, exist_ok=True)
+        (path.parents[kept - 1] / "kept").write_bytes(b"")
+    previous = os.umask(0o277)
+    try:
+        assert storage.write_stamp_files([(path, b"{}")]) == {}
+    finally:
+        os.umask(previous)
+    assert path.read_bytes() == b"{}"
+    assert mode(path) == 0o600
+    for directory in (path.parent, path.parent.parent, path.parent.parent.parent):
+        assert mode(directory) == 0o700, directory
+    if kept is not None:
+        assert (path.parents[kept - 1] / "kept").exists()
+    assert list(virgo_home.rglob("*.tmp")) == []
+
+
 def test_a_batch_flushes_once_and_before_any_link(
     virgo_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
