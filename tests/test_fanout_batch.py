@@ -143,9 +143,10 @@ def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any)
 
 
 def test_the_fan_out_writes_each_persona_and_generation_row_once(staff: Any) -> None:
-    """VX-SCALE-3: a batch stamps its new generations before saving them, so each is inserted
-    with its outcome and never updated, and each persona is written in one statement with its
-    standing; the cards are written once too. What is counted is the statements per table."""
+    """S9-SKL-3, V1-STAMP-2 (decision 251): a batch stamps its new generations before saving
+    them, so each is inserted with its outcome and never updated, and each persona is written
+    in one statement with its standing; the cards are written once too. What is counted is the
+    statements per table."""
     agent = make_agent(make_owner())
     personas = fleet(3, agent)
     services.skill_save(
@@ -182,7 +183,7 @@ def test_the_fan_out_writes_each_persona_and_generation_row_once(staff: Any) -> 
 
 
 def test_a_file_in_the_way_fails_only_its_own_generation_in_the_fan_out(staff: Any) -> None:
-    """V1-STAMP-2, VX-SCALE-3: stamped before they are saved, the fan-out's generations keep
+    """V1-STAMP-2, V1-INV-2: stamped before they are saved, the fan-out's generations keep
     the batch rule: a foreign file at one generation's path stays as it was, that generation
     is inserted not standing with the reason, its card is published unpinned, the rest stand."""
     agent = make_agent(make_owner())

@@ -23,7 +23,7 @@ def test_it_runs_on_postgresql_with_the_seeded_skill_map() -> None:
 
 @pytest.mark.usefixtures("live_postgres")
 def test_the_large_values_of_each_publication_are_compressed_with_lz4() -> None:
-    """VX-SCALE-3: a card's bytes and payload, a stamp's bytes and a generation's composition
+    """Decision 252: a card's bytes and payload, a stamp's bytes and a generation's composition
     are compressed with LZ4 (virgo.compression; pglz cost a third of the fan-out's card
     writes): named so in the catalogue, and so stored for a card published the real way."""
     with connection.cursor() as cursor:

@@ -14,7 +14,6 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -149,12 +148,16 @@ def settle_persona_batch(
             .order_by("pk")
         )
         # The rows are locked, so each persona's current number cannot move under this read.
+        # Asked by (persona, number) pairs, which the unique index answers row for row, rather
+        # than by a join on the persona's number, which reads every generation of each persona.
+        wanted = {(persona.pk, persona.generation) for persona in personas}
         current = {
             generation.persona_id: generation
             for generation in Generation.objects.filter(
                 persona__in=[persona.pk for persona in personas],
-                number=F("persona__generation"),
-            )
+                number__in={persona.generation for persona in personas},
+            ).order_by()
+            if (generation.persona_id, generation.number) in wanted
         }
         generations: list[Generation] = []
         for persona in personas:
