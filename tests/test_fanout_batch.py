@@ -53,16 +53,21 @@ def fleet(count: int, agent: Any) -> list[Persona]:
     ]
 
 
+def add_triage_skill(staff: Any, slug: str) -> None:
+    """A skill every fleet persona derives; its fan-out is queued, and run only on commit."""
+    services.skill_save(
+        actor=staff,
+        slug=slug,
+        name="Triage todos",
+        description="Claims and lists todos.",
+        required_verbs=["list_todos", "claim"],
+        tags=["todos"],
+    )
+
+
 def change_the_map(staff: Any, slug: str) -> None:
     with run_on_commit():
-        services.skill_save(
-            actor=staff,
-            slug=slug,
-            name="Triage todos",
-            description="Claims and lists todos.",
-            required_verbs=["list_todos", "claim"],
-            tags=["todos"],
-        )
+        add_triage_skill(staff, slug)
 
 
 def test_a_map_change_gives_each_persona_its_own_stamp_card_and_standing(staff: Any) -> None:
@@ -100,14 +105,7 @@ def test_a_batch_costs_the_same_queries_whatever_its_size(staff: Any) -> None:
     for size, slug in ((2, "first-map-change"), (8, "second-map-change")):
         agent = make_agent(make_owner())
         personas = fleet(size, agent)
-        services.skill_save(
-            actor=staff,
-            slug=slug,
-            name="Triage todos",
-            description="Claims and lists todos.",
-            required_verbs=["list_todos", "claim"],
-            tags=["todos"],
-        )
+        add_triage_skill(staff, slug)
         ids = sorted(persona.pk for persona in personas)
         with CaptureQueriesContext(connection) as captured:
             assert tasks.settle_persona_range(ids[0], ids[-1]) == size
@@ -124,14 +122,7 @@ def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any)
     one, as the single path does."""
     agent = make_agent(make_owner())
     [persona] = fleet(1, agent)
-    services.skill_save(
-        actor=staff,
-        slug="moved-on",
-        name="Triage todos",
-        description="Claims and lists todos.",
-        required_verbs=["list_todos", "claim"],
-        tags=["todos"],
-    )
+    add_triage_skill(staff, "moved-on")
     settled = services.settle_persona_batch([persona.pk])
     assert [p.pk for p in settled] == [persona.pk]
     Persona.objects.filter(pk=persona.pk).update(generation=3, standing=None)
@@ -149,14 +140,7 @@ def test_the_fan_out_writes_each_persona_and_generation_row_once(staff: Any) -> 
     statements per table."""
     agent = make_agent(make_owner())
     personas = fleet(3, agent)
-    services.skill_save(
-        actor=staff,
-        slug="written-once",
-        name="Triage todos",
-        description="Claims and lists todos.",
-        required_verbs=["list_todos", "claim"],
-        tags=["todos"],
-    )
+    add_triage_skill(staff, "written-once")
     ids = sorted(persona.pk for persona in personas)
     with CaptureQueriesContext(connection) as captured:
         assert tasks.settle_persona_range(ids[0], ids[-1]) == 3
