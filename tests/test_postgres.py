@@ -1,11 +1,12 @@
 """The second `make test` run is on PostgreSQL, with schema and data migrations applied."""
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection, transaction
 
 from cards.publishing import publish_card
 from personas.models import Skill
 from tests.factories import make_agent, make_owner, make_persona
+from virgo.bulk import update_each
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
@@ -48,3 +49,17 @@ def test_the_large_values_of_each_publication_are_compressed_with_lz4() -> None:
             [persona.pk],
         )
         assert cursor.fetchone() == ("lz4",)
+
+
+@pytest.mark.usefixtures("live_postgres")
+def test_a_bulk_update_refuses_a_value_too_long_for_its_column() -> None:
+    """Bad input never corrupts data: virgo.bulk.update_each's one-statement form casts each
+    column's values to an array; a cast to varchar(120) would cut a 121-character name to 120
+    and store it, where a plain UPDATE refuses it. The row keeps what it had."""
+    persona = make_persona(make_agent(make_owner()))
+    before = persona.name
+    persona.name = "a" * 121
+    with pytest.raises(DataError), transaction.atomic():
+        update_each([persona], ["name"])
+    persona.refresh_from_db()
+    assert persona.name == before

@@ -61,7 +61,9 @@ def _unnest_update(table: str, columns: Sequence[Field], connection: BaseDatabas
     quote = connection.ops.quote_name
     *written, pk = columns
     names = [f"c{index}" for index in range(len(columns))]
-    arrays = ", ".join(f"%s::{column.db_type(connection)}[]" for column in columns)
+    # Cast to the type without its modifier: an explicit cast to varchar(64) would cut a longer
+    # value silently, where the assignment to the column refuses it, as a plain UPDATE does.
+    arrays = ", ".join(f"%s::{column.db_type(connection).split('(')[0]}[]" for column in columns)
     assignments = ", ".join(
         f"{quote(column.column)} = v.{name}" for column, name in zip(written, names, strict=False)
     )
