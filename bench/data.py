@@ -36,6 +36,10 @@ EXTRA_VERBS = ["list_todos", "claim", "complete"]
 SEARCH_VERBS = ["register_webhook", "trigger_webhook"]
 SEARCH_SKILL = "deploy-releases"
 SEARCH_WORD = "quokka"
+# The fan-out figure's skills require a verb the searchable personas lack, so that the search
+# figures read the same skills at 1k (before the fan-out) as at 100k (after it).
+FANOUT_VERBS = ["list_todos", "complete"]
+SEARCHABLE_NAME = "Bench searchable"
 
 
 @dataclass
@@ -88,15 +92,20 @@ def make_searchable(fleet: Fleet) -> Persona:
     """A persona the directory search figure finds: SEARCH_SKILL, and SEARCH_WORD in its words.
 
     The template's copies carry neither, so the search's matches stay as many however many of
-    them the directory holds.
+    them the directory holds. It lacks the one FANOUT_VERBS verb the template has beyond its
+    class, so no fan-out round changes its skills.
     """
+    fanout_only = set(FANOUT_VERBS) - set(required_tools(PERSONA_CLASS))
     persona = services.persona_create(
         agent=fleet.agent,
         actor=fleet.owner,
-        name="Bench searchable 0",
+        name=f"{SEARCHABLE_NAME} 0",
         description=f"Ships releases with a {SEARCH_WORD}, for the benchmark.",
         system_prompt="You ship releases. Be precise and kind.",
-        verb_subset=[*fleet.template.verb_subset, *SEARCH_VERBS],
+        verb_subset=[
+            *(verb for verb in fleet.template.verb_subset if verb not in fanout_only),
+            *SEARCH_VERBS,
+        ],
         queues=["reviews"],
         persona_class=PERSONA_CLASS,
         address=ADDRESS,
@@ -108,6 +117,11 @@ def make_searchable(fleet: Fleet) -> Persona:
     if not any(skill["id"] == SEARCH_SKILL for skill in persona.skills):
         raise RuntimeError(f"the searchable bench persona does not carry {SEARCH_SKILL}")
     return persona
+
+
+def fanout_personas(fleet: Fleet) -> Any:
+    """The personas every fan-out round changes: the fleet but its searchable ones."""
+    return Persona.objects.filter(agent=fleet.agent).exclude(name__startswith=SEARCHABLE_NAME)
 
 
 def add_personas(

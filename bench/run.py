@@ -994,9 +994,9 @@ class Bench:
     # Fan-out -----------------------------------------------------------------------------------
 
     def fanout_section(self) -> None:
-        from personas.models import Persona
+        from bench.data import fanout_personas
 
-        count = Persona.objects.filter(agent=self.fleet.agent).count()
+        count = fanout_personas(self.fleet).count()
         # Interleaved rounds, as the card figures: one run is ~10 s on shared cores, where the
         # ratio of two single runs swung by a tenth between runs of the same code. Each round
         # leaves a generation more per persona and every run is a little slower than the one
@@ -1028,8 +1028,9 @@ class Bench:
     def _fanout(self, workers: int, count: int, name: str) -> float:
         from django.db.models import F
 
+        from bench.data import FANOUT_VERBS, fanout_personas
         from personas import services
-        from personas.models import Generation, Persona
+        from personas.models import Generation
         from virgo.celery import app
 
         log = self.work / "logs" / f"celery-{name}.log"
@@ -1052,7 +1053,7 @@ class Bench:
                 raise RuntimeError(f"the Celery worker did not start; see {log}")
             time.sleep(0.2)
         superuser = self._superuser()
-        fleet = Persona.objects.filter(agent=self.fleet.agent)
+        fleet = fanout_personas(self.fleet)
         target = fleet.values_list("generation", flat=True).first() + 1
         app.conf.task_always_eager = False
         try:
@@ -1061,8 +1062,8 @@ class Bench:
                 actor=superuser,
                 slug=f"bench-fanout-{name}",
                 name=f"Bench fan-out {name}",
-                description="Added by the benchmark: every bench persona derives it.",
-                required_verbs=["list_todos", "claim"],
+                description="Added by the benchmark: bench personas but the searchable derive it.",
+                required_verbs=FANOUT_VERBS,
                 tags=["bench"],
             )
             deadline = time.monotonic() + 600
@@ -1080,7 +1081,7 @@ class Bench:
                 ):
                     continue
                 done = Generation.objects.filter(
-                    persona__agent=self.fleet.agent,
+                    persona__in=fleet,
                     number=target,
                     number__gte=F("persona__generation"),
                     standing=True,
