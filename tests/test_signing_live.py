@@ -105,8 +105,8 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
 def test_a_rotation_whose_worker_is_killed_half_way_is_finished_by_the_reconciler(
     celery_processes: CeleryProcesses,
 ) -> None:
-    """VX-TRUST-3: a rotation fans re-signing out in ranges of three cards; the worker signs the
-    first range and is SIGKILLed while the second waits on a card row. Some cards carry the new
+    """VX-TRUST-3: a rotation fans re-signing out in ranges of at most three cards; the worker
+    signs the first range and is SIGKILLed while the second waits on a card row. Some carry the new
     keys, the rest are owed; `virgo reconcile` signs the rest, and every card then verifies
     against the JWKS, signed by the new and the old key."""
     agent = make_agent(make_owner())

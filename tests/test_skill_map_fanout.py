@@ -72,9 +72,27 @@ def test_a_fan_out_stopped_halfway_resumes_with_only_the_rest(staff: Any) -> Non
     tasks.settle_persona_range(first, second)  # the first batch, then the worker died
     behind = services.skill_map_revision()
     assert Persona.objects.filter(skill_map_revision__lt=behind).count() == 3
-    assert tasks.fan_out_skill_map() == 2  # three personas left, batches of two
+    # Three personas left, in batches of at most two that shrink toward the end: one each.
+    assert tasks.fan_out_skill_map() == 3
     assert all(has_skill(persona, "review-code") for persona in personas)
     assert tasks.fan_out_skill_map() == 0
+
+
+def test_a_fan_out_ends_in_smaller_batches_so_workers_finish_together() -> None:
+    """Each batch is at most the configured size and at least a quarter of it; they shrink
+    over the last few, and the last is at most a quarter, so two workers side by side end
+    within a quarter batch of each other. Every id is in one batch, in order."""
+    ids = list(range(1, 10_001))
+    batches = tasks.id_batches(ids, 500)
+    sizes = [len(batch) for batch in batches]
+    assert [id_ for batch in batches for id_ in batch] == ids
+    assert sizes[:17] == [500] * 17
+    assert sizes == sorted(sizes, reverse=True)
+    assert all(125 <= size <= 500 for size in sizes[:-1])
+    assert sizes[-1] <= 125
+    assert len(batches) == 25
+    assert [len(batch) for batch in tasks.id_batches(ids[:100], 500)] == [100]
+    assert tasks.id_batches([], 500) == []
 
 
 def test_a_redelivered_range_publishes_what_its_killed_run_left(staff: Any) -> None:
