@@ -133,6 +133,36 @@ def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any)
     assert persona.standing is None
 
 
+def test_an_older_generation_is_never_taken_for_a_persona_s_current_one(
+    staff: Any, live_postgres: None
+) -> None:
+    """S9-SKL-3: the batch asks for generations by the numbers its personas are at, so one
+    persona's older generation comes back when it carries another's current number; it is no
+    answer for its own persona wherever the table returns it. Here that older row was rewritten
+    (it now lies after the current one) and the table is read in heap order: taken for the
+    current generation, its composition would differ from the persona's and open a needless
+    third generation."""
+    agent = make_agent(make_owner())
+    [moved_on] = fleet(1, agent)
+    change_the_map(staff, "moved-on")
+    [still_first] = fleet(1, agent)
+    moved_on.refresh_from_db()
+    assert (moved_on.generation, still_first.generation) == (2, 1)
+    first = moved_on.generations.get(number=1)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE personas_generation SET number = number WHERE id = %s", [first.pk])
+        for plan in ("enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"):
+            cursor.execute(f"SET {plan} = off")
+        cursor.execute(
+            "SELECT number FROM personas_generation WHERE persona_id = %s", [moved_on.pk]
+        )
+        assert [number for (number,) in cursor.fetchall()] == [2, 1]
+    assert services.settle_persona_batch([moved_on.pk, still_first.pk]) == []
+    moved_on.refresh_from_db()
+    assert moved_on.generation == 2
+    assert not moved_on.generations.filter(number=3).exists()
+
+
 def test_the_fan_out_writes_each_persona_and_generation_row_once(staff: Any) -> None:
     """S9-SKL-3, V1-STAMP-2 (decision 251): a batch stamps its new generations before saving
     them, so each is inserted with its outcome and never updated, and each persona is written
