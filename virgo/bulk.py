@@ -3,9 +3,9 @@
 QuerySet.bulk_update does this with one CASE WHEN per row and column, and building those
 expressions costs more than the writes: profiled in the recompute fan-out, ~2.5 ms of Python per
 persona for five columns. Here the statement is built once. On PostgreSQL every column's values
-go as one array parameter and the server joins them back to their rows (UPDATE ... FROM unnest):
-one statement, planned and executed once for the batch. Elsewhere the driver sends the statement
-with every row's values (executemany).
+go as one binary array parameter and the server joins them back to their rows (UPDATE ... FROM
+unnest): one statement, planned and executed once for the batch. Elsewhere the driver sends the
+statement with every row's values (executemany).
 """
 
 from collections.abc import Sequence
@@ -63,7 +63,9 @@ def _unnest_update(table: str, columns: Sequence[Field], connection: BaseDatabas
     names = [f"c{index}" for index in range(len(columns))]
     # Cast to the type without its modifier: an explicit cast to varchar(64) would cut a longer
     # value silently, where the assignment to the column refuses it, as a plain UPDATE does.
-    arrays = ", ".join(f"%s::{column.db_type(connection).split('(')[0]}[]" for column in columns)
+    # Each array goes in binary (%b): in text every string and byte value is quoted and escaped
+    # by a regular expression, which was half the statement's time for a batch of cards.
+    arrays = ", ".join(f"%b::{column.db_type(connection).split('(')[0]}[]" for column in columns)
     assignments = ", ".join(
         f"{quote(column.column)} = v.{name}" for column, name in zip(written, names, strict=False)
     )
