@@ -92,8 +92,8 @@ def make_searchable(fleet: Fleet) -> Persona:
     """A persona the directory search figure finds: SEARCH_SKILL, and SEARCH_WORD in its words.
 
     The template's copies carry neither, so the search's matches stay as many however many of
-    them the directory holds. It lacks the one FANOUT_VERBS verb the template has beyond its
-    class, so no fan-out round changes its skills.
+    them the directory holds. It lacks the FANOUT_VERBS its class does not require, so no
+    fan-out round changes its skills.
     """
     fanout_only = set(FANOUT_VERBS) - set(required_tools(PERSONA_CLASS))
     persona = services.persona_create(
