@@ -612,6 +612,7 @@ class Bench:
         search = {"1k": self._directory(self._search_query())}
         if "ard" in self.args.only:
             progress("data: ARD search at 1k personas")
+            self._quiesce()
             self.ard.measure(self.fleet, self.searchable, "1k")
         ready = {"1k": self._ready_seconds("1k")}
 
@@ -912,6 +913,7 @@ class Bench:
         population += len(add_personas(self.fleet, 1000 - population, start=population))
         self._build_owed_stamps()
         progress("ard: search at 1k personas")
+        self._quiesce()
         self.ard.measure(self.fleet, self.searchable, "1k")
         progress("ard: 100k personas, building their stamps")
         population += len(add_personas(self.fleet, 100_000 - population, start=population))
@@ -920,6 +922,7 @@ class Bench:
 
     def _ard_at_100k(self, population: int) -> None:
         progress("ard: search at 100k personas")
+        self._quiesce()
         self.ard.measure(self.fleet, self.searchable, "100k")
         progress("ard: the status list at 100k personas")
         self.ard.measure_status_list(population)
@@ -1025,6 +1028,17 @@ class Bench:
             )
         )
 
+    def _quiesce(self) -> None:
+        """Start a measurement on a quiet host, as pgbench vacuums before each run: the bulk
+        writes just before it (90k stamps, the fan-out round before) leave autovacuum work and
+        dirty pages that would otherwise land in whichever measurement comes next."""
+        from django.db import connection
+
+        progress("vacuuming and syncing before the measurement")
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM (ANALYZE)")
+        os.sync()
+
     def _fanout(self, workers: int, count: int, name: str) -> float:
         from django.db.models import F
 
@@ -1033,6 +1047,7 @@ class Bench:
         from personas.models import Generation
         from virgo.celery import app
 
+        self._quiesce()
         log = self.work / "logs" / f"celery-{name}.log"
         process = self.procs.start(
             f"celery-{name}",
