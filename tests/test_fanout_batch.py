@@ -133,6 +133,7 @@ def test_a_persona_moved_on_keeps_the_standing_of_its_own_generation(staff: Any)
     assert persona.standing is None
 
 
+@pytest.mark.live
 def test_an_older_generation_is_never_taken_for_a_persona_s_current_one(
     staff: Any, live_postgres: None
 ) -> None:
