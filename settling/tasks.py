@@ -31,6 +31,9 @@ def id_batches(ids: list[int], size: int) -> list[list[int]]:
     self-scheduling): the batches shrink over the last few, and workers finish within a small
     batch of each other for a few more tasks in all.
     """
+    if size < 1:
+        # Batches of none would never take the ids left: refused rather than looped on.
+        raise ValueError(f"a batch size must be at least 1, not {size}")
     smallest = -(-size // 4)
     batches: list[list[int]] = []
     start = 0

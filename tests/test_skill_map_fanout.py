@@ -95,6 +95,12 @@ def test_a_fan_out_ends_in_smaller_batches_so_workers_finish_together() -> None:
     assert tasks.id_batches([], 500) == []
 
 
+def test_a_batch_size_below_one_is_refused_not_looped_on() -> None:
+    """A misconfigured VIRGO_RECOMPUTE_BATCH_SIZE of 0 would take no ids per batch, forever."""
+    with pytest.raises(ValueError, match="at least 1"):
+        tasks.id_batches([1, 2, 3], 0)
+
+
 def test_a_redelivered_range_publishes_what_its_killed_run_left(staff: Any) -> None:
     """VX-REL-5: a range task killed after its recompute committed left new generations with
     no stamp and no card; the same task, redelivered, publishes them itself (and says how many)
