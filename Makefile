@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run serve static test lint format install clean bench mutation
+.PHONY: run serve static test lint format install agents clean bench mutation
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -24,6 +24,14 @@ $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 
 install: $(VENV)/.installed
 
+# The agent CLIs `virgo launch` confines, at the versions its tests prove it with (npm registry).
+AGENTS := requirements/agents
+$(AGENTS)/node_modules/.installed: $(AGENTS)/package.json $(AGENTS)/package-lock.json
+	npm ci --prefix $(AGENTS) --no-audit --no-fund --loglevel=error
+	touch $@
+
+agents: $(AGENTS)/node_modules/.installed
+
 # The embedded default: SQLite under var/, Celery tasks in-process, a local-memory cache.
 # The links cards and the demo print follow PORT unless a public base URL is given.
 # var/virgo.env (owner-private) keeps the embedded flag, a SECRET_KEY made once and that base
@@ -31,6 +39,7 @@ install: $(VENV)/.installed
 run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
 	$(PY) -m virgo.ports 127.0.0.1 "$(PORT)" --for "make run"
+	@command -v bwrap >/dev/null 2>&1 || { . scripts/lib.sh && install_debian_packages bubblewrap; }
 	$(PY) -m virgo.envfile embedded
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py reconcile
@@ -63,11 +72,11 @@ format: install
 # Lint, collect the static files into the release as a deployment does (readiness and the deploy
 # checks need them), then the suite on SQLite and again on a private PostgreSQL + Redis that are
 # stopped afterwards (scripts/run-tests). PYTEST_ARGS go to both runs, e.g. PYTEST_ARGS="-k health".
-test: install lint static
+test: install agents lint static
 	VIRGO_PYTHON=$(PY) VIRGO_PYTEST=$(VENV)/bin/pytest scripts/run-tests $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var $(AGENTS)/node_modules
 
 # Minutes, not part of `make test`: Virgo's hot paths beside the a2a-sdk card route and nginx on
 # this machine (loopback only); prints a table, writes docs/benchmarks.md, ends with name=value lines.

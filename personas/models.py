@@ -773,6 +773,7 @@ class AuditEvent(models.Model):
         CONFIRMATION_ANSWERED = "confirmation-answered", "Confirmation answered"
         LEARNED_CHOICE_USED = "learned-choice-used", "Learned choice applied"
         CALL_REFUSED = "call-refused", "Call refused"
+        UNCONFINED_LAUNCH = "unconfined-launch", "Agent launched unconfined or unsandboxed"
 
     class Channel(models.TextChoices):
         ADMIN = "admin", "Admin"

@@ -49,6 +49,7 @@ from runtime.rules import Outcome
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
 from runtime.tools.toolkit import Arguments, Invalid, Tool, ToolCall
 from runtime.tools.workspace import (
+    AgentConfiguration,
     AuthorityPath,
     HardLinked,
     InvalidArgument,
@@ -74,6 +75,7 @@ _REFUSING_ERRORS: dict[type[WorkspaceError], Boundary | None] = {
     # Another name of the file may be outside the binding: its scope cannot be shown.
     HardLinked: Boundary.CROSS_SCOPE,
     NotMutable: None,
+    AgentConfiguration: None,
     SymlinkWrite: None,
     OutOfScope: None,
 }

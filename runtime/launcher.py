@@ -1,39 +1,54 @@
-"""The launcher consumer of the stamp: an agent CLI started with exactly the stamped tools.
+"""The launcher consumer of the stamp: an agent CLI that reaches exactly the stamped tools.
 
-`virgo launch --persona <uuid> --print-allowlist` prints the allowlist in the agent CLI's form,
-`mcp__virgo__<name>` for each `tools[].name`, comma-separated. `virgo launch --persona <uuid> --
-<agent command...>` execs the agent command with `--allowedTools <allowlist> --mcp-config <file>
---strict-mcp-config` appended (the Claude Code CLI's flags), and the same two values in
-VIRGO_ALLOWED_TOOLS and VIRGO_MCP_CONFIG for agents configured through the environment.
+`virgo launch --persona <name> --print-allowlist` prints the allowlist in the agent CLI's form,
+`mcp__virgo__<name>` for each `tools[].name`, comma-separated. `virgo launch --persona <name> --
+<agent command...>` runs the agent:
+
+- confined (VX-CONF-1): a CLI Virgo knows (runtime.agent_clis) gets the arguments that leave it
+  exactly the stamp's tools and nothing from its settings sources; any other command is refused
+  unless the owner passes `--unconfined`, which is warned and audited;
+- sandboxed (VX-CONF-2): in bubblewrap (runtime.sandbox), where the installation's secrets are
+  not visible and only the persona's workspace and the agent's own home are writable; where the
+  sandbox cannot be set up the launch is refused unless the owner passes `--no-sandbox`, which
+  is warned and audited;
+- served from outside: the persona's MCP server runs in this process, on a loopback port it
+  bound itself, and answers only the bearer token made for this launch. The agent's MCP config
+  (in its home, 0600) holds the URL and that token, never a secret of the installation.
 
 The agent gets an allow-listed environment, never the launcher's own: the basics of a shell
 (AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS, VIRGO_MCP_CONFIG, and
 the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key, say). Whatever else
 the launcher holds (SECRET_KEY, DATABASE_URL, REDIS_URL, the hub's token and secret) stays out.
 
-The MCP config names one server, `virgo`, started as `manage.py mcp serve --persona <uuid>` with
-this Python; `virgo mcp config` prints the same block (mcp_servers) for any MCP client. The
-server needs those settings; they reach it through an owner-private file beside the config
-(`server.env`, 0600): every setting virgo.settings reads from the environment, as the launcher
-has it. The config's `env` names only that file (VIRGO_ENV_FILE) and the settings module that
-loads it (virgo.envfile).
+`virgo mcp config` prints a stdio block (mcp_servers) for other MCP clients: that server needs
+the installation's settings, which reach it through an owner-private file (`server.env`, 0600).
 """
 
 import json
+import logging
 import os
+import secrets
+import socket
 import sys
+import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
 
 from personas.models import Persona
+from runtime.agent_clis import AgentCli
+from runtime.sandbox import Sandbox
 from runtime.stamp import ActiveStamp
 from virgo.envfile import write_env_file
 
 MCP_SERVER_NAME = "virgo"
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
+LOOPBACK = "127.0.0.1"
+QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")
 
 
 # The personas `launch` and `mcp` may name: any, since whoever runs them holds the installation's
@@ -46,17 +61,15 @@ def allowlist(stamp: ActiveStamp) -> str:
     return ",".join(f"mcp__{MCP_SERVER_NAME}__{name}" for name in stamp.allowlist)
 
 
-# The basics every CLI expects: where programs and home are, who the user is, the locale and the
-# terminal. Nothing here configures Virgo or carries a credential (SSH_AUTH_SOCK, proxies with
-# passwords and the like pass only when the operator lists them).
+# The basics every CLI expects: where programs are, who the user is, the locale and the terminal.
+# Nothing here configures Virgo or carries a credential (SSH_AUTH_SOCK, proxies with passwords
+# and the like pass only when the operator lists them). HOME is the agent's own (agent_home).
 AGENT_ENV_NAMES = frozenset(
     {
         "PATH",
-        "HOME",
         "USER",
         "LOGNAME",
         "SHELL",
-        "TMPDIR",
         "TZ",
         "LANG",
         "LANGUAGE",
@@ -68,11 +81,6 @@ AGENT_ENV_NAMES = frozenset(
         "LINES",
         "NO_COLOR",
         "FORCE_COLOR",
-        "XDG_CONFIG_HOME",
-        "XDG_CACHE_HOME",
-        "XDG_DATA_HOME",
-        "XDG_STATE_HOME",
-        "XDG_RUNTIME_DIR",
     }
 )
 AGENT_ENV_PREFIXES = ("LC_",)
@@ -80,7 +88,7 @@ ENV_FILE_VARIABLE = "VIRGO_ENV_FILE"
 
 
 def server_settings() -> dict[str, str]:
-    """What the MCP server must be told: each setting read from the environment that is set
+    """What a stdio MCP server must be told: each setting read from the environment that is set
     here, and VIRGO_HOME as this process resolved it."""
     names = getattr(settings, "ENVIRONMENT_SETTINGS", ())
     values = {name: os.environ[name] for name in names if name in os.environ}
@@ -112,8 +120,8 @@ def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def mcp_servers(persona: Persona, *, dialect: str = "claude") -> dict:
-    """The `mcpServers` block that starts the persona's MCP server: what `launch` writes and
-    `virgo mcp config` prints (VX-OPS-3).
+    """The `mcpServers` block that starts the persona's MCP server over stdio: what
+    `virgo mcp config` prints (VX-OPS-3) for an MCP client Virgo does not launch.
 
     The server's settings go first to its owner-private file (server.env); the block names only
     that file and the settings module, never a secret, so it works under a client that passes
@@ -138,40 +146,135 @@ def run_directory(persona: Persona) -> Path:
     return Path(settings.VIRGO_HOME) / "run" / str(persona.uuid)
 
 
-def config_path(persona: Persona) -> Path:
-    return run_directory(persona) / "mcp-config.json"
-
-
 def env_file_path(persona: Persona) -> Path:
     return run_directory(persona) / "server.env"
 
 
-def write_mcp_config(persona: Persona) -> Path:
-    """Write the server's settings file and the MCP config naming it, owner-private and
-    atomically: a launch never reads half a file."""
-    config = mcp_servers(persona)
-    path = config_path(persona)
+def agent_home(persona: Persona) -> Path:
+    """The agent's own home: its CLI's state and sign-in, kept from one launch to the next,
+    and nothing of the operator's or the installation's."""
+    return run_directory(persona) / "agent-home"
+
+
+def prepare_agent_home(persona: Persona) -> Path:
+    """The agent's home, made owner-private with the run directory that holds it (beside the
+    stdio server's `server.env`)."""
+    for directory in (run_directory(persona), agent_home(persona)):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+    return agent_home(persona)
+
+
+def write_private_json(path: Path, document: dict[str, Any]) -> Path:
+    """Write `document` owner-private and atomically: a launch never reads half a file."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(config, handle, indent=2)
+        json.dump(document, handle, indent=2)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
     return path
 
 
-def agent_invocation(
-    persona: Persona, stamp: ActiveStamp, command: list[str]
-) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment the agent command is exec'd with."""
+def remote_mcp_config(url: str, token: str) -> dict[str, Any]:
+    """The MCP config naming the launch's server: its URL and this launch's token, nothing else."""
+    return {
+        "mcpServers": {
+            MCP_SERVER_NAME: {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {token}"},
+            }
+        }
+    }
+
+
+class LaunchServer:
+    """The persona's MCP server for one launch: streamable HTTP on a loopback port bound here
+    (no other process can take it between choosing and binding), answering one token."""
+
+    def __init__(self, persona: Persona) -> None:
+        from runtime.mcp_server import build_server
+
+        self.server = build_server(persona)
+        self.token = secrets.token_urlsafe(32)
+        self.socket = socket.create_server((LOOPBACK, 0))
+        self.port: int = self.socket.getsockname()[1]
+        self.url = f"http://{LOOPBACK}:{self.port}/mcp"
+        self._uvicorn: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import uvicorn
+
+        from runtime.mcp_server import http_app
+
+        app = http_app(self.server, host=LOOPBACK, port=self.port, token=self.token)
+        # The agent's terminal is the launcher's: the server logs through Django's logging, and
+        # says only what went wrong.
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+        self._uvicorn = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._uvicorn.run, kwargs={"sockets": [self.socket]}, daemon=True
+        )
+        self._thread.start()
+        while not self._uvicorn.started:
+            if not self._thread.is_alive():
+                raise CommandError("the persona's MCP server did not start")
+            threading.Event().wait(0.01)
+
+    def stop(self) -> None:
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.socket.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What runs: the argv (inside the sandbox's, if any) and its environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+    mcp_config: Path
+    workdir: Path
+
+
+def invocation(
+    persona: Persona,
+    stamp: ActiveStamp,
+    command: list[str],
+    *,
+    cli: AgentCli | None,
+    sandbox: Sandbox | None,
+    server_url: str,
+    token: str,
+) -> Invocation:
+    """The argv, environment and working directory of a launch (nothing is started here): the
+    agent works in the persona's workspace, sandboxed or not."""
     tools = allowlist(stamp)
+    home = prepare_agent_home(persona)
+    config = write_private_json(
+        home / f".virgo-mcp-{os.getpid()}.json", remote_mcp_config(server_url, token)
+    )
+    argv = list(command)
     env = agent_environment(os.environ)
-    config = write_mcp_config(persona)
-    argv = [*command, "--allowedTools", tools, "--mcp-config", str(config), "--strict-mcp-config"]
+    if cli is not None:
+        argv += cli.confinement(allowlist=tools, mcp_config=config)
+        env.update(cli.environment)
     env.update(
+        HOME=str(home),
         VIRGO_PERSONA=str(persona.uuid),
         VIRGO_ALLOWED_TOOLS=tools,
         VIRGO_MCP_CONFIG=str(config),
     )
-    return argv, env
+    if sandbox is not None:
+        env["TMPDIR"] = "/tmp"
+        argv = sandbox.argv(argv)
+    workdir = stamp.workspace_root()
+    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Invocation(argv=argv, env=env, mcp_config=config, workdir=workdir)

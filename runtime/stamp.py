@@ -11,6 +11,7 @@ Validation of a given hash is done once per process: the same bytes always valid
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, NoReturn
 
 import rfc8785
@@ -107,6 +108,15 @@ class ActiveStamp:
             surfaces=tuple(tool.scope.get("surfaces", ())),
         )
 
+    def workspace_root(self) -> Path:
+        """The directory of the persona's workspace binding."""
+        binding = self.document["bindings"]["workspace"]
+        return workspace_root(
+            workspace=binding["workspace"],
+            project=binding["project"],
+            persona_uuid=self.persona_uuid,
+        )
+
     def workspace_for(self, tool: StampTool) -> Workspace:
         """The persona's workspace as this tool may touch it.
 
@@ -116,11 +126,7 @@ class ActiveStamp:
         binding = self.document["bindings"]["workspace"]
         writable = tool.scope.get("paths", ()) if tool.action == "workspace.write" else ()
         return Workspace(
-            root=workspace_root(
-                workspace=binding["workspace"],
-                project=binding["project"],
-                persona_uuid=self.persona_uuid,
-            ),
+            root=self.workspace_root(),
             mutable_paths=tuple(writable or binding["mutable_paths"]),
             readable_paths=tuple(tool.scope.get("paths", ())),
         )

@@ -1,10 +1,12 @@
-"""What a launched agent and its MCP server are given: an allow-listed environment, and a file.
+"""What a launched agent and a configured MCP server are given: an allow-listed environment, and
+a file.
 
 The launcher's own environment holds the server's secrets (SECRET_KEY, the database and broker
-URLs, the hub's token and secret). The agent gets none of them: only the basics of a shell, the
-three VIRGO_* values it needs and what the operator lists in VIRGO_LAUNCH_PASS_ENV. The MCP
-server it starts reads its settings from an owner-private file the launcher wrote, which the
-config's `env` names; nothing in that config or the agent's environment carries a secret.
+URLs, the hub's token and secret). The agent gets none of them: only the basics of a shell, its
+own HOME, the three VIRGO_* values it needs and what the operator lists in
+VIRGO_LAUNCH_PASS_ENV. The stdio server `virgo mcp config` configures for other clients reads its
+settings from an owner-private file, which the config's `env` names; nothing in that config or
+the agent's environment carries a secret.
 """
 
 import json
@@ -20,7 +22,7 @@ from dotenv import dotenv_values
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from runtime.launcher import agent_invocation
+from runtime.launcher import agent_home, invocation, mcp_servers
 from runtime.stamp import load_active_stamp
 from tests.runtime_support import Standalone, standing_persona, start_standalone
 
@@ -61,21 +63,32 @@ def launcher_environment(monkeypatch: pytest.MonkeyPatch, settings) -> None:  # 
     settings.VIRGO_LAUNCH_PASS_ENV = ["ANTHROPIC_API_KEY"]
 
 
+def launched_env(persona) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return invocation(
+        persona, load_active_stamp(persona), ["agent"], cli=None, sandbox=None,
+        server_url="http://127.0.0.1:5/mcp", token="t",
+    ).env  # fmt: skip
+
+
 @pytest.mark.django_db
 @pytest.mark.usefixtures("launcher_environment")
 def test_the_agent_gets_an_allow_listed_environment() -> None:
     """VX-SEC-6: exactly the basics, the operator's names and the three VIRGO_* values: no
     server secret, database or broker URL, nor any other credential of the launcher."""
     persona = standing_persona()
-    _, env = agent_invocation(persona, load_active_stamp(persona), ["agent"])
+    env = launched_env(persona)
     assert set(env) == {
-        *BASICS,
+        *(set(BASICS) - {"HOME"}),
+        "HOME",
         "ANTHROPIC_API_KEY",
         "VIRGO_PERSONA",
         "VIRGO_ALLOWED_TOOLS",
         "VIRGO_MCP_CONFIG",
     }
-    assert {name: env[name] for name in BASICS} == BASICS
+    assert {name: env[name] for name in BASICS if name != "HOME"} == {
+        name: value for name, value in BASICS.items() if name != "HOME"
+    }
+    assert env["HOME"] == str(agent_home(persona))
     assert env["ANTHROPIC_API_KEY"] == "the-agents-own-key"
     for value in (*SERVER_SECRETS.values(), *UNRELATED.values()):
         assert not any(value in passed for passed in env.values())
@@ -84,11 +97,10 @@ def test_the_agent_gets_an_allow_listed_environment() -> None:
 @pytest.mark.django_db
 @pytest.mark.usefixtures("launcher_environment")
 def test_the_server_reads_its_settings_from_an_owner_private_file() -> None:
-    """VX-SEC-6: the MCP config's env names only the settings module and the file; the file
-    is 0600 and holds the settings the server's own settings read, nothing else."""
+    """VX-SEC-6: the stdio MCP config's env names only the settings module and the file; the
+    file is 0600 and holds the settings the server's own settings read, nothing else."""
     persona = standing_persona()
-    _, env = agent_invocation(persona, load_active_stamp(persona), ["agent"])
-    config_text = Path(env["VIRGO_MCP_CONFIG"]).read_text()
+    config_text = json.dumps(mcp_servers(persona))
     server_env = json.loads(config_text)["mcpServers"]["virgo"]["env"]
     assert set(server_env) == {"DJANGO_SETTINGS_MODULE", "VIRGO_ENV_FILE"}
     assert not any(value in config_text for value in SERVER_SECRETS.values())
@@ -112,7 +124,7 @@ def test_the_operator_cannot_pass_a_server_setting_to_the_agent(settings, name: 
     settings.VIRGO_LAUNCH_PASS_ENV = ["ANTHROPIC_API_KEY", name]
     persona = standing_persona()
     with pytest.raises(CommandError, match=f"VIRGO_LAUNCH_PASS_ENV names {name}") as refused:
-        agent_invocation(persona, load_active_stamp(persona), ["agent"])
+        launched_env(persona)
     assert refused.value.returncode == 2
     assert f"remove {name} from VIRGO_LAUNCH_PASS_ENV" in str(refused.value)
 
@@ -146,7 +158,7 @@ def test_launch_sh_c_env_shows_no_server_secret(standalone: Standalone) -> None:
     env = with_server_secrets(standalone)
     uuid = standalone.personas["Deputy"]
     launched = Standalone(standalone.home, env, standalone.personas).run(
-        "launch", "--persona", uuid, "--", "sh", "-c", "env"
+        "launch", "--persona", uuid, "--unconfined", "--", "sh", "-c", "env"
     )
     assert launched.returncode == 0, launched.stderr
     printed = dict(line.split("=", 1) for line in launched.stdout.splitlines() if "=" in line)
@@ -161,16 +173,16 @@ def test_launch_sh_c_env_shows_no_server_secret(standalone: Standalone) -> None:
 def test_the_mcp_server_runs_on_the_configs_environment_alone(
     standalone: Standalone, tmp_path: Path
 ) -> None:
-    """VX-SEC-6, VX-OPS-3: the server started from the written config with only that config's
+    """VX-SEC-6, VX-OPS-3: the server started from the printed config with only that config's
     environment (and the SDK's minimal defaults) finds its database and VIRGO_HOME in the
     file and lists exactly the stamp's tools."""
     env = with_server_secrets(standalone)
     uuid = standalone.personas["Deputy"]
-    launched = Standalone(standalone.home, env, standalone.personas).run(
-        "launch", "--persona", uuid, "--", "true"
+    printed = Standalone(standalone.home, env, standalone.personas).run(
+        "mcp", "config", "--persona", uuid
     )
-    assert launched.returncode == 0, launched.stderr
-    config = json.loads((standalone.home / "run" / uuid / "mcp-config.json").read_text())
+    assert printed.returncode == 0, printed.stderr
+    config = json.loads(printed.stdout)
     server = config["mcpServers"]["virgo"]
     env_file = Path(server["env"]["VIRGO_ENV_FILE"])
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600

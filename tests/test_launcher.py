@@ -2,14 +2,19 @@
 
 import io
 import json
+import os
 import stat
 import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from runtime.launcher import agent_invocation, allowlist
+from personas.models import AuditEvent
+from runtime import sandbox
+from runtime.agent_clis import CLAUDE
+from runtime.launcher import agent_home, allowlist, invocation
 from runtime.stamp import load_active_stamp
 from stamps.projections import launcher_allowlist
 from stamps.storage import stamp_path
@@ -71,28 +76,201 @@ def test_an_unknown_persona_or_a_missing_command_is_refused() -> None:
 
 
 @pytest.mark.django_db
-def test_the_invocation_carries_allowlist_and_an_owner_private_mcp_config() -> None:
-    """V1-CONS-3: flags for the agent CLI and the same values in the environment."""
+def test_the_invocation_confines_claude_with_its_own_flags_after_the_owners() -> None:
+    """VX-CONF-1, V1-CONS-3: the owner's arguments, then Claude Code's confinement: no built-in
+    tool, no settings source, hooks off, only Virgo's server (by a 0600 config naming the launch's
+    URL and token), exactly the allowlist; the same values in the environment."""
     persona = standing_persona()
     stamp = load_active_stamp(persona)
-    argv, env = agent_invocation(persona, stamp, ["claude", "-p", "hello"])
-    config = Path(env["VIRGO_MCP_CONFIG"])
-    assert argv == [
-        "claude",
-        "-p",
-        "hello",
-        "--allowedTools",
-        allowlist(stamp),
-        "--mcp-config",
-        str(config),
+    launch = invocation(
+        persona, stamp, ["/usr/bin/claude", "-p", "hello"], cli=CLAUDE, sandbox=None,
+        server_url="http://127.0.0.1:5/mcp", token="launch-token",
+    )  # fmt: skip
+    config = launch.mcp_config
+    assert launch.argv == [
+        "/usr/bin/claude", "-p", "hello",
+        "--tools", "",
+        "--setting-sources", "",
+        "--settings",
+        '{"disableAllHooks": true, "permissions": {"disableBypassPermissionsMode": "disable"}}',
+        "--mcp-config", str(config),
+        "--allowedTools", allowlist(stamp),
+        "--permission-mode", "default",
         "--strict-mcp-config",
-    ]
-    assert env["VIRGO_ALLOWED_TOOLS"] == allowlist(stamp)
+        "--disable-slash-commands",
+    ]  # fmt: skip
+    assert launch.env["VIRGO_ALLOWED_TOOLS"] == allowlist(stamp)
+    assert launch.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert launch.env["HOME"] == str(agent_home(persona)) == str(config.parent)
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
-    server = json.loads(config.read_text())["mcpServers"]["virgo"]
-    assert server["command"] == sys.executable
-    assert server["args"][-4:] == ["mcp", "serve", "--persona", str(persona.uuid)]
-    assert "SECRET_KEY" not in server["env"] and "DATABASE_URL" not in server["env"]
+    assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(config.parent.parent.stat().st_mode) == 0o700
+    assert json.loads(config.read_text()) == {
+        "mcpServers": {
+            "virgo": {
+                "type": "http",
+                "url": "http://127.0.0.1:5/mcp",
+                "headers": {"Authorization": "Bearer launch-token"},
+            }
+        }
+    }
+
+
+@pytest.mark.django_db
+def test_an_unconfined_command_gets_no_other_clis_flags() -> None:
+    """VX-CONF-1: flags of one CLI are never appended to another program: an unconfined command
+    runs as given, the allowlist and config reaching it only through the environment."""
+    persona = standing_persona()
+    launch = invocation(
+        persona, load_active_stamp(persona), ["/usr/bin/codex", "exec", "hi"], cli=None,
+        sandbox=None, server_url="http://127.0.0.1:5/mcp", token="t",
+    )  # fmt: skip
+    assert launch.argv == ["/usr/bin/codex", "exec", "hi"]
+    assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC" not in launch.env
+    assert launch.env["VIRGO_MCP_CONFIG"] == str(launch.mcp_config)
+
+
+@pytest.fixture
+def programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory first on PATH holding stand-ins named `claude`, `codex` and `gemini` that
+    leave a mark if they ever run."""
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    for name in ("claude", "codex", "gemini"):
+        program = directory / name
+        program.write_text(f"#!/bin/sh\ntouch {tmp_path}/{name}-ran\n")
+        program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
+    return tmp_path
+
+
+def launch(persona, *arguments: str) -> str:  # type: ignore[no-untyped-def]
+    out = io.StringIO()
+    call_command("launch", "--persona", str(persona.uuid), *arguments, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("program", ["codex", "gemini", "python3"])
+def test_a_command_virgo_cannot_confine_is_refused_naming_the_ones_it_can(
+    programs: Path, program: str
+) -> None:
+    """VX-CONF-1: refused in one line (status 2) that names the CLIs Virgo confines and the way
+    out; the program never runs and nothing is audited."""
+    persona = standing_persona()
+    with pytest.raises(CommandError) as refused:
+        launch(persona, "--", program)
+    assert refused.value.returncode == 2
+    assert str(refused.value) == (
+        f"{program} is not an agent CLI Virgo can confine (it knows claude (Claude Code)): its "
+        "own tools would reach past the stamp; pass --unconfined to run it anyway"
+    )
+    assert not (programs / f"{program}-ran").exists()
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.UNCONFINED_LAUNCH).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--dangerously-skip-permissions"], "--dangerously-skip-permissions"),
+        (["--allow-dangerously-skip-permissions"], "--allow-dangerously-skip-permissions"),
+        (["--permission-mode", "bypassPermissions"], "--permission-mode bypassPermissions"),
+        (["--permission-mode=auto"], "--permission-mode auto"),
+        (["--tools", "Bash,Read"], "--tools"),
+        (["--allowedTools", "Bash"], "--allowedTools"),
+        (["--settings", '{"hooks": {}}'], "--settings"),
+        (["--setting-sources", "user,project"], "--setting-sources"),
+        (["--mcp-config", ".mcp.json"], "--mcp-config"),
+        (["--add-dir", "/"], "--add-dir"),
+        (["--plugin-dir", "plugins"], "--plugin-dir"),
+        (["--agents", "{}"], "--agents"),
+        (["--chrome"], "--chrome"),
+        (["-p", "hi", "--model"], "--model needs a value"),
+        (["mcp", "add", "other", "--", "x"], "'mcp' is a Claude Code subcommand"),
+        (["plugin", "install", "x"], "'plugin' is a Claude Code subcommand"),
+    ],
+)
+def test_the_owners_arguments_cannot_undo_claudes_confinement(
+    programs: Path, arguments: list[str], named: str
+) -> None:
+    """VX-CONF-1: bypass modes, other tools, settings, servers, directories, plugins and the
+    CLI's own configuring subcommands are refused before anything starts."""
+    persona = standing_persona()
+    with pytest.raises(CommandError, match="refusing to launch Claude Code") as refused:
+        launch(persona, "--", "claude", *arguments)
+    assert named in str(refused.value)
+    assert refused.value.returncode == 2
+    assert not (programs / "claude-ran").exists()
+
+
+@pytest.mark.django_db
+def test_the_owners_harmless_arguments_pass(programs: Path) -> None:
+    """VX-CONF-1: a prompt, print mode, a model, an output format and a safe permission mode are
+    the owner's to choose."""
+    persona = standing_persona()
+    printed = launch(
+        persona, "--check", "--", "claude", "-p", "review the queue", "--model", "sonnet",
+        "--output-format=json", "--permission-mode", "plan", "--verbose",
+    )  # fmt: skip
+    assert "agent: Claude Code (confined)" in printed
+
+
+@pytest.mark.django_db
+def test_check_prints_tools_settings_and_sandbox_without_starting_anything(
+    programs: Path,
+) -> None:
+    """VX-CONF-1, VX-CONF-2: the effective tools (exactly the stamp's), the settings that are
+    off, the server outside and the sandbox's writable and hidden places; the agent never runs
+    and nothing is audited."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    printed = launch(persona, "--check", "--", "claude")
+    tools = allowlist(stamp).split(",")
+    assert f"tools: {len(tools)}, exactly the stamp's: {', '.join(tools)}" in printed
+    assert 'built-in tools: none (--tools "")' in printed
+    assert "MCP servers: virgo only" in printed
+    assert f"writable: {stamp.workspace_root()}, {agent_home(persona)}" in printed
+    hidden = printed.split("\nhidden: ")[1].split(", ")
+    assert os.path.realpath(settings.VIRGO_HOME) in hidden
+    assert not (programs / "claude-ran").exists()
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.UNCONFINED_LAUNCH).exists()
+
+
+@pytest.mark.django_db
+def test_without_bubblewrap_the_launch_is_refused_with_the_fix(
+    programs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-CONF-2: no sandbox, no launch, unless the owner gives it up with --no-sandbox."""
+    monkeypatch.setattr(sandbox, "BWRAP", "virgo-no-such-bwrap")
+    persona = standing_persona()
+    with pytest.raises(CommandError) as refused:
+        launch(persona, "--check", "--", "claude")
+    assert str(refused.value) == (
+        "refusing to launch without the sandbox: bubblewrap (bwrap) is not installed: install "
+        "bubblewrap (apt-get install bubblewrap); or pass --no-sandbox to run the agent where "
+        "it can read the installation's secrets"
+    )
+    printed = launch(persona, "--check", "--no-sandbox", "--", "claude")
+    assert "sandbox: none (--no-sandbox): the agent can read whatever you can" in printed
+
+
+@pytest.mark.django_db
+def test_a_bwrap_that_cannot_set_up_a_sandbox_is_refused_with_its_reason(
+    programs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-CONF-2: bwrap present but failing (no user namespaces) is a refusal naming its reason."""
+    failing = tmp_path / "bin" / "bwrap"
+    failing.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
+    failing.chmod(0o755)
+    persona = standing_persona()
+    with pytest.raises(CommandError) as refused:
+        launch(persona, "--check", "--", "claude")
+    assert "bwrap cannot set up a sandbox here (bwrap: No permissions to create new namespace)" in (
+        str(refused.value)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,26 +279,27 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Standalone:
 
 
 @pytest.mark.live
-def test_launch_execs_the_agent_with_the_allowlist_and_mcp_config(standalone: Standalone) -> None:
-    """V1-CONS-3: a real `launch -- <agent>` process, exec'd with the flags."""
+def test_a_real_launch_runs_claude_confined_in_the_sandbox(
+    standalone: Standalone, tmp_path: Path
+) -> None:
+    """VX-CONF-1, V1-CONS-3: a real `launch -- claude` process (a stand-in that prints what it
+    was given): the confinement after the owner's arguments, the allowlist, its own home."""
     uuid = standalone.personas["Deputy"]
     names = [tool["name"] for tool in json.loads(standalone.stamp_bytes("Deputy"))["tools"]]
     expected = ",".join(f"mcp__virgo__{name}" for name in names)
     printed = standalone.run("launch", "--persona", uuid, "--print-allowlist")
     assert (printed.returncode, printed.stdout.strip()) == (0, expected)
-    launched = standalone.run("launch", "--persona", uuid, "--", sys.executable, "-c", PRINT_ARGV)
+    claude = tmp_path / "claude"
+    claude.write_text(f"#!{sys.executable}\n{PRINT_ARGV}\n")
+    claude.chmod(0o755)
+    launched = standalone.run("launch", "--persona", uuid, "--", str(claude), "-p", "hi")
     assert launched.returncode == 0, launched.stderr
     argv, env = json.loads(launched.stdout)
-    config = standalone.home / "run" / uuid / "mcp-config.json"
-    assert argv == [
-        "--allowedTools",
-        expected,
-        "--mcp-config",
-        str(config),
-        "--strict-mcp-config",
-    ]
+    assert argv[:2] == ["-p", "hi"]
+    assert argv[argv.index("--allowedTools") + 1] == expected
+    assert argv[argv.index("--tools") + 1] == ""
     assert (env["VIRGO_ALLOWED_TOOLS"], env["VIRGO_PERSONA"]) == (expected, uuid)
-    assert json.loads(config.read_text())["mcpServers"]["virgo"]["args"][-1] == uuid
+    assert env["HOME"] == str(standalone.home / "run" / uuid / "agent-home")
 
 
 @pytest.mark.live

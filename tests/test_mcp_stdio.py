@@ -1,4 +1,4 @@
-"""`manage.py mcp serve` as a real process: stdio from the launcher's config, and HTTP."""
+"""`manage.py mcp serve` as a real process: stdio from `mcp config`, and HTTP."""
 
 import json
 import secrets
@@ -26,14 +26,14 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Standalone:
 
 
 def test_the_stdio_server_lists_the_stamp_and_runs_calls(standalone: Standalone) -> None:
-    """V1-CONS-1, V1-CONS-3, V1-ACC-1, V1-ACC-3: what the launcher configures is what is served."""
+    """V1-CONS-1, V1-CONS-3, V1-ACC-1, V1-ACC-3: what `mcp config` configures is what is served."""
     uuid = standalone.personas["Deputy"]
     names = [tool["name"] for tool in json.loads(standalone.stamp_bytes("Deputy"))["tools"]]
     launched = standalone.run("launch", "--persona", uuid, "--print-allowlist")
     allowlist = launched.stdout.strip().split(",")
-    config = standalone.home / "run" / uuid / "mcp-config.json"
-    standalone.run("launch", "--persona", uuid, "--", "true")
-    server = json.loads(config.read_text())["mcpServers"]["virgo"]
+    configured = standalone.run("mcp", "config", "--persona", uuid)
+    assert configured.returncode == 0, configured.stderr
+    server = json.loads(configured.stdout)["mcpServers"]["virgo"]
     parameters = StdioServerParameters(
         command=server["command"],
         args=server["args"],

@@ -112,9 +112,11 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
     home.mkdir()
     stand_ins = base / "bin"
     stand_ins.mkdir()
-    record = base / "claude-argv"
+    # The stand-in keeps what it was given in its HOME: the shell's when pasted, its own
+    # (writable in the sandbox) under `launch`.
+    record = home / "claude-argv"
     claude = stand_ins / "claude"
-    claude.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" --- >> {record}\n")
+    claude.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" --- >> "$HOME/claude-argv"\n')
     claude.chmod(0o755)
     env = clean_environment(home, path_first=stand_ins)
     port = free_port()
@@ -244,28 +246,30 @@ def test_every_command_the_readme_shows_works_in_a_new_shell(made_run: MadeRun) 
     for line in run:
         assert_works(filled(line, made_run), made_run)
 
-    # `launch ... -- claude`, then `claude --allowedTools ...`: what the stand-in was given.
-    launched, pasted = [
-        call.strip("\n").splitlines()
-        for call in made_run.claude_record.read_text().split("---")
-        if call.strip()
-    ]
+    # `launch ... -- claude` (in its sandbox, with its own home), then `claude --allowedTools
+    # ...` pasted: what the stand-in was given.
+    agent_home = made_run.checkout / "var/run" / made_run.reviewer() / "agent-home"
+    [launched] = recorded_calls(agent_home / "claude-argv")
+    [pasted] = recorded_calls(made_run.claude_record)
     allowlist = ",".join(
         f"mcp__virgo__{name}" for name in made_run.stamp_tools(made_run.reviewer())
     )
     assert launched[launched.index("--allowedTools") + 1] == allowlist
+    assert launched[launched.index("--tools") + 1] == ""
+    assert not Path(launched[launched.index("--mcp-config") + 1]).exists()
     assert pasted == ["--allowedTools", allowlist]
     secret = re.search(
         r"^SECRET_KEY='(.*)'$", (made_run.checkout / "var/virgo.env").read_text(), re.M
     )
     assert secret is not None
-    for config_path in (
-        launched[launched.index("--mcp-config") + 1],
-        made_run.checkout / ".mcp.json",
-    ):
-        config = json.loads(Path(config_path).read_text())
-        assert set(config["mcpServers"]["virgo"]["env"]) == {
-            "DJANGO_SETTINGS_MODULE",
-            "VIRGO_ENV_FILE",
-        }
-        assert secret.group(1) not in json.dumps(config)
+    assert secret.group(1) not in json.dumps(launched)
+    config = json.loads((made_run.checkout / ".mcp.json").read_text())
+    assert set(config["mcpServers"]["virgo"]["env"]) == {"DJANGO_SETTINGS_MODULE", "VIRGO_ENV_FILE"}
+    assert secret.group(1) not in json.dumps(config)
+
+
+def recorded_calls(record: Path) -> list[list[str]]:
+    """Each call the claude stand-in recorded, as its argument list."""
+    return [
+        call.strip("\n").split("\n") for call in record.read_text().split("---\n") if call.strip()
+    ]

@@ -66,6 +66,14 @@ AUTHORITY_NAME_PATTERNS: tuple[str, ...] = (
     "authority.json",
     "*.authority",
 )
+# What configures an agent CLI or what git executes (VX-CONF-3): a persona that could write them
+# would choose its own next launch's hooks, servers and permissions, or the commands git runs for
+# its owner. Directories match as any segment, files by their name; case folded, as on a
+# case-insensitive disk `.Claude` is `.claude`.
+AGENT_CONFIGURATION_DIRECTORIES = frozenset(
+    {".claude", ".codex", ".gemini", ".cursor", ".vscode", ".git", ".husky", ".devcontainer"}
+)
+AGENT_CONFIGURATION_FILES = frozenset({".mcp.json", ".claude.json", ".envrc"})
 
 
 class WorkspaceError(Exception):
@@ -104,6 +112,10 @@ class SecretContent(SecretPath):
 
 class AuthorityPath(WorkspaceError):
     code = "authority_path"
+
+
+class AgentConfiguration(WorkspaceError):
+    code = "agent_configuration"
 
 
 class NotMutable(WorkspaceError):
@@ -156,6 +168,15 @@ def _matches_any(name: str, patterns: tuple[str, ...]) -> bool:
 def is_authority_path(path: str) -> bool:
     """Whether any segment names lease, fence or authority material."""
     return any(_matches_any(part, AUTHORITY_NAME_PATTERNS) for part in path.split("/") if part)
+
+
+def is_agent_configuration(path: str) -> bool:
+    """Whether a normalised path configures an agent CLI or what git executes."""
+    parts = [part.lower() for part in path.split("/") if part]
+    return bool(parts) and (
+        parts[-1] in AGENT_CONFIGURATION_FILES
+        or any(part in AGENT_CONFIGURATION_DIRECTORIES for part in parts)
+    )
 
 
 def normalise_path(raw: object, *, allow_root: bool = False) -> str:
@@ -428,6 +449,10 @@ class Workspace:
             raise InvalidArgument(f"mode must be one of {', '.join(WRITE_MODES)}")
         if is_authority_path(path):
             raise AuthorityPath(f"{path!r} is lease, fence or authority material")
+        if is_agent_configuration(path):
+            raise AgentConfiguration(
+                f"{path!r} configures an agent CLI or what git runs: no persona's tool writes it"
+            )
         if not is_mutable(path, self.mutable_paths):
             raise NotMutable(
                 f"{path!r} is not a mutable path of this workspace binding "

@@ -1,19 +1,36 @@
-"""`virgo launch --persona <uuid> [--print-allowlist | -- <agent command...>]`."""
+"""`virgo launch --persona <name> [--print-allowlist | --check] [-- <agent command...>]`."""
 
 import argparse
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from personas import audit
 from personas.commandline import EXIT_USAGE, persona_argument
-from runtime.launcher import ANY_PERSONA, agent_invocation, allowlist
-from runtime.stamp import StampUnavailable, load_active_stamp
+from personas.models import AuditEvent, Persona
+from runtime import sandbox as sandboxes
+from runtime.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
+from runtime.launcher import (
+    ANY_PERSONA,
+    LaunchServer,
+    allowlist,
+    invocation,
+    prepare_agent_home,
+)
+from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
+from virgo import auditing
 
 
 class Command(BaseCommand):
-    help = "Start an agent CLI with exactly the persona's stamped tools and its MCP server."
+    help = (
+        "Start an agent CLI confined to the persona's stamped tools, in a sandbox where the "
+        "installation's secrets are not visible, with its MCP server outside."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -23,6 +40,23 @@ class Command(BaseCommand):
             "--print-allowlist",
             action="store_true",
             help="Print mcp__virgo__<tool>,... for the stamp's tools and exit.",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Print what the agent would get (tools, settings, sandbox) without starting it.",
+        )
+        parser.add_argument(
+            "--no-sandbox",
+            action="store_true",
+            help="Run the agent without the OS sandbox: it can read whatever your user can, the "
+            "installation's secrets included. Warned and audited.",
+        )
+        parser.add_argument(
+            "--unconfined",
+            action="store_true",
+            help="Run an agent command Virgo does not know how to confine: its own tools and "
+            "settings stay. Warned and audited.",
         )
         parser.add_argument("agent_command", nargs=argparse.REMAINDER)
 
@@ -36,9 +70,13 @@ class Command(BaseCommand):
         if options["print_allowlist"]:
             self.stdout.write(allowlist(stamp))
             return
-        argv, env = agent_invocation(persona, stamp, command)
-        self.stdout.flush()
-        os.execvpe(argv[0], argv, env)
+        cli = self._confinement(command, unconfined=options["unconfined"])
+        sandbox = self._sandbox(persona, stamp, command[0], disabled=options["no_sandbox"])
+        if options["check"]:
+            self._print_check(persona, stamp, command, cli, sandbox)
+            return
+        self._warn_and_audit(persona, command, cli=cli, sandboxed=sandbox is not None)
+        sys.exit(self._run(persona, stamp, command, cli, sandbox))
 
     @staticmethod
     def _agent_command(options: dict[str, Any]) -> list[str]:
@@ -46,14 +84,146 @@ class Command(BaseCommand):
         if command[:1] == ["--"]:
             command = command[1:]
         if not command:
-            raise CommandError("give the agent command after --, e.g. launch --persona X -- claude")
-        # Found first, before the database is asked or the MCP config written: exec would
-        # fail only after both, in a traceback (VX-OPS-7). The agent's PATH is the launcher's
-        # (launcher.AGENT_ENV_NAMES passes it unchanged).
-        if shutil.which(command[0]) is None:
+            raise CommandError(
+                "give the agent command after --, e.g. launch --persona X -- claude",
+                returncode=EXIT_USAGE,
+            )
+        # Found first, before the database is asked or any file written: a missing program
+        # would otherwise fail only inside the sandbox (VX-OPS-7).
+        found = shutil.which(command[0])
+        if found is None:
             raise CommandError(
                 f"agent command {command[0]!r} not found on PATH: install it, or give its full "
                 "path after --",
                 returncode=EXIT_USAGE,
             )
-        return command
+        # Absolute: the agent starts in the persona's workspace, not here.
+        return [os.path.abspath(found), *command[1:]]
+
+    @staticmethod
+    def _confinement(command: list[str], *, unconfined: bool) -> AgentCli | None:
+        cli = known_cli(command[0])
+        if cli is None:
+            if unconfined:
+                return None
+            raise CommandError(
+                f"{os.path.basename(command[0])} is not an agent CLI Virgo can confine (it "
+                f"knows {known_names()}): its own tools would reach past the stamp; pass "
+                "--unconfined to run it anyway",
+                returncode=EXIT_USAGE,
+            )
+        try:
+            cli.check_arguments(command[1:])
+        except RefusedArgument as refused:
+            raise CommandError(f"refusing to launch {cli.title}: {refused}", returncode=2) from None
+        return cli
+
+    @staticmethod
+    def _sandbox(
+        persona: Persona, stamp: ActiveStamp, program: str, *, disabled: bool
+    ) -> sandboxes.Sandbox | None:
+        if disabled:
+            return None
+        workspace = stamp.workspace_root()
+        workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        home = prepare_agent_home(persona)
+        try:
+            sandboxes.require_bwrap()
+            return sandboxes.build(workspace=workspace, agent_home=home, program=program)
+        except sandboxes.SandboxUnavailable as exc:
+            raise CommandError(
+                f"refusing to launch without the sandbox: {exc.reason}; or pass --no-sandbox "
+                "to run the agent where it can read the installation's secrets"
+            ) from None
+
+    def _warn_and_audit(
+        self, persona: Persona, command: list[str], *, cli: AgentCli | None, sandboxed: bool
+    ) -> None:
+        given_up = []
+        if cli is None:
+            given_up.append("unconfined: the agent keeps its own tools and settings")
+        if not sandboxed:
+            given_up.append("no sandbox: the agent can read the installation's secrets")
+        if not given_up:
+            return
+        for warning in given_up:
+            self.stderr.write(f"warning: launching {persona.name} {warning}")
+        audit.record(
+            AuditEvent.Kind.UNCONFINED_LAUNCH,
+            persona=persona,
+            data={
+                "persona_name": persona.name,
+                "program": os.path.basename(command[0]),
+                "confined": cli is not None,
+                "sandboxed": sandboxed,
+            },
+            channel=auditing.CLI,
+        )
+
+    def _print_check(
+        self,
+        persona: Persona,
+        stamp: ActiveStamp,
+        command: list[str],
+        cli: AgentCli | None,
+        sandbox: sandboxes.Sandbox | None,
+    ) -> None:
+        tools = allowlist(stamp).split(",")
+        lines = [
+            f"persona: {persona.name} ({persona.uuid}), generation {stamp.generation}",
+            f"agent: {cli.title if cli else os.path.basename(command[0])} "
+            f"({'confined' if cli else 'unconfined: its own tools and settings stay'})",
+            f"tools: {len(tools)}, exactly the stamp's: {', '.join(tools)}",
+        ]
+        if cli is not None:
+            lines += cli.settings_described()
+        lines.append(
+            "MCP server: outside the agent, in this launcher, on 127.0.0.1 with a token made "
+            "for the launch"
+        )
+        if sandbox is None:
+            lines.append("sandbox: none (--no-sandbox): the agent can read whatever you can")
+        else:
+            lines += [
+                f"sandbox: {sandboxes.version()}; everything else read-only",
+                f"writable: {', '.join(map(str, sandbox.writable))}",
+                f"hidden: {', '.join(map(str, sandbox.hidden))}",
+            ]
+        self.stdout.write("\n".join(lines))
+
+    def _run(
+        self,
+        persona: Persona,
+        stamp: ActiveStamp,
+        command: list[str],
+        cli: AgentCli | None,
+        sandbox: sandboxes.Sandbox | None,
+    ) -> int:
+        server = LaunchServer(persona)
+        server.start()
+        launch = None
+        try:
+            launch = invocation(
+                persona,
+                stamp,
+                command,
+                cli=cli,
+                sandbox=sandbox,
+                server_url=server.url,
+                token=server.token,
+            )
+            self.stdout.flush()
+            # The terminal's Ctrl-C is the agent's to handle; the launcher outlives it, to stop
+            # the server after the agent is gone.
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                process = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.workdir)
+                signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+                returncode = process.wait()
+            finally:
+                signal.signal(signal.SIGINT, previous)
+        finally:
+            server.stop()
+            if launch is not None:
+                launch.mcp_config.unlink(missing_ok=True)
+        return 128 - returncode if returncode < 0 else returncode

@@ -19,6 +19,12 @@ from runtime.launcher import ANY_PERSONA, mcp_servers
 from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
 from runtime.stamp import StampUnavailable, load_active_stamp
 
+CONFINED_ONLY_IN_ITS_TOOLS = (
+    "note: a client this configures is confined only in the tools Virgo's server gives it; its "
+    "own built-in tools, settings and files stay its own. `virgo launch -- claude` confines the "
+    "agent itself."
+)
+
 
 class Command(BaseCommand):
     help = "Serve one persona's stamped tools over MCP: stdio by default, --http on loopback."
@@ -81,3 +87,5 @@ class Command(BaseCommand):
                 f"no MCP config for persona {persona.uuid}: its server would refuse: {exc.reason}"
             ) from None
         self.stdout.write(json.dumps(mcp_servers(persona, dialect=dialect), indent=2))
+        # stdout is the block a client reads; the caution is for the person pasting it.
+        self.stderr.write(CONFINED_ONLY_IN_ITS_TOOLS)
