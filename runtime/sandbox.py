@@ -20,9 +20,10 @@ agent's allow-listed environment is bwrap's own, which it hands on.
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -38,9 +39,10 @@ SERVER_SOCKET_DIRECTORIES = (
     "/run/redis",
     "/var/run/redis",
 )
-# The operator's configuration directories whose children are credential locations too
-# (`~/.config/gh/hosts.yml` is secret where `~/.config` is not).
-NESTED_CONFIGURATION = (".config",)
+# How far into the operator's dot-directories the credential catalogue is looked for.
+HOME_DEPTH = 3
+HOME_ENTRIES = 5000
+SQLITE_JOURNALS = ("-wal", "-shm", "-journal")
 
 
 class SandboxUnavailable(Exception):
@@ -112,24 +114,40 @@ def secret_locations(home: Path | None) -> list[Path]:
     return candidates
 
 
+def database_files(databases: Iterable[Mapping[str, Any]]) -> list[Path]:
+    """The files of the SQLite databases among `databases`, with their journals."""
+    files: list[Path] = []
+    for database in databases:
+        if database["ENGINE"].endswith("sqlite3") and str(database["NAME"]) != ":memory:":
+            name = Path(database["NAME"])
+            files += [name, *(name.with_name(name.name + s) for s in SQLITE_JOURNALS)]
+    return files
+
+
 def _credential_entries(home: Path) -> list[Path]:
-    found: list[Path] = []
-    for relative in _entries(home, ""):
-        if credential_location(relative) is not None:
-            found.append(home / relative)
-    return found
+    return [home / relative for relative in _entries(home) if credential_location(relative)]
 
 
-def _entries(home: Path, prefix: str) -> Iterable[str]:
-    try:
-        names = sorted(os.listdir(home / prefix if prefix else home))
-    except OSError:
-        return
-    for name in names:
-        relative = f"{prefix}/{name}" if prefix else name
-        yield relative
-        if not prefix and name in NESTED_CONFIGURATION:
-            yield from _entries(home, relative)
+def _entries(home: Path) -> Iterable[str]:
+    """The home's own entries and, below its dot-directories (where programs keep their
+    configuration: `.config/gh/hosts.yml`, `.docker/config.json`), theirs, to HOME_DEPTH levels
+    and HOME_ENTRIES entries: a bounded look at well-known places, not a scan of the operator's
+    projects."""
+    pending = [""]
+    seen = 0
+    while pending and seen < HOME_ENTRIES:
+        prefix = pending.pop(0)
+        try:
+            names = sorted(os.listdir(home / prefix))
+        except OSError:
+            continue
+        for name in names[: HOME_ENTRIES - seen]:
+            seen += 1
+            relative = f"{prefix}/{name}" if prefix else name
+            yield relative
+            depth = relative.count("/") + 1
+            if depth < HOME_DEPTH and relative.startswith(".") and (home / relative).is_dir():
+                pending.append(relative)
 
 
 def hidden_paths(candidates: Iterable[Path], *, keep: Iterable[Path]) -> tuple[Path, ...]:
