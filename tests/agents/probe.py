@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import httpx
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def attempt_read(path: str) -> str:
@@ -51,7 +51,8 @@ async def mcp_tools(config: dict) -> dict[str, object]:
     server = config["mcpServers"]["virgo"]
     headers = server["headers"]
     async with (
-        streamablehttp_client(server["url"], headers=headers) as (read, write, _),
+        httpx.AsyncClient(headers=headers) as client,
+        streamable_http_client(server["url"], http_client=client) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
