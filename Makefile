@@ -93,6 +93,7 @@ bench: install
 MUTATION_CHILDREN ?= 2
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt
+	command -v redis-server >/dev/null 2>&1 || { . scripts/lib.sh && install_debian_packages redis-server; }
 	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
 		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep) \
 		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)")

@@ -231,7 +231,8 @@ def _model(request: Recorded) -> str:
 
 def _harmless(schema: dict[str, Any]) -> Any:
     """A value of `schema` that changes nothing: the next speaker is the user (the CLI would
-    otherwise carry on by itself), no loop is suspected (confidence 0), strings say "ok"."""
+    otherwise carry on by itself), numbers are their least (no loop suspected, the simplest
+    route), strings say "ok"."""
     kind = str(schema.get("type", "object")).lower()
     if "enum" in schema:
         values = list(schema["enum"])
@@ -242,7 +243,7 @@ def _harmless(schema: dict[str, Any]) -> Any:
     if kind == "array":
         return []
     if kind in ("integer", "number"):
-        return 0
+        return schema.get("minimum", 0)
     if kind == "boolean":
         return False
     return SIDE_ANSWER
