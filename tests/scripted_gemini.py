@@ -31,6 +31,8 @@ SIDE_ANSWER = "ok"
 EXHAUSTED = "scripted model: the script has no turn left"
 STREAM = ":streamGenerateContent"
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20}
+UNTRUSTED_OPEN = "<untrusted_context>\n"
+UNTRUSTED_CLOSE = "\n</untrusted_context>"
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ class ScriptedGemini:
     def calls(self) -> list[dict[str, Any]]:
         """Each functionCall the script made that the CLI answered, in order: its name and input
         beside the functionResponse's `response` object and its text (`output`, else `error`,
-        else the whole object as JSON); `is_error` when the CLI answered with an error."""
+        else the whole object as JSON), `content` that text as the MCP server returned it, and
+        `is_error` when the CLI answered with an error (an unknown tool: `Tool "x" not found`)."""
         answered: dict[tuple[int, int], dict[str, Any]] = {}
         for request in self.main_requests():
             contents = request.body["contents"]
@@ -231,8 +234,8 @@ def _model(request: Recorded) -> str:
 
 def _harmless(schema: dict[str, Any]) -> Any:
     """A value of `schema` that changes nothing: the next speaker is the user (the CLI would
-    otherwise carry on by itself), numbers are their least (no loop suspected, the simplest
-    route), strings say "ok"."""
+    otherwise carry on by itself), a number is 0 (no loop suspected) and an integer 1 (the
+    router's complexity score counts from 1, unsaid in its schema), a string is "ok"."""
     kind = str(schema.get("type", "object")).lower()
     if "enum" in schema:
         values = list(schema["enum"])
@@ -242,7 +245,9 @@ def _harmless(schema: dict[str, Any]) -> Any:
         return {name: _harmless(spec) for name, spec in properties.items()}
     if kind == "array":
         return []
-    if kind in ("integer", "number"):
+    if kind == "integer":
+        return schema.get("minimum", 1)
+    if kind == "number":
         return schema.get("minimum", 0)
     if kind == "boolean":
         return False
@@ -275,10 +280,21 @@ def _call(call: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         text = payload["error"]
     else:
         text = payload
+    text = text if isinstance(text, str) else json.dumps(text)
     return {
         "name": call.get("name"),
         "input": call.get("args") or {},
         "response": payload,
-        "text": text if isinstance(text, str) else json.dumps(text),
+        "text": text,
+        "content": _unwrapped(text),
         "is_error": "error" in payload,
     }
+
+
+def _unwrapped(text: str) -> str:
+    """An MCP tool's own text: the CLI wraps what a server returns in <untrusted_context> tags
+    (escaping any closing tag inside), which is no part of what the server said."""
+    if text.startswith(UNTRUSTED_OPEN) and text.endswith(UNTRUSTED_CLOSE):
+        inner = text[len(UNTRUSTED_OPEN) : -len(UNTRUSTED_CLOSE)]
+        return inner.replace("&lt;/untrusted_context&gt;", "</untrusted_context>")
+    return text

@@ -11,16 +11,15 @@ server in its `.mcp.json`, and the agent's own home holds user-level hooks too.
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from runtime import sandbox
+from tests.agents.installation import SecretInstallation, secret_installation
 from tests.live import unavailable
-from tests.runtime_support import REPO, Standalone, start_standalone
+from tests.runtime_support import REPO, Standalone
 from tests.scripted_model import ScriptedAnthropic
 
 CLAUDE = REPO / "requirements/agents/node_modules/.bin/claude"
@@ -43,62 +42,22 @@ print(asker.uuid)
 """
 
 
-@dataclass(frozen=True)
-class Installation:
-    standalone: Standalone
-    kek: str
-
-    def secrets(self) -> dict[str, str]:
-        return {
-            "SECRET_KEY": self.standalone.env["SECRET_KEY"],
-            "key-encryption key": self.kek,
-            "broker URL": self.standalone.env["REDIS_URL"],
-            "broker password": "redis-password-r3d1s",
-            "database URL": self.standalone.env["DATABASE_URL"],
-            "virgo.env": "home-env-secret-h0m3",
-        }
-
-    def workspace(self, persona: str) -> Path:
-        return self.standalone.home / "workspaces/work/core" / self.standalone.personas[persona]
-
-    def agent_home(self, persona: str) -> Path:
-        return self.standalone.home / "run" / self.standalone.personas[persona] / "agent-home"
-
-
 @pytest.fixture(scope="module")
-def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
+def installation(tmp_path_factory: pytest.TempPathFactory) -> SecretInstallation:
     if not CLAUDE.exists():
         unavailable(f"{CLAUDE} is missing: `make agents` installs the pinned agent CLIs")
-    try:
-        sandbox.require_bwrap()
-    except sandbox.SandboxUnavailable as exc:
-        unavailable(exc.reason)
-    base = tmp_path_factory.mktemp("claude")
-    (base / "home").mkdir()
-    made = start_standalone(base / "home")
-    kek = subprocess.run(
-        [sys.executable, "-m", "virgo.kek"],
-        capture_output=True, text=True, check=True, cwd=REPO,
-    ).stdout.strip()  # fmt: skip
-    kek_file = base / "kek"
-    kek_file.write_text(kek + "\n")
-    kek_file.chmod(0o600)
-    home_env = made.home / "virgo.env"
-    home_env.write_text("VIRGO_PROBE_SECRET=home-env-secret-h0m3\n")
-    home_env.chmod(0o600)
-    env = {
-        **made.env,
-        "VIRGO_KEY_ENCRYPTION_KEY_FILE": str(kek_file),
-        "REDIS_URL": "redis://:redis-password-r3d1s@127.0.0.1:9/0",
-        "VIRGO_LAUNCH_PASS_ENV": "ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
-        "ANTHROPIC_API_KEY": "sk-ant-scripted",
-    }
-    # Made before the broker's URL is set: with it, settling would wait for a worker.
-    asker = made.run("shell", "-c", _MAKE_ASKER)
-    assert asker.returncode == 0, asker.stderr
-    standalone = Standalone(made.home, env, dict(made.personas))
-    standalone.personas["Asker"] = asker.stdout.strip().splitlines()[-1]
-    return Installation(standalone, kek)
+
+    def make_asker(made: Standalone) -> dict[str, str]:
+        asker = made.run("shell", "-c", _MAKE_ASKER)
+        assert asker.returncode == 0, asker.stderr
+        return {"Asker": asker.stdout.strip().splitlines()[-1]}
+
+    return secret_installation(
+        tmp_path_factory.mktemp("claude"),
+        prepare=make_asker,
+        VIRGO_LAUNCH_PASS_ENV="ANTHROPIC_BASE_URL,ANTHROPIC_API_KEY",
+        ANTHROPIC_API_KEY="sk-ant-scripted",
+    )
 
 
 def plant_project_configuration(workspace: Path, agent_home: Path) -> None:
@@ -134,7 +93,7 @@ class Run:
     calls: dict[str, dict]
 
 
-def run_claude(installation: Installation, persona: str, turn: list) -> Run:
+def run_claude(installation: SecretInstallation, persona: str, turn: list) -> Run:
     standalone = installation.standalone
     workspace, agent_home = installation.workspace(persona), installation.agent_home(persona)
     workspace.mkdir(parents=True, exist_ok=True)
@@ -150,7 +109,7 @@ def run_claude(installation: Installation, persona: str, turn: list) -> Run:
 
 
 @pytest.fixture(scope="module")
-def attack(installation: Installation) -> Iterator[Run]:
+def attack(installation: SecretInstallation) -> Iterator[Run]:
     home = installation.standalone.home
     turn = [
         ("Read", {"file_path": str(home / "virgo.env")}),
@@ -177,7 +136,9 @@ def attack(installation: Installation) -> Iterator[Run]:
 
 
 @pytest.mark.live
-def test_the_agents_tools_are_exactly_the_stamps(installation: Installation, attack: Run) -> None:
+def test_the_agents_tools_are_exactly_the_stamps(
+    installation: SecretInstallation, attack: Run
+) -> None:
     """VX-CONF-4, VX-CONF-1: every request to the model offers exactly the stamp's tools
     (Claude Code's DeferredToolPlaceholder, which names no tool, aside): no built-in tool, none of
     the project's server."""
@@ -202,7 +163,7 @@ def test_every_built_in_tool_and_every_tool_outside_the_stamp_fails(attack: Run,
 
 @pytest.mark.live
 def test_the_projects_hooks_servers_and_permissions_change_nothing(
-    installation: Installation, attack: Run
+    installation: SecretInstallation, attack: Run
 ) -> None:
     """VX-CONF-4, VX-CONF-1: no hook of the project, local or user settings ran, the project's
     server never started, its `permissions.allow` of Bash and Read granted nothing, and the
@@ -229,7 +190,7 @@ def test_the_stamps_own_tools_work_and_refuse_as_the_runtime_decides(attack: Run
 
 @pytest.mark.live
 def test_no_secret_reaches_the_model_or_a_tool_result(
-    installation: Installation, attack: Run
+    installation: SecretInstallation, attack: Run
 ) -> None:
     """VX-CONF-4, VX-CONF-2: neither SECRET_KEY, the key-encryption key, the broker's or the
     database's URL, virgo.env nor the workspace's own .env is in any request to the model or in
@@ -243,7 +204,7 @@ def test_no_secret_reaches_the_model_or_a_tool_result(
 
 @pytest.mark.live
 def test_an_ask_first_tool_still_waits_for_virgos_confirmation(
-    installation: Installation,
+    installation: SecretInstallation,
 ) -> None:
     """VX-CONF-4: pre-approved in the CLI is not approved in Virgo: the owner's ask-first verb is
     held for its authority, and the call's result says so."""

@@ -6,7 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -24,6 +24,16 @@ from runtime.launcher import (
 )
 from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
 from virgo import auditing
+
+
+class Plan(NamedTuple):
+    """What a launch starts, decided before anything is started."""
+
+    persona: Persona
+    stamp: ActiveStamp
+    command: list[str]
+    cli: AgentCli | None
+    sandbox: sandboxes.Sandbox | None
 
 
 class Command(BaseCommand):
@@ -72,11 +82,12 @@ class Command(BaseCommand):
             return
         cli = self._confinement(command, unconfined=options["unconfined"])
         sandbox = self._sandbox(persona, stamp, command[0], disabled=options["no_sandbox"])
+        plan = Plan(persona, stamp, command, cli, sandbox)
         if options["check"]:
-            self._print_check(persona, stamp, command, cli, sandbox)
+            self._print_check(plan)
             return
-        self._warn_and_audit(persona, command, cli=cli, sandboxed=sandbox is not None)
-        sys.exit(self._run(persona, stamp, command, cli, sandbox))
+        self._warn_and_audit(plan)
+        sys.exit(self._run(plan))
 
     @staticmethod
     def _agent_command(options: dict[str, Any]) -> list[str]:
@@ -136,13 +147,12 @@ class Command(BaseCommand):
                 "to run the agent where it can read the installation's secrets"
             ) from None
 
-    def _warn_and_audit(
-        self, persona: Persona, command: list[str], *, cli: AgentCli | None, sandboxed: bool
-    ) -> None:
+    def _warn_and_audit(self, plan: Plan) -> None:
+        persona = plan.persona
         given_up = []
-        if cli is None:
+        if plan.cli is None:
             given_up.append("unconfined: the agent keeps its own tools and settings")
-        if not sandboxed:
+        if plan.sandbox is None:
             given_up.append("no sandbox: the agent can read the installation's secrets")
         if not given_up:
             return
@@ -153,21 +163,15 @@ class Command(BaseCommand):
             persona=persona,
             data={
                 "persona_name": persona.name,
-                "program": os.path.basename(command[0]),
-                "confined": cli is not None,
-                "sandboxed": sandboxed,
+                "program": os.path.basename(plan.command[0]),
+                "confined": plan.cli is not None,
+                "sandboxed": plan.sandbox is not None,
             },
             channel=auditing.CLI,
         )
 
-    def _print_check(
-        self,
-        persona: Persona,
-        stamp: ActiveStamp,
-        command: list[str],
-        cli: AgentCli | None,
-        sandbox: sandboxes.Sandbox | None,
-    ) -> None:
+    def _print_check(self, plan: Plan) -> None:
+        persona, stamp, command, cli, sandbox = plan
         tools = allowlist(stamp).split(",")
         lines = [
             f"persona: {persona.name} ({persona.uuid}), generation {stamp.generation}",
@@ -191,14 +195,8 @@ class Command(BaseCommand):
             ]
         self.stdout.write("\n".join(lines))
 
-    def _run(
-        self,
-        persona: Persona,
-        stamp: ActiveStamp,
-        command: list[str],
-        cli: AgentCli | None,
-        sandbox: sandboxes.Sandbox | None,
-    ) -> int:
+    def _run(self, plan: Plan) -> int:
+        persona, stamp, command, cli, sandbox = plan
         server = LaunchServer(persona)
         server.start()
         launch = None
