@@ -33,6 +33,8 @@ STREAM = ":streamGenerateContent"
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20}
 UNTRUSTED_OPEN = "<untrusted_context>\n"
 UNTRUSTED_CLOSE = "\n</untrusted_context>"
+TOOL_ERROR = " reported tool error for function call: "
+TOOL_ERROR_RESPONSE = " with response: "
 
 
 @dataclass(frozen=True)
@@ -292,9 +294,29 @@ def _call(call: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unwrapped(text: str) -> str:
-    """An MCP tool's own text: the CLI wraps what a server returns in <untrusted_context> tags
-    (escaping any closing tag inside), which is no part of what the server said."""
+    """What an MCP server said, as the server said it. The CLI wraps a result in
+    <untrusted_context> tags (escaping any closing tag inside), and turns a result marked isError
+    (or a JSON-RPC error) into "MCP tool 'x' reported tool error for function call: <call JSON>
+    with response: <parts JSON>". Any other text (an unknown tool) is the CLI's own."""
     if text.startswith(UNTRUSTED_OPEN) and text.endswith(UNTRUSTED_CLOSE):
         inner = text[len(UNTRUSTED_OPEN) : -len(UNTRUSTED_CLOSE)]
         return inner.replace("&lt;/untrusted_context&gt;", "</untrusted_context>")
-    return text
+    _, marker, rest = text.partition(TOOL_ERROR)
+    if not marker:
+        return text
+    # Decoded rather than split: the call's arguments may hold the separator too.
+    decoder = json.JSONDecoder()
+    try:
+        _, end = decoder.raw_decode(rest)
+        if not rest[end:].startswith(TOOL_ERROR_RESPONSE):
+            return text
+        parts, _ = decoder.raw_decode(rest[end + len(TOOL_ERROR_RESPONSE) :])
+    except ValueError:
+        return text
+    said = []
+    for part in parts if isinstance(parts, list) else []:
+        response = part.get("functionResponse", {}).get("response", {})
+        said += [item.get("text", "") for item in response.get("content") or []]
+        if isinstance(response.get("error"), dict):
+            said.append(str(response["error"].get("message", "")))
+    return "\n".join(said)

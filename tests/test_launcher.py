@@ -231,7 +231,7 @@ def test_check_prints_tools_settings_and_sandbox_without_starting_anything(
     assert 'built-in tools: none (--tools "")' in printed
     assert "MCP servers: virgo only" in printed
     assert f"writable: {stamp.workspace_root()}, {agent_home(persona)}" in printed
-    hidden = printed.split("\nhidden: ")[1].split(", ")
+    hidden = printed.split("\nhidden: ")[1].strip().split(", ")
     assert os.path.realpath(settings.VIRGO_HOME) in hidden
     assert not (programs / "claude-ran").exists()
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.UNCONFINED_LAUNCH).exists()
