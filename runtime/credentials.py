@@ -79,6 +79,11 @@ CREDENTIAL_LOCATIONS: tuple[CredentialLocation, ...] = (
     L(".pgpass", "PostgreSQL passwords"),
     L(".my.cnf", "the MySQL client's password"),
     L(".git-credentials", "git's credential store: URLs with their tokens in clear"),
+    L(
+        ".git",
+        "git's internals: every version of every file, compressed where no scan reads it, "
+        "a secret removed from the worktree included",
+    ),
     L(".npmrc", "npm's config: registry auth tokens"),
     L(".pypirc", "PyPI upload passwords and tokens"),
     L(".vault-token", "HashiCorp Vault's login token"),

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -578,3 +579,25 @@ def test_crafted_text_is_judged_in_bounded_time() -> None:
     started = time.monotonic()
     assert [credentials.find_secret(text) for text in crafted] == [None] * 4
     assert time.monotonic() - started < 60
+
+
+def test_gits_internals_are_not_read_listed_or_reached_through_a_link() -> None:
+    """VX-SEC-15: a committed-then-removed settings.py with an AWS key lives on in .git/objects,
+    zlib-compressed where the value scan cannot see it; no workspace tool reads .git, lists it,
+    or reads it by another name, at any depth (a vendored repository's own .git too)."""
+    persona = standing_persona()
+    root = root_of(persona)
+    loose = root / "worktrees/core/.git/objects/3f"
+    loose.mkdir(parents=True)
+    (loose / "a1b2").write_bytes(zlib.compress(b"blob 40\0AWS_SECRET_ACCESS_KEY=" + b"k" * 40))
+    (root / "worktrees/core/.git/config").write_text("[core]\n")
+    (root / "worktrees/core/src").mkdir()
+    os.symlink(root / "worktrees/core/.git", root / "worktrees/core/src/history")
+    for path in ("worktrees/core/.git/objects/3f/a1b2", "worktrees/core/.git/config",
+                 "worktrees/core/.GIT/config", "worktrees/core/src/history/config"):  # fmt: skip
+        result = call(persona, "workspace_read", {"path": path})
+        assert (result["ok"], result["boundary"]) == (False, BOUNDARY), (path, result)
+    listed = call(persona, "workspace_list", {"path": "worktrees/core"})["result"]["entries"]
+    assert [entry["name"] for entry in listed] == ["src"]
+    inside = call(persona, "workspace_list", {"path": "worktrees/core/src"})["result"]["entries"]
+    assert inside == []
