@@ -11,7 +11,8 @@ class VirgoConfig(AppConfig):
         from django.core.management import BaseCommand
         from django.db.backends.signals import connection_created
 
-        from virgo import auditing, checks, outages, signin, telemetry  # noqa: F401  (checks registers)
+        # Imported for what importing does: checks registers the checks.
+        from virgo import auditing, checks, outages, passwords, signin, telemetry  # noqa: F401
 
         # Every management command, `virgo <command>` or call_command, is audited as `cli` under
         # an id of its own (virgo.auditing): one wrapper here, rather than one in every command.
@@ -22,4 +23,5 @@ class VirgoConfig(AppConfig):
         # any request, so the Django instrumentation's middleware is in place for the first.
         telemetry.configure()
         signin.connect()
+        passwords.connect()
         connection_created.connect(outages.database_connected, dispatch_uid="virgo.outages")
