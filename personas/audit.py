@@ -138,11 +138,21 @@ def record_each(
     return AuditEvent.objects.bulk_create(events) if events else []
 
 
-def deleted_persona_facts(persona: Persona, *, with_agent: bool = False) -> dict[str, Any]:
+def deleted_persona_facts(
+    persona: Persona, *, with_agent: bool = False, revoked: list[int] | None = None
+) -> dict[str, Any]:
     """What a "persona deleted" event keeps of a persona about to go: its link is cleared with
-    the row, so the names stay in the data."""
-    facts = {"name": persona.name, "persona": str(persona.uuid), "agent_name": persona.agent.name}
-    return {**facts, "with_agent": True} if with_agent else facts
+    the row, so the names stay in the data; and the generations its deletion revoked."""
+    facts: dict[str, Any] = {
+        "name": persona.name,
+        "persona": str(persona.uuid),
+        "agent_name": persona.agent.name,
+    }
+    if with_agent:
+        facts["with_agent"] = True
+    if revoked is not None:
+        facts["revoked_generations"] = revoked
+    return facts
 
 
 # Telling an event --------------------------------------------------------------------------------
@@ -181,7 +191,12 @@ def describe(kind: str, data: dict[str, Any]) -> str:
             return f"{name} at {which}: {said('why', 'recomputed')}"
         case Kind.PERSONA_DELETED:
             with_agent = f" with its agent {said('agent_name')}" if data.get("with_agent") else ""
-            return f"{name} deleted{with_agent}"
+            revoked = (
+                ", revoked first: its card answers with its tombstone"
+                if data.get("revoked_generations")
+                else ""
+            )
+            return f"{name} deleted{with_agent}{revoked}"
         case Kind.PROPOSAL_MADE:
             why = "; ".join(data.get("widening", [])) or "it widens the grant"
             return f"change of {name} held for the owner: {why}"

@@ -361,7 +361,8 @@ def test_deleting_an_agent_is_one_persona_deleted_record_for_each_of_its_persona
     }
     assert {e.data["agent_name"] for e in events} == {first.agent.name}
     assert audit.describe(events[0].kind, events[0].data).endswith(
-        f"deleted with its agent {first.agent.name}"
+        f"deleted with its agent {first.agent.name}, revoked first: its card answers with its "
+        "tombstone"
     )
 
 

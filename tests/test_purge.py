@@ -81,15 +81,19 @@ def test_a_persona_whose_current_generation_is_revoked_is_kept_alike(owner: Any)
     assert Persona.objects.filter(pk=persona.pk).exists()
 
 
-def test_a_persona_that_was_never_revoked_is_deleted_by_its_owner_as_before(owner: Any) -> None:
-    """VX-TRUST-5: the rule is about tombstones only; nothing is kept for a deleted persona
-    that was never revoked, and its card is simply gone."""
+def test_a_persona_that_was_never_revoked_is_deleted_by_its_owner_revoked_first(
+    owner: Any,
+) -> None:
+    """VX-TRUST-5, VX-TRUST-9: the rule is about tombstones the owner did not make: a persona
+    never revoked is deleted by its owner, revoked in the same act, so its card answers 410 with
+    its tombstone where it would have been simply gone."""
     persona = make_persona(make_agent(owner), discoverable=True)
     path = persona.card_path
     persona_delete(persona=persona, actor=owner)
     assert not Persona.objects.filter(pk=persona.pk).exists()
-    assert not PurgedPersona.objects.exists()
-    assert Client().get(path).status_code == 404
+    kept = PurgedPersona.objects.get(uuid=persona.uuid)
+    assert (kept.revocation_reason, kept.listed) == ("retired", True)
+    assert Client().get(path).status_code == 410
 
 
 def test_the_api_refuses_the_owner_deleting_the_agent(revoked: Persona, owner: Any) -> None:

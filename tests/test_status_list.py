@@ -21,17 +21,22 @@ from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
 
 from cards import keys
 from cards.status_list import MIN_BITS, STATUS_EXTENSION, status_entry, status_list_url
+from personas import audit
 from personas.models import (
+    AuditEvent,
     Generation,
     GenerationFrozen,
     Persona,
     StatusListEntry,
 )
 from personas.services import (
+    agent_delete,
     composition_hash,
+    persona_delete,
     persona_purge,
     persona_revoke,
     status_list_changed,
@@ -395,3 +400,34 @@ def test_an_index_is_never_given_to_another_generation(persona: Persona, owner: 
     assert bit(bits(served_list()), entry.index) == 1
     newest = make_persona(make_agent(owner))
     assert index_of(newest) > max(entry.index, index_of(other))
+
+
+@pytest.mark.parametrize("deletion", ["the persona", "its agent", "through the API"])
+def test_deleting_a_persona_revokes_it_first(owner: Any, deletion: str) -> None:
+    """VX-TRUST-9: a peer holding the signed card of a deleted persona must learn it is gone:
+    each of its generations' bits is set in the list, its card URL answers 410 with its
+    tombstone (not 404), and its one audit event says it was revoked on the way out."""
+    persona = make_persona(make_agent(owner), discoverable=True)
+    update_persona(persona, description="a second generation")
+    indexes = [index_of(persona, 1), index_of(persona, 2)]
+    path = persona.card_path
+    with run_on_commit():
+        if deletion == "the persona":
+            persona_delete(persona=persona, actor=owner)
+        elif deletion == "its agent":
+            agent_delete(agent=persona.agent, actor=owner)
+        else:
+            client = APIClient()
+            client.force_authenticate(owner)
+            assert client.delete(f"/api/personas/{persona.uuid}/").status_code == 204
+    listed = bits(served_list())
+    assert [bit(listed, index) for index in indexes] == [1, 1]
+    gone = Client().get(path)
+    assert gone.status_code == 410
+    assert (gone.json()["scope"], gone.json()["reason"]) == ("persona", "retired")
+    [deleted] = AuditEvent.objects.filter(kind=AuditEvent.Kind.PERSONA_DELETED)
+    assert deleted.data["revoked_generations"] == [1, 2]
+    assert audit.describe(deleted.kind, deleted.data).endswith(
+        "revoked first: its card answers with its tombstone"
+    )
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REVOKED).exists()

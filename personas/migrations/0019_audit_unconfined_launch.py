@@ -4,15 +4,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('personas', '0018_composition_lz4'),
+        ("personas", "0018_composition_lz4"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditevent',
-            name='kind',
-            field=models.CharField(choices=[('persona-created', 'Persona created'), ('persona-edited', 'Persona changed'), ('generation', "New generation (not an owner's edit)"), ('persona-deleted', 'Persona deleted'), ('proposal-made', 'Grant change proposed'), ('proposal-approved', 'Grant change approved'), ('proposal-rejected', 'Grant change rejected'), ('proposal-stale', 'Grant change gone stale'), ('card-imported', 'Persona imported from an agent card'), ('snapshot-imported', 'Persona imported from a snapshot'), ('discoverability', 'Discoverability toggled'), ('grant-narrowed', 'Agent grant narrowed a persona'), ('skill-map-changed', 'Verb->skill map changed'), ('stamp-repaired', 'Stamp file repaired'), ('stamp-quarantined', 'Stamp quarantined'), ('stamp-restored', 'Stamp file restored'), ('revoked', 'Persona or generation revoked'), ('identity-linked', 'OpenID Connect identity linked'), ('organization-verified', 'Organization domain verified'), ('organization-approved', 'Organization domain approved'), ('organization-lapsed', 'Organization domain proof lapsed'), ('organization-shared', 'Organization domain shared'), ('purged', 'Revoked persona purged (its tombstone kept)'), ('key-created', 'Signing key created'), ('key-rotated', 'Signing key rotated'), ('key-retired', 'Signing key retired'), ('key-revoked', 'Signing key revoked'), ('confirmation-requested', 'Call held for confirmation'), ('confirmation-answered', 'Confirmation answered'), ('learned-choice-used', 'Learned choice applied'), ('call-refused', 'Call refused'), ('unconfined-launch', 'Agent launched unconfined or unsandboxed')], max_length=32),
+            model_name="auditevent",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("persona-created", "Persona created"),
+                    ("persona-edited", "Persona changed"),
+                    ("generation", "New generation (not an owner's edit)"),
+                    ("persona-deleted", "Persona deleted"),
+                    ("proposal-made", "Grant change proposed"),
+                    ("proposal-approved", "Grant change approved"),
+                    ("proposal-rejected", "Grant change rejected"),
+                    ("proposal-stale", "Grant change gone stale"),
+                    ("card-imported", "Persona imported from an agent card"),
+                    ("snapshot-imported", "Persona imported from a snapshot"),
+                    ("discoverability", "Discoverability toggled"),
+                    ("grant-narrowed", "Agent grant narrowed a persona"),
+                    ("skill-map-changed", "Verb->skill map changed"),
+                    ("stamp-repaired", "Stamp file repaired"),
+                    ("stamp-quarantined", "Stamp quarantined"),
+                    ("stamp-restored", "Stamp file restored"),
+                    ("revoked", "Persona or generation revoked"),
+                    ("identity-linked", "OpenID Connect identity linked"),
+                    ("organization-verified", "Organization domain verified"),
+                    ("organization-approved", "Organization domain approved"),
+                    ("organization-lapsed", "Organization domain proof lapsed"),
+                    ("organization-shared", "Organization domain shared"),
+                    ("purged", "Revoked persona purged (its tombstone kept)"),
+                    ("key-created", "Signing key created"),
+                    ("key-rotated", "Signing key rotated"),
+                    ("key-retired", "Signing key retired"),
+                    ("key-revoked", "Signing key revoked"),
+                    ("confirmation-requested", "Call held for confirmation"),
+                    ("confirmation-answered", "Confirmation answered"),
+                    ("learned-choice-used", "Learned choice applied"),
+                    ("call-refused", "Call refused"),
+                    ("unconfined-launch", "Agent launched unconfined or unsandboxed"),
+                ],
+                max_length=32,
+            ),
         ),
     ]

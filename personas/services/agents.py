@@ -14,7 +14,7 @@ from personas import audit
 from personas.models import Agent, AuditEvent
 from personas.services.derivation import current_skill_map
 from personas.services.generations import _queue_settle, _settle_generation, _supersede_proposals
-from personas.services.revocation import KEPT_TOMBSTONE, keep_tombstone
+from personas.services.revocation import KEPT_TOMBSTONE, keep_tombstone, revoke_before_deleting
 from personas.services.validation import User, _require_owner, validate_grant
 
 
@@ -91,6 +91,7 @@ def _narrow_personas(agent: Agent, actor: User) -> None:
         _queue_settle(persona)
 
 
+@audit.action
 @transaction.atomic
 def agent_delete(*, agent: Agent, actor: User) -> None:
     """Delete an agent and its personas. While one of them is revoked only a superuser may, as
@@ -104,11 +105,17 @@ def agent_delete(*, agent: Agent, actor: User) -> None:
         )
     for persona in revoked:
         keep_tombstone(persona, actor=actor)
-    # A revoked persona's purge is recorded by keep_tombstone; every other one is deleted here.
-    deleted = agent.personas.exclude(pk__in=[p.pk for p in revoked]).select_related("agent")
-    audit.record_each(
-        AuditEvent.Kind.PERSONA_DELETED,
-        [(p, audit.deleted_persona_facts(p, with_agent=True)) for p in deleted],
-        actor=actor,
-    )
+    # A revoked persona's purge is recorded by keep_tombstone; every other one is revoked first,
+    # as its own deletion would (VX-TRUST-9), and deleted here.
+    deleted = list(agent.personas.exclude(pk__in=[p.pk for p in revoked]).select_related("agent"))
+    facts = [
+        (
+            p,
+            audit.deleted_persona_facts(
+                p, with_agent=True, revoked=revoke_before_deleting(p, actor=actor)
+            ),
+        )
+        for p in deleted
+    ]
+    audit.record_each(AuditEvent.Kind.PERSONA_DELETED, facts, actor=actor)
     agent.delete()

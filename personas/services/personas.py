@@ -25,7 +25,7 @@ from personas.services.generations import (
     _supersede_proposals,
     grant_diff,
 )
-from personas.services.revocation import _revoked_message, persona_purge
+from personas.services.revocation import _revoked_message, persona_purge, revoke_before_deleting
 from personas.services.validation import User, _require_owner, _validate_persona
 from virgo.canonical import sha256_hex
 
@@ -364,17 +364,24 @@ def _loaded_changes(proposal: GrantProposal) -> dict[str, Any]:
     return changes
 
 
-@transaction.atomic
 def persona_delete(*, persona: Persona, actor: User) -> None:
-    """Delete a persona; a revoked one only as a superuser's purge, which keeps its tombstone."""
+    """Delete a persona, revoked first so its card answers with a tombstone (VX-TRUST-9); one
+    its owner or a moderator revoked before only as a superuser's purge."""
     if persona.tombstone() is not None:
         persona_purge(persona=persona, actor=actor)
         return
+    _revoke_and_delete(persona, actor=actor)
+
+
+@audit.action
+@transaction.atomic
+def _revoke_and_delete(persona: Persona, *, actor: User) -> None:
     _require_owner(actor, persona.agent)
+    revoked = revoke_before_deleting(persona, actor=actor)
     audit.record(
         AuditEvent.Kind.PERSONA_DELETED,
         actor=actor,
         persona=persona,
-        data=audit.deleted_persona_facts(persona),
+        data=audit.deleted_persona_facts(persona, revoked=revoked),
     )
     persona.delete()

@@ -158,7 +158,30 @@ def persona_purge(*, persona: Persona, actor: User) -> None:
     persona.delete()
 
 
-def keep_tombstone(persona: Persona, *, actor: User | None, via: str = "purge") -> None:
+DELETED_BY_ITS_OWNER = "deleted by its owner: its card answers with its tombstone"
+
+
+def revoke_before_deleting(persona: Persona, *, actor: User) -> list[int]:
+    """A persona going by its owner's deletion is revoked first (VX-TRUST-9), in the deleting
+    transaction: its status bits are set and its tombstone kept, so a peer holding its signed
+    card learns it is gone (410 and the list) rather than finding it missing (404) and its bit
+    unset. The numbers of the generations revoked, for the deletion's own audit event (the
+    deleting service is the action: the revocation and the tombstone are part of it)."""
+    revocation = persona_revoke(
+        persona=persona,
+        actor=actor,
+        reason_code=RevocationReason.RETIRED,
+        reason=DELETED_BY_ITS_OWNER,
+        via="deletion",
+    )
+    persona.refresh_from_db()
+    keep_tombstone(persona, actor=actor, via="deletion", recorded=False)
+    return revocation.generations
+
+
+def keep_tombstone(
+    persona: Persona, *, actor: User | None, via: str = "purge", recorded: bool = True
+) -> None:
     """Before a revoked persona's row goes, keep what its tombstone says (PurgedPersona) and
     say so in the audit trail; nothing for a persona that is not revoked, or kept already.
 
@@ -177,6 +200,8 @@ def keep_tombstone(persona: Persona, *, actor: User | None, via: str = "purge") 
         listed=persona.discoverable,
         purged_by=actor,
     )
+    if not recorded:
+        return
     audit.record(
         AuditEvent.Kind.PURGED,
         actor=actor,
