@@ -9,6 +9,12 @@ A set bit means revoked. The document carries nothing but the bits: no persona, 
 generation is named, so a peer fetching it once learns about all its cards and Virgo learns
 nothing about which one it checks.
 
+It is valid for a period (VX-TRUST-8): `validFrom` and `validUntil`, VIRGO_STATUS_LIST_VALIDITY
+apart, so an old list a cache or a mirror keeps stops verifying for a peer that checks the dates
+(README's verifier does), rather than hide a revocation forever. The period starts at a multiple
+of half the validity, read from the clock, so every process renders the same dates (and the same
+ETag) without asking one another, and the list is signed again each half period.
+
 It is secured as tombstones and cards are: `signatures`, one detached JWS (RFC 7515) per key of
 the signing set over the RFC 8785 form of the rest (cards.signing.jws_for), verified against
 Virgo's JWKS. Several signatures, not one compact VC-JWT, so that a peer holding an older JWKS
@@ -24,7 +30,9 @@ every process from its next request, whatever it held.
 import base64
 import gzip
 import threading
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -91,7 +99,29 @@ def encoded_list(revoked: list[int], length: int) -> str:
     return "u" + base64.urlsafe_b64encode(compressed).decode().rstrip("=")
 
 
-def list_document(revoked: list[int], highest_index: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Validity:
+    valid_from: datetime
+    valid_until: datetime
+
+
+def validity_at(now: float) -> Validity:
+    """The validity period of the list signed at `now` (seconds since the epoch): from the
+    last multiple of half the validity, for the whole validity."""
+    validity = settings.VIRGO_STATUS_LIST_VALIDITY
+    step = max(1, validity // 2)
+    start = int(now) // step * step
+    return Validity(
+        valid_from=datetime.fromtimestamp(start, UTC),
+        valid_until=datetime.fromtimestamp(start + validity, UTC),
+    )
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def list_document(revoked: list[int], highest_index: int, validity: Validity) -> dict[str, Any]:
     """The unsigned BitstringStatusListCredential: the issuer is this installation."""
     url = status_list_url()
     return {
@@ -99,6 +129,8 @@ def list_document(revoked: list[int], highest_index: int) -> dict[str, Any]:
         "id": url,
         "type": ["VerifiableCredential", "BitstringStatusListCredential"],
         "issuer": settings.VIRGO_PUBLIC_BASE_URL + "/",
+        "validFrom": _timestamp(validity.valid_from),
+        "validUntil": _timestamp(validity.valid_until),
         "credentialSubject": {
             "id": f"{url}#list",
             "type": "BitstringStatusList",
@@ -111,6 +143,7 @@ def list_document(revoked: list[int], highest_index: int) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class SignedList:
     state: ListState
+    validity: Validity
     body: bytes
     # From the signed content and the signing set, not the signature bytes (ES256 signs with a
     # fresh nonce), so every process gives the same list the same ETag.
@@ -123,29 +156,31 @@ _rendering = threading.Lock()
 
 def current_list() -> SignedList:
     """The signed list as the database says it is now: this process's own when the state it
-    read is the one that list was rendered under, else rendered and signed afresh."""
+    read and the validity period it is in are those that list was rendered under, else rendered
+    and signed afresh."""
     global _held
     state = list_state()
+    validity = validity_at(time.time())
     held = _held
-    if held is not None and held.state == state:
+    if held is not None and (held.state, held.validity) == (state, validity):
         return held
     with _rendering:
         # Threads that read the same moved state render it once.
         held = _held
-        if held is None or held.state != state:
-            held = _held = _render(state)
+        if held is None or (held.state, held.validity) != (state, validity):
+            held = _held = _render(state, validity)
     return held
 
 
-def _render(state: ListState) -> SignedList:
+def _render(state: ListState, validity: Validity) -> SignedList:
     """Read after the state, so the list is never older than the version it is kept under."""
-    document = list_document(revoked_indexes(), state.highest_index)
+    document = list_document(revoked_indexes(), state.highest_index, validity)
     payload = canonical_bytes(document)
     signers = keys.signers()
     signed = {**document, "signatures": jws_for(payload, signers)}
     body = canonical_bytes(signed)
     etag = '"' + sha256_hex(payload + signers_marker(signers).encode())[:32] + '"'
-    return SignedList(state, body, etag)
+    return SignedList(state, validity, body, etag)
 
 
 def _forget(**kwargs: Any) -> None:

@@ -10,6 +10,7 @@ computed once per generation.
 """
 
 import json
+import time
 import uuid
 
 from django.conf import settings
@@ -256,10 +257,15 @@ def status_list(request: HttpRequest) -> HttpResponse:
     if _declares_body(request):
         return json_error(413, "body_not_accepted", "The status list endpoint accepts no body.")
     signed = current_list()
-    return public_document(
+    # No cache keeps it past its validUntil (VX-TRUST-8), whatever max-age would allow.
+    until = signed.validity.valid_until
+    left = max(0, int(until.timestamp() - time.time()))
+    response = public_document(
         request,
         body=signed.body,
         etag=signed.etag,
         name="the status list",
-        max_age=settings.VIRGO_STATUS_LIST_MAX_AGE,
+        max_age=min(settings.VIRGO_STATUS_LIST_MAX_AGE, left),
     )
+    response["Expires"] = http_date(until.timestamp())
+    return response

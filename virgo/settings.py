@@ -283,6 +283,10 @@ VIRGO_JWKS_MAX_AGE = env_int("VIRGO_JWKS_MAX_AGE", 300)
 # How long peers may cache the revocation status list (cards.status_list, VX-TRUST-7): short, as
 # it is how late a peer may learn of a revocation.
 VIRGO_STATUS_LIST_MAX_AGE = env_int("VIRGO_STATUS_LIST_MAX_AGE", 60)
+# How long one signed status list is valid (its validFrom/validUntil, VX-TRUST-8): the longest a
+# cache or mirror can keep a revocation from a peer that checks the dates. It is signed again
+# every half of it, so a list served has at least half left.
+VIRGO_STATUS_LIST_VALIDITY = env_int("VIRGO_STATUS_LIST_VALIDITY", 3600)
 # Key-encryption keys (virgo.kek, VX-SCALE-1): signing keys are sealed under the first in the
 # database, every one opens; every machine of a deployment needs the same. Local mode without one
 # falls back to a key derived from SECRET_KEY (it only opens, once one is configured).
