@@ -82,11 +82,35 @@ class Issuer:
     client_id: str
     client_secret: str
     scopes: str
+    admit: str = "none"
+    allowed_domains: tuple[str, ...] | list[str] = ()
 
     @property
     def expected_issuer(self) -> str:
         """The issuer identifier its discovery URL names (OpenID Connect Discovery 4.3)."""
         return self.discovery_url[: -len(DISCOVERY_PATH)]
+
+
+def admission_of(issuer: Issuer, claims: dict[str, Any]) -> services.Admission:
+    """What `issuer`'s rule (VIRGO_OIDC_<NAME>_ADMIT) says of a verified ID token whose pair has
+    no account (VX-ID-5). The domain rule takes a hosted-domain claim (`hd`) or an e-mail
+    address the issuer says it verified; an unverified address is anybody's to type."""
+    if issuer.admit == "everyone":
+        return services.Admission.ADMITTED
+    if issuer.admit == "approval":
+        return services.Admission.AWAITS_APPROVAL
+    if issuer.admit == "domains":
+        allowed = {domain.lower() for domain in issuer.allowed_domains}
+        hosted = claims.get("hd")
+        email = claims.get("email")
+        verified_domain = (
+            email.rpartition("@")[2].lower()
+            if isinstance(email, str) and "@" in email and claims.get("email_verified") is True
+            else None
+        )
+        if (isinstance(hosted, str) and hosted.lower() in allowed) or verified_domain in allowed:
+            return services.Admission.ADMITTED
+    return services.Admission.REFUSED
 
 
 def configured_issuers() -> list[Issuer]:
@@ -497,12 +521,25 @@ class CallbackView(OIDCAuthenticationCallbackView):
                 services.identity_proven(user=user, issuer=issued_by, subject=subject)
             else:
                 user = services.identity_signin(
-                    issuer=issued_by, subject=subject, display_name=display_name_of(claims)
+                    issuer=issued_by,
+                    subject=subject,
+                    admission=admission_of(issuer, claims),
+                    display_name=display_name_of(claims),
                 )
+        except services.NotAdmitted:
+            raise SignInRefused(
+                f"This {issuer.label} identity has no account here, and {issuer.label} admits no "
+                "new account on its own: ask an administrator of this Virgo to add you.",
+                status=403,
+            ) from None
         except ValidationError as invalid:
             raise SignInRefused(" ".join(invalid.messages)) from None
         if not user.is_active:
-            raise SignInRefused("The account this identity signs in to is disabled.")
+            raise SignInRefused(
+                "The account this identity signs in to is not active: a new account waits for "
+                "an administrator's approval, and one that was disabled stays so.",
+                status=403,
+            )
         user.backend = SESSION_BACKEND
         self.user = user
         response = self.login_success()

@@ -46,7 +46,12 @@ class AgentCli:
             argument = arguments[index]
             index += 1
             if argument == "--":
-                return
+                # Virgo's own arguments follow the owner's: after a `--` the CLI would read them
+                # as a prompt, and start unconfined.
+                raise RefusedArgument(
+                    "-- would make the CLI ignore the confinement that follows it: give the "
+                    "prompt without --"
+                )
             if not argument.startswith("-") or argument == "-":
                 if not prompt_seen and argument in self.subcommands:
                     raise RefusedArgument(

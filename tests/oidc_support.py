@@ -145,17 +145,27 @@ class Provider:
 
 
 def issuer_setting(
-    provider: Provider, client: RegisteredClient, *, name: str = "mock", label: str = "Mock ID"
-) -> dict[str, str]:
+    provider: Provider,
+    client: RegisteredClient,
+    *,
+    name: str = "mock",
+    label: str = "Mock ID",
+    admit: str = "everyone",
+    allowed_domains: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """The entry of settings.VIRGO_OIDC_ISSUERS that virgo.settings makes of VIRGO_OIDC_<NAME>_*
-    for this provider and client."""
+    for this provider and client; it admits everyone unless told otherwise (the rule is
+    tests/test_oidc_admission.py's)."""
     return {
         "name": name,
         "label": label,
         "discovery_url": provider.discovery_url,
         "client_id": client.client_id,
         "client_secret": client.client_secret,
-        "scopes": "openid profile",
+        # As virgo.settings asks for it: the domain rule reads the e-mail claims.
+        "scopes": "openid profile email" if admit == "domains" else "openid profile",
+        "admit": admit,
+        "allowed_domains": list(allowed_domains),
     }
 
 

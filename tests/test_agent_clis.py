@@ -18,8 +18,6 @@ from runtime.agent_clis import CLAUDE, RefusedArgument, known_cli, known_names
         ["--permission-mode", "dontAsk"],
         ["--permission-mode=plan"],
         ["--model", "--weird-model-name"],
-        # After `--` everything is the prompt, an option's spelling included.
-        ["--", "--dangerously-skip-permissions"],
         ["-"],
         ["first words", "mcp"],
     ],
@@ -41,6 +39,9 @@ def test_harmless_arguments_pass(arguments: list[str]) -> None:
                           "outside `virgo launch`"),
         (["-p", "install"], "'install' is a Claude Code subcommand"),
         (["x", "--tools", "Bash"], "--tools is not an option"),
+        # Virgo's arguments come after the owner's: behind a `--` they would be a prompt.
+        (["-p", "go", "--"], "-- would make the CLI ignore the confinement that follows it"),
+        (["--", "--dangerously-skip-permissions"], "-- would make the CLI ignore"),
     ],
 )  # fmt: skip
 def test_arguments_that_could_widen_are_refused_naming_themselves(

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 
 User = get_user_model()
 ISSUER = "https://id.example.net/realms/virgo"
+ADMITTED = services.Admission.ADMITTED
 
 
 def username_for(issuer: str, subject: str, host: str = "id.example.net") -> str:
@@ -29,7 +30,9 @@ def test_a_new_pair_gets_a_staff_owner_of_its_own_without_a_password() -> None:
     """VX-ID-1: an unlinked pair makes a new staff owner named after the issuer's host and a
     digest of the pair, with no usable password, whose identity is the proven pair and the
     token's name."""
-    user = services.identity_signin(issuer=ISSUER, subject="s-1", display_name="  Dana  ")
+    user = services.identity_signin(
+        admission=ADMITTED, issuer=ISSUER, subject="s-1", display_name="  Dana  "
+    )
     assert user.username == username_for(ISSUER, "s-1")
     assert (user.is_staff, user.is_superuser, user.has_usable_password()) == (True, False, False)
     identity = OwnerIdentity.objects.get(user=user)
@@ -42,18 +45,24 @@ def test_a_new_pair_gets_a_staff_owner_of_its_own_without_a_password() -> None:
 def test_a_nameless_token_names_the_owner_after_the_account_and_a_long_name_is_cut() -> None:
     """VX-ID-1: a token without a name claim leaves the account's name as the display name;
     one longer than the field keeps its first 200 characters."""
-    nameless = services.identity_signin(issuer=ISSUER, subject="s-2", display_name="   ")
+    nameless = services.identity_signin(
+        admission=ADMITTED, issuer=ISSUER, subject="s-2", display_name="   "
+    )
     assert OwnerIdentity.objects.get(user=nameless).display_name == nameless.username
-    long = services.identity_signin(issuer=ISSUER, subject="s-3", display_name="n" * 250)
+    long = services.identity_signin(
+        admission=ADMITTED, issuer=ISSUER, subject="s-3", display_name="n" * 250
+    )
     assert OwnerIdentity.objects.get(user=long).display_name == "n" * 200
 
 
 def test_the_same_pair_signs_in_to_the_same_account_again() -> None:
     """VX-ID-1: a linked pair signs in to its account, read in one query; nothing new is made
     or audited."""
-    first = services.identity_signin(issuer=ISSUER, subject="s-4")
+    first = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="s-4")
     with CaptureQueriesContext(connection) as queries:
-        again = services.identity_signin(issuer=ISSUER, subject="s-4", display_name="Other")
+        again = services.identity_signin(
+            admission=ADMITTED, issuer=ISSUER, subject="s-4", display_name="Other"
+        )
     assert again == first
     # Found by its pair at once: no account is begun and rolled back to find it.
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
@@ -68,7 +77,7 @@ def test_a_sign_in_that_loses_the_race_for_a_new_pair_signs_in_to_the_winners_ac
     """VX-ID-1: two first sign-ins of one pair at once: the one that finds no account but then
     cannot make one (the other made it in between) signs in to the account the other made; no
     second account, no second link."""
-    winner = services.identity_signin(issuer=ISSUER, subject="s-race")
+    winner = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="s-race")
     real_lookup = identities.linked_user
     looked = []
 
@@ -77,7 +86,7 @@ def test_a_sign_in_that_loses_the_race_for_a_new_pair_signs_in_to_the_winners_ac
         return None if len(looked) == 1 else real_lookup(**pair)
 
     monkeypatch.setattr(identities, "linked_user", before_the_other_committed)
-    loser = services.identity_signin(issuer=ISSUER, subject="s-race")
+    loser = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="s-race")
     assert loser == winner
     assert looked == [{"issuer": ISSUER, "subject": "s-race"}] * 2
     assert User.objects.count() == 1
@@ -88,7 +97,9 @@ def test_a_password_owners_linked_pair_signs_in_to_that_owner() -> None:
     """VX-ID-1: a pair a password owner linked signs in to that owner, not to a new account."""
     owner = make_owner("erin", oidc=False)
     services.identity_proven(user=owner, issuer=ISSUER, subject="erin-at-idp")
-    assert services.identity_signin(issuer=ISSUER, subject="erin-at-idp") == owner
+    assert (
+        services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="erin-at-idp") == owner
+    )
     assert User.objects.count() == 1
 
 
@@ -99,7 +110,7 @@ def test_an_unproven_pair_on_record_is_not_an_account_to_sign_in_to() -> None:
     OwnerIdentity.objects.filter(user=owner).update(
         identity_issuer=ISSUER, identity_subject="fay-sub", identity_verified_at=None
     )
-    user = services.identity_signin(issuer=ISSUER, subject="fay-sub")
+    user = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="fay-sub")
     assert user != owner
     assert OwnerIdentity.objects.get(user=owner).identity_verified_at is None
 
@@ -107,8 +118,10 @@ def test_an_unproven_pair_on_record_is_not_an_account_to_sign_in_to() -> None:
 def test_the_same_subject_at_another_issuer_is_another_account() -> None:
     """VX-ID-4: a subject is an account only with its issuer: another issuer's same subject
     signs in to an account of its own."""
-    first = services.identity_signin(issuer=ISSUER, subject="shared")
-    other = services.identity_signin(issuer="https://other.example.com", subject="shared")
+    first = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="shared")
+    other = services.identity_signin(
+        admission=ADMITTED, issuer="https://other.example.com", subject="shared"
+    )
     assert other != first
     assert other.username == username_for(
         "https://other.example.com", "shared", "other.example.com"
@@ -121,7 +134,7 @@ def test_an_account_with_the_same_name_is_never_taken_over() -> None:
     base = username_for(ISSUER, "s-5")
     squatter = User.objects.create_user(username=base.upper(), password="x" * 20)
     User.objects.create_user(username=f"{base}-2", password="x" * 20)
-    user = services.identity_signin(issuer=ISSUER, subject="s-5")
+    user = services.identity_signin(admission=ADMITTED, issuer=ISSUER, subject="s-5")
     assert user.username == f"{base}-3"
     assert not OwnerIdentity.objects.filter(user=squatter).exists()
 
@@ -129,7 +142,9 @@ def test_an_account_with_the_same_name_is_never_taken_over() -> None:
 def test_a_host_is_made_safe_for_a_username() -> None:
     """VX-ID-1: an issuer host is kept within the characters a username allows (an IPv6
     address's colons become hyphens)."""
-    user = services.identity_signin(issuer="https://[2001:db8::1]:8443/", subject="s-6")
+    user = services.identity_signin(
+        admission=ADMITTED, issuer="https://[2001:db8::1]:8443/", subject="s-6"
+    )
     assert user.username.startswith("2001-db8--1-")
     assert len(user.username) == len("2001-db8--1-") + 16
 
@@ -149,7 +164,7 @@ def test_a_pair_out_of_bounds_is_refused_naming_its_field(issuer, subject, field
     """VX-ID-1: an issuer of 0 or more than 200 characters, or a subject of 0 or more than 255,
     is refused by name; no account is made."""
     with pytest.raises(ValidationError) as refused:
-        services.identity_signin(issuer=issuer, subject=subject)
+        services.identity_signin(admission=ADMITTED, issuer=issuer, subject=subject)
     assert list(refused.value.message_dict) == [field]
     assert not User.objects.exists()
 
@@ -157,5 +172,5 @@ def test_a_pair_out_of_bounds_is_refused_naming_its_field(issuer, subject, field
 def test_a_pair_at_its_bounds_signs_in() -> None:
     """VX-ID-1: an issuer of exactly 200 characters and a subject of exactly 255 are taken."""
     issuer = "https://x.example/" + "a" * 182
-    user = services.identity_signin(issuer=issuer, subject="s" * 255)
+    user = services.identity_signin(admission=ADMITTED, issuer=issuer, subject="s" * 255)
     assert OwnerIdentity.objects.get(user=user).identity_subject == "s" * 255

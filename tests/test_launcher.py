@@ -187,6 +187,7 @@ def test_a_command_virgo_cannot_confine_is_refused_naming_the_ones_it_can(
         (["--agents", "{}"], "--agents"),
         (["--chrome"], "--chrome"),
         (["-p", "hi", "--model"], "--model needs a value"),
+        (["-p", "hi", "--"], "-- would make the CLI ignore the confinement that follows it"),
         (["mcp", "add", "other", "--", "x"], "'mcp' is a Claude Code subcommand"),
         (["plugin", "install", "x"], "'plugin' is a Claude Code subcommand"),
     ],

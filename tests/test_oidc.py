@@ -489,3 +489,64 @@ def test_an_issuer_that_cannot_be_reached_or_is_unknown_ends_on_a_clear_page(
     refused(browser.get("/admin/oidc/gone/login/"), 502, "Gone ID could not be reached")
     assert browser.get("/admin/oidc/nobody/login/").status_code == 404
     assert browser.get("/admin/oidc/nobody/callback/?code=a&state=b").status_code == 404
+
+
+# Admission (VX-ID-5) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("admit", "domains", "claims", "status", "words"),
+    [
+        ("none", (), {}, 403, ("admits no new account on its own",)),
+        ("approval", (), {}, 403, ("waits for an administrator",)),
+        ("domains", ("corp.example",), {"email": "kim@other.example", "email_verified": True},
+         403, ("admits no new account on its own",)),
+    ],
+)  # fmt: skip
+def test_an_issuer_admits_a_new_identity_only_by_its_rule(
+    settings: Any,
+    oidc_provider: Provider,
+    client_of: RegisteredClient,
+    admit: str,
+    domains: tuple[str, ...],
+    claims: dict[str, Any],
+    status: int,
+    words: tuple[str, ...],
+) -> None:
+    """VX-ID-5: through the real provider, a subject with no account at an issuer that admits no
+    one (the default), awaits approval, or is outside its domains, is not signed in; awaiting
+    approval leaves an inactive account a superuser can activate, the others none."""
+    settings.VIRGO_OIDC_ISSUERS = {
+        "mock": issuer_setting(oidc_provider, client_of, admit=admit, allowed_domains=domains)
+    }
+    subject = f"newcomer-{admit}"
+    oidc_provider.set_claims(subject, **claims)
+    users = get_user_model().objects
+    before = users.count()
+    client = Client()
+    refused(sign_in(client, oidc_provider, subject), status, *words)
+    nobody_signed_in(client)
+    made = users.count() - before
+    assert made == (1 if admit == "approval" else 0)
+    if admit == "approval":
+        waiting = users.latest("pk")
+        assert not waiting.is_active
+        waiting.is_active = True
+        waiting.save()
+        sign_in(client, oidc_provider, subject)
+        assert signed_in_user(client) == waiting
+
+
+def test_an_issuer_admits_its_verified_domain(
+    settings: Any, oidc_provider: Provider, client_of: RegisteredClient
+) -> None:
+    """VX-ID-5: a verified address in an allowed domain gets its owner account at once."""
+    settings.VIRGO_OIDC_ISSUERS = {
+        "mock": issuer_setting(
+            oidc_provider, client_of, admit="domains", allowed_domains=("corp.example",)
+        )
+    }
+    oidc_provider.set_claims("kim-at-corp", email="kim@corp.example", email_verified=True)
+    client = Client()
+    sign_in(client, oidc_provider, "kim-at-corp")
+    assert signed_in_user(client).is_staff

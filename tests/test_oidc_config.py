@@ -42,6 +42,8 @@ def test_an_issuer_is_read_from_its_variables(corp_env: pytest.MonkeyPatch) -> N
         "client_id": "virgo",
         "client_secret": "s3cret",
         "scopes": "openid profile",
+        "admit": "none",
+        "allowed_domains": [],
     }
     corp_env.setenv("VIRGO_OIDC_CORP_LABEL", "Example Corp")
     assert env_oidc_issuer("corp")["label"] == "Example Corp"
@@ -250,3 +252,32 @@ def test_production_settings_with_an_issuer_pass_the_deploy_checks(tmp_path: Pat
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith("manage.py: VIRGO_OIDC_CORP_CLIENT_SECRET_FILE: ")
     assert f"`chmod 600 {secret}`" in line
+
+
+def test_an_issuer_admits_no_one_new_unless_told_and_says_how_to_tell_it(
+    corp_env: pytest.MonkeyPatch,
+) -> None:
+    """VX-ID-5: the default rule is `none`; `domains` needs its domains (and asks for the e-mail
+    scope it reads), the domains need that rule, and an unknown rule is one line naming both."""
+    corp_env.setenv("VIRGO_OIDC_CORP_CLIENT_SECRET", "s3cret")
+    assert env_oidc_issuer("corp")["admit"] == "none"
+    corp_env.setenv("VIRGO_OIDC_CORP_ADMIT", "domains")
+    with pytest.raises(ImproperlyConfigured, match=r"^VIRGO_OIDC_CORP_ALLOWED_DOMAINS: set it"):
+        env_oidc_issuer("corp")
+    corp_env.setenv("VIRGO_OIDC_CORP_ALLOWED_DOMAINS", "Example.org, corp.example")
+    issuer = env_oidc_issuer("corp")
+    assert (issuer["admit"], issuer["allowed_domains"]) == (
+        "domains",
+        ["example.org", "corp.example"],
+    )
+    assert issuer["scopes"] == "openid profile email"
+    corp_env.setenv("VIRGO_OIDC_CORP_ADMIT", "approval")
+    with pytest.raises(ImproperlyConfigured, match="and only then"):
+        env_oidc_issuer("corp")
+    corp_env.setenv("VIRGO_OIDC_CORP_ADMIT", "anyone")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_oidc_issuer("corp")
+    assert str(refused.value).startswith(
+        "VIRGO_OIDC_CORP_ADMIT: 'anyone' is not an admission rule; one of none, domains, "
+        "approval, everyone"
+    )

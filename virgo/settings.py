@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -116,7 +117,12 @@ DISCOVERY_PATH = "/.well-known/openid-configuration"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
-def env_oidc_issuer(name: str) -> dict[str, str]:
+# Who an issuer admits without an account (VX-ID-5): nobody (the default, right for a public
+# issuer), verified e-mail or hosted domains, anybody pending a superuser's approval, anybody.
+OIDC_ADMISSION_RULES = ("none", "domains", "approval", "everyone")
+
+
+def env_oidc_issuer(name: str) -> dict[str, Any]:
     """One OpenID Connect issuer Virgo signs owners in with (personas.oidc), read from
     VIRGO_OIDC_<NAME>_*: its discovery URL, the client id Virgo is registered under, the client
     secret (from the environment, or from an owner-private file), the button's label and the
@@ -152,13 +158,31 @@ def env_oidc_issuer(name: str) -> dict[str, str]:
         )
     if secret_file:
         secret = read_secret_file(secret_file, variable=prefix + "CLIENT_SECRET_FILE")
+    admit = env_str(prefix + "ADMIT", "none").strip() or "none"
+    if admit not in OIDC_ADMISSION_RULES:
+        raise ImproperlyConfigured(
+            f"{prefix}ADMIT: {admit!r} is not an admission rule; one of "
+            f"{', '.join(OIDC_ADMISSION_RULES)} (who without an account may sign in and get one)"
+        )
+    domains = [domain.lower() for domain in env_list(prefix + "ALLOWED_DOMAINS")]
+    if (admit == "domains") != bool(domains):
+        raise ImproperlyConfigured(
+            f"{prefix}ALLOWED_DOMAINS: set it (e-mail or hosted domains, comma-separated) with "
+            f"{prefix}ADMIT=domains, and only then"
+        )
+    scopes = env_str(prefix + "SCOPES", "openid profile").strip() or "openid profile"
+    if admit == "domains" and "email" not in scopes.split():
+        # The domain rule reads the token's e-mail claims.
+        scopes += " email"
     return {
         "name": name,
         "label": env_str(prefix + "LABEL", parts.hostname).strip() or parts.hostname,
         "discovery_url": discovery_url,
         "client_id": client_id,
         "client_secret": secret,
-        "scopes": env_str(prefix + "SCOPES", "openid profile").strip() or "openid profile",
+        "scopes": scopes,
+        "admit": admit,
+        "allowed_domains": domains,
     }
 
 

@@ -32,6 +32,8 @@ from personas.services.generations import (
 )
 from personas.services.identities import (
     OWNER_FIELDS,
+    Admission,
+    NotAdmitted,
     identity_proven,
     identity_signin,
     linked_user,
@@ -81,6 +83,8 @@ __all__ = [
     "PERSONA_FIELDS",
     "REVOCATION_REASON_LIMIT",
     "SETTLE_PERSONA",
+    "Admission",
+    "NotAdmitted",
     "PersonaChange",
     "Revocation",
     "SkillMap",

@@ -8,6 +8,7 @@ records the proof), never from what an owner typed.
 
 import hashlib
 import re
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -145,23 +146,50 @@ def identity_proven(*, user: AbstractBaseUser, issuer: str, subject: str) -> Own
     return identity
 
 
-def identity_signin(*, issuer: str, subject: str, display_name: str = "") -> Any:
+class Admission(StrEnum):
+    """What an issuer's admission rule says of a pair no account has (VX-ID-5)."""
+
+    ADMITTED = "admitted"
+    AWAITS_APPROVAL = "awaits-approval"
+    REFUSED = "refused"
+
+
+class NotAdmitted(ValidationError):
+    """A pair with no account, from an issuer whose rule admits no new account for it."""
+
+
+def identity_signin(
+    *, issuer: str, subject: str, admission: Admission, display_name: str = ""
+) -> Any:
     """The account rule of an OpenID Connect sign-in whose ID token proved (issuer, subject).
 
     A pair linked to an account signs in to that account. Any other pair gets an account of its
-    own: a new staff owner, named after the issuer's host and a digest of the pair, without a
-    usable password, whose identity carries `display_name` (the token's name claim) and the
-    proven pair. Nothing else is matched: an account with the same e-mail address, or the same
-    name, is never taken over; a password owner links a pair only by signing in first and
-    linking it (identity_proven through personas.oidc's link flow).
+    own only as the issuer's admission rule says (VX-ID-5, personas.oidc.admission_of): a new
+    staff owner, named after the issuer's host and a digest of the pair, without a usable
+    password, whose identity carries `display_name` (the token's name claim) and the proven pair;
+    inactive, until a superuser makes it active, where the rule asks for approval; none at all
+    where it refuses (NotAdmitted). Nothing else is matched: an account with the same e-mail
+    address, or the same name, is never taken over; a password owner links a pair only by
+    signing in first and linking it (identity_proven through personas.oidc's link flow).
     """
     _check_pair(issuer, subject)
     found = linked_user(issuer=issuer, subject=subject)
     if found is not None:
         return found
+    if admission is Admission.REFUSED:
+        refusal = (
+            "this identity has no account here, and its issuer admits no new one: ask an "
+            "administrator to add you"
+        )
+        raise NotAdmitted({"identity": refusal})
     try:
         with transaction.atomic():
-            return _new_owner(issuer=issuer, subject=subject, display_name=display_name)
+            return _new_owner(
+                issuer=issuer,
+                subject=subject,
+                display_name=display_name,
+                active=admission is Admission.ADMITTED,
+            )
     except (ValidationError, IntegrityError):
         # A sign-in of the same pair made its account first: that one is the pair's.
         found = linked_user(issuer=issuer, subject=subject)
@@ -170,14 +198,16 @@ def identity_signin(*, issuer: str, subject: str, display_name: str = "") -> Any
         return found
 
 
-def _new_owner(*, issuer: str, subject: str, display_name: str) -> Any:
+def _new_owner(*, issuer: str, subject: str, display_name: str, active: bool) -> Any:
     users = get_user_model()
     base = _username_for(issuer, subject)
     username, n = base, 1
     while users.objects.filter(username__iexact=username).exists():
         n += 1
         username = f"{base}-{n}"
-    user = users.objects.create_user(username=username, password=None, is_staff=True)
+    user = users.objects.create_user(
+        username=username, password=None, is_staff=True, is_active=active
+    )
     OwnerIdentity.objects.create(
         user=user,
         display_name=(display_name.strip() or username)[:DISPLAY_NAME_LIMIT],
