@@ -56,6 +56,28 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     # The rest of the card view is the ordinary card response (tests/test_card_endpoint.py);
     # these answer for a revoked persona or generation.
     "cards/views.py": ("_gone",),
+    # What a launch gives the agent; its MCP server's thread and the process it waits on are
+    # the live tests' (tests/test_launch_server.py, test_launch_sandbox.py, test_agent_claude.py).
+    "runtime/launcher.py": (
+        "allowlist",
+        "server_settings",
+        "passed_names",
+        "agent_environment",
+        "mcp_servers",
+        "prepare_agent_home",
+        "write_private_json",
+        "remote_mcp_config",
+        "invocation",
+    ),
+    # The command's refusals and what it prints; `_run` starts the agent (the live tests').
+    "runtime/management/commands/launch.py": (
+        "Command.handle",
+        "Command._agent_command",
+        "Command._confinement",
+        "Command._sandbox",
+        "Command._warn_and_audit",
+        "Command._print_check",
+    ),
 }
 
 _RESULT_LINE = re.compile(r"^\s+(\S+): (.+)$")
@@ -84,7 +106,12 @@ def patterns(module: str) -> list[str]:
     functions = FUNCTIONS.get(module)
     if functions is None:
         return [f"{dotted}.*"]
-    return [f"{dotted}.x_{name}__mutmut_*" for name in functions]
+    # mutmut names a method's mutants xǁClassǁmethod, a function's x_function.
+    return [
+        f"{dotted}.xǁ{name.replace('.', 'ǁ')}__mutmut_*" if "." in name
+        else f"{dotted}.x_{name}__mutmut_*"
+        for name in functions
+    ]  # fmt: skip
 
 
 def scope(module: str) -> str:

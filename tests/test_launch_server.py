@@ -13,6 +13,7 @@ from runtime.stamp import load_active_stamp
 from tests.runtime_support import standing_persona
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_the_launch_server_answers_its_token_only_and_lists_the_stamp() -> None:
     persona = standing_persona()
