@@ -37,6 +37,7 @@ from typing import Any
 from django.conf import settings
 
 from runtime.credentials import credential_location, find_secret, is_secret_path
+from runtime.packed import PACKED_MAX_INPUT, Unscannable, packed_kind, secret_in_packed
 from runtime.tools.params import Choice, Integer, Key, Param, Text, check_declaration
 
 SCOPE_WIDE_DIR = "_scope"
@@ -390,6 +391,11 @@ class Workspace:
             info = os.fstat(handle.fileno())
             total = info.st_size
             if kind := _secret_in(handle, info, real_relative):
+                if kind.startswith(UNSCANNABLE):
+                    raise SecretContent(
+                        f"{path!r} cannot be scanned for secret credential values: "
+                        f"{kind.removeprefix(UNSCANNABLE)}; it is not handed out unscanned"
+                    )
                 raise SecretContent(
                     f"{path!r} holds what looks like a secret credential value ({kind})"
                 )
@@ -623,6 +629,11 @@ _SCAN_CHUNK = 1024 * 1024
 _SCAN_OVERLAP = 4096
 
 
+# A scan's verdict on content it could not read, beside the kinds of secret it found.
+UNSCANNABLE = "unscannable: "
+_PACKED_HEAD = 4096
+
+
 def _secret_in(handle: Any, info: os.stat_result, name: str) -> str | None:
     """What kind of secret credential value the file holds, if any (V1-GB-4, VX-SEC-14).
 
@@ -643,10 +654,27 @@ def _secret_in(handle: Any, info: os.stat_result, name: str) -> str | None:
         kind = find_secret(text, filename=name)
     if kind is None and tail:
         kind = find_secret(tail, filename=name)
+    if kind is None:
+        kind = _secret_in_packed(handle, info, name)
     if len(_SECRET_SCANS) >= _SECRET_SCANS_MAX:
         _SECRET_SCANS.clear()
     _SECRET_SCANS[identity] = kind
     return kind
+
+
+def _secret_in_packed(handle: Any, info: os.stat_result, name: str) -> str | None:
+    """Compressed, archived or wide-encoded content, unpacked and scanned (VX-SEC-15): what the
+    byte scan above read as noise. Out of the scan's bounds, it is refused as unscannable."""
+    handle.seek(0)
+    if packed_kind(handle.read(_PACKED_HEAD)) is None:
+        return None
+    if info.st_size > PACKED_MAX_INPUT:
+        return f"{UNSCANNABLE}packed and larger than the scan unpacks"
+    handle.seek(0)
+    try:
+        return secret_in_packed(handle.read(), lambda text: find_secret(text, filename=name))
+    except Unscannable as exc:
+        return f"{UNSCANNABLE}{exc.reason}"
 
 
 def _decode(data: bytes, *, at_end: bool) -> tuple[str, str, int]:
