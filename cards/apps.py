@@ -7,10 +7,13 @@ class CardsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from cards import checks  # noqa: F401 (registers the signing check)
+        from celery.signals import worker_init
+
+        from cards import checks
         from cards.fastpath import persona_deleted, persona_saved, personas_written
         from personas import signals
         from personas.models import Persona
+        from virgo.startup import web_starting
 
         # The public card's token moves with every change to a persona row, so the fast path
         # reloads the card (cards.fastpath): saves and deletes, and the rows written in bulk or
@@ -21,3 +24,7 @@ class CardsConfig(AppConfig):
         signals.personas_written.connect(
             personas_written, sender=Persona, dispatch_uid="cards-token-written"
         )
+        # A process that cannot sign does not start (VX-SCALE-4); the deploy check is
+        # registered by importing cards.checks.
+        worker_init.connect(checks.check_worker_start, weak=False)
+        web_starting.connect(checks.check_web_start, weak=False)

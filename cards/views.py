@@ -10,6 +10,7 @@ computed once per generation.
 """
 
 import json
+import logging
 import time
 import uuid
 
@@ -19,7 +20,7 @@ from django.utils.cache import get_conditional_response
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 
-from cards import fastpath
+from cards import fastpath, keys
 from cards.keys import public_jwks
 from cards.models import PublishedCard
 from cards.publishing import card_etag, publish_card
@@ -27,6 +28,8 @@ from cards.signing import sign_document
 from cards.status_list import current_list
 from cards.tombstones import tombstone_bytes, tombstone_document
 from personas.models import Persona, PurgedPersona, Tombstone
+
+logger = logging.getLogger(__name__)
 
 READ_METHODS = fastpath.READ_METHODS
 RATE_LIMIT_GROUP = "virgo.agent-card"
@@ -61,6 +64,19 @@ def not_found() -> JsonResponse:
     return response
 
 
+def cannot_sign(refused: keys.CannotSign) -> JsonResponse:
+    """What a document this process would have to sign answers while it cannot (VX-SCALE-4):
+    503 with Retry-After, so a peer and a load balancer try another machine or later; never a
+    500. The reason goes to the operator's log only: it names keys."""
+    logger.error("cannot sign a public document: %s", refused)
+    response = json_error(
+        503, "cannot_sign", "This server cannot sign documents right now; try again later."
+    )
+    response["Retry-After"] = str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 @csrf_exempt  # Nothing here changes state; exemption lets unsafe methods reach their 405.
 def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
     """Serve exactly this persona's current card, publicly only while it is advertised."""
@@ -77,7 +93,16 @@ def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
         return response
     if _declares_body(request):
         return json_error(413, "body_not_accepted", "The agent card endpoint accepts no body.")
+    try:
+        return _card_answer(request, persona_id, usage)
+    except keys.CannotSign as refused:
+        return cannot_sign(refused)
 
+
+def _card_answer(
+    request: HttpRequest, persona_id: uuid.UUID, usage: fastpath.Usage
+) -> HttpResponse:
+    """The card, its tombstone or 404: each of the first two may have to be signed here."""
     persona = (
         Persona.objects.select_related("published_card", "agent")
         .only(*_CARD_COLUMNS)
@@ -256,7 +281,10 @@ def status_list(request: HttpRequest) -> HttpResponse:
         return response
     if _declares_body(request):
         return json_error(413, "body_not_accepted", "The status list endpoint accepts no body.")
-    signed = current_list()
+    try:
+        signed = current_list()
+    except keys.CannotSign as refused:
+        return cannot_sign(refused)
     # No cache keeps it past its validUntil (VX-TRUST-8), whatever max-age would allow.
     until = signed.validity.valid_until
     left = max(0, int(until.timestamp() - time.time()))

@@ -219,7 +219,8 @@ def test_a_generation_that_stops_standing_takes_the_card_off(app: Any, persona: 
 def test_a_deleted_persona_is_gone_at_once(app: Any, persona: Persona, owner: Any) -> None:
     assert call(app, card_path(persona))[0] == 200
     persona_delete(persona=persona, actor=owner)
-    assert call(app, card_path(persona))[0] == 404
+    # Revoked on the way out (VX-TRUST-9): its tombstone, at once.
+    assert call(app, card_path(persona))[0] == 410
 
 
 class Clock:
