@@ -63,10 +63,11 @@ def pinned_grant(
         "uri": PINNED_GRANT_EXTENSION,
         "description": (
             "Pins the grant behind this card: a changed grantDigest means what the persona may "
-            "reach or do changed (virgo-grant/2: its tools, their access, conditions and scope, "
-            "its queues, human-surface bindings, workspace, writable paths, graph namespace and "
-            "who confirms its calls; virgo-grant/1: its tools and their access only); a changed "
-            "stampSha256 means anything it is changed."
+            "reach or do changed (virgo-grant/3: its tools, their access, conditions and scope, "
+            "its queues, human-surface bindings, workspace, writable paths, graph namespace, "
+            "role and who confirms its calls; virgo-grant/2: the same but the role; "
+            "virgo-grant/1: its tools and their access only); a changed stampSha256 means "
+            "anything it is changed."
         ),
         "required": False,
         "params": {

@@ -24,8 +24,9 @@ from stamps import profiles
 from virgo.canonical import stamp_bytes
 
 # Named on the card beside the digest, so a peer knows what a changed digest can mean. The
-# first definition (no name on the card) covered the tools and their access only.
-GRANT_DEFINITION = "virgo-grant/2"
+# first definition (no name on the card) covered the tools and their access only; the second
+# everything below but the address's role, which every message the persona sends names.
+GRANT_DEFINITION = "virgo-grant/3"
 
 OWNER = "owner"
 
@@ -33,6 +34,7 @@ OWNER = "owner"
 # in the grant.
 GRANT_FIELDS: dict[str, str] = {
     "persona.class": "persona_class",
+    "hierarchy.role": "role",
     "bindings.workspace.workspace": "workspace",
     "bindings.workspace.project": "project",
     "bindings.workspace.mutable_paths": "writable_paths",
@@ -65,7 +67,6 @@ NOT_GRANT: dict[str, str] = {
     "hierarchy.level": "derived from the address, as above",
     "hierarchy.workspace": "attribution; the workspace reached is bindings.workspace",
     "hierarchy.project": "attribution; the project reached is bindings.workspace.project",
-    "hierarchy.role": "attribution: a label on messages, not authority",
 }
 
 
@@ -97,6 +98,9 @@ class Grant:
     owner: str
     channel: str
     ask_first: tuple[str, ...]
+    # What the persona is called in every message it sends and every peer's view of it: a lead
+    # is listened to as a lead (VX-GRANT-5).
+    role: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """dataclasses.asdict's result (tuples kept), without its deep copy of every value:
@@ -187,6 +191,7 @@ def grant_of(document: dict[str, Any]) -> Grant:
         owner=str(authority["human"]["owner"]),
         channel=str(authority["human"]["channel"]),
         ask_first=ask_first,
+        role=str(document["hierarchy"]["role"]),
     )
 
 
@@ -325,6 +330,11 @@ def compare(before: Grant | None, after: Grant | None) -> dict[str, Any]:
             widening.extend(_tool_widening(old[name], new[name], already=already))
         widening.extend(scope)
         widening.extend(_authority_widening(before, after))
+        if before.role != after.role:
+            widening.append(
+                f"its role changes from {before.role} to {after.role}: the name every message "
+                "of its carries"
+            )
     widening.extend(
         [
             *(f"adds queue {name}" for name in queues[0]),
@@ -369,6 +379,7 @@ def _scope_of(grant: Grant | None) -> dict[str, Any] | None:
         "workspace": grant.workspace,
         "project": grant.project,
         "graph_namespace": grant.graph_namespace,
+        "role": grant.role,
     }
 
 

@@ -399,11 +399,42 @@ def test_a_graph_namespace_above_the_current_one_waits(persona: Persona) -> None
     own = persona.address.path
     assert f"graph namespace work is above {own}" in response.json()["diff"]["widening"]
     assert response.json()["diff"]["scope"] == {
-        "from": {"workspace": "work", "project": "core", "graph_namespace": own},
-        "to": {"workspace": "work", "project": "core", "graph_namespace": "work"},
+        "from": {"workspace": "work", "project": "core", "graph_namespace": own, "role": "deputy"},
+        "to": {"workspace": "work", "project": "core", "graph_namespace": "work", "role": "deputy"},
     }
     assert state(persona) == before
     assert Persona.objects.get(pk=persona.pk).graph_namespace == ""
+
+
+def test_moving_to_another_role_waits_for_the_owner_and_moves_the_digest(
+    persona: Persona,
+) -> None:
+    """VX-GRANT-5: the same project under another role (deputy -> lead) is a widening: every
+    message the persona sends would name it a lead. A proposal names the change, the runtime's
+    stamp keeps the old role until the owner approves, and the approved generation's grant
+    digest differs."""
+    address("work/core/lead")
+    # The graph namespace pinned where it is, so the role is the only thing the move changes.
+    with run_on_commit():
+        update_persona(persona, graph_namespace=persona.address.path)
+    persona.refresh_from_db()
+    before = state(persona)
+    digest_before = persona.generations.get(number=persona.generation).grant_digest
+    response = patch(persona, address="work/core/lead")
+    assert response.status_code == 202, response.content
+    diff = response.json()["diff"]
+    assert diff["widening"] == [
+        "its role changes from deputy to lead: the name every message of its carries"
+    ]
+    assert (diff["scope"]["from"]["role"], diff["scope"]["to"]["role"]) == ("deputy", "lead")
+    assert state(persona) == before
+    proposal = GrantProposal.objects.get(pk=response.json()["id"])
+    with run_on_commit():
+        services.proposal_approve(proposal=proposal, actor=persona.agent.owner)
+    persona.refresh_from_db()
+    moved = persona.generations.get(number=persona.generation)
+    assert moved.composition["address"] == "work/core/lead"
+    assert moved.grant_digest != digest_before
 
 
 def test_a_graph_namespace_beside_waits_and_one_below_applies_at_once(persona: Persona) -> None:
@@ -731,8 +762,18 @@ def test_every_field_of_a_proposals_diff_says_what_changes(persona: Persona) -> 
         "ask_first_added": ["claim"],
         "ask_first_removed": [],
         "scope": {
-            "from": {"workspace": "work", "project": "core", "graph_namespace": own},
-            "to": {"workspace": "work", "project": "core", "graph_namespace": f"{own}/notes"},
+            "from": {
+                "workspace": "work",
+                "project": "core",
+                "graph_namespace": own,
+                "role": "deputy",
+            },
+            "to": {
+                "workspace": "work",
+                "project": "core",
+                "graph_namespace": f"{own}/notes",
+                "role": "deputy",
+            },
         },
         "authority": {"from": "the human owner", "to": "the human owner"},
         "grant_definition": GRANT_DEFINITION,
