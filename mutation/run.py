@@ -65,6 +65,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "agent_environment",
         "mcp_servers",
         "prepare_agent_home",
+        "write_private",
         "write_private_json",
         "remote_mcp_config",
         "invocation",

@@ -1,24 +1,27 @@
 """The launcher consumer of the stamp: an agent CLI that reaches exactly the stamped tools.
 
-`virgo launch --persona <name> --print-allowlist` prints the allowlist in the agent CLI's form,
+`virgo launch --persona <name> --print-allowlist` prints the allowlist in Claude Code's form,
 `mcp__virgo__<name>` for each `tools[].name`, comma-separated. `virgo launch --persona <name> --
 <agent command...>` runs the agent:
 
-- confined (VX-CONF-1): a CLI Virgo knows (runtime.agent_clis) gets the arguments that leave it
-  exactly the stamp's tools and nothing from its settings sources; any other command is refused
-  unless the owner passes `--unconfined`, which is warned and audited;
+- confined (VX-CONF-1): a CLI Virgo knows (runtime.agent_clis) gets the arguments and the files in
+  its home that leave it exactly the stamp's tools and nothing from its settings sources; any
+  other command is refused unless the owner passes `--unconfined`, which is warned and audited;
 - sandboxed (VX-CONF-2): in bubblewrap (runtime.sandbox), where the installation's secrets are
   not visible and only the persona's workspace and the agent's own home are writable; where the
   sandbox cannot be set up the launch is refused unless the owner passes `--no-sandbox`, which
   is warned and audited;
 - served from outside: the persona's MCP server runs in this process, on a loopback port it
   bound itself, and answers only the bearer token made for this launch. The agent's MCP config
-  (in its home, 0600) holds the URL and that token, never a secret of the installation.
+  (in its home, 0600; Gemini CLI's settings.json too) holds the URL and that token, never a
+  secret of the installation, and is removed when the launch ends.
 
 The agent gets an allow-listed environment, never the launcher's own: the basics of a shell
 (AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS, VIRGO_MCP_CONFIG, and
-the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key, say). Whatever else
-the launcher holds (SECRET_KEY, DATABASE_URL, REDIS_URL, the hub's token and secret) stays out.
+the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key, say), but for those the
+confined CLI would read to load other settings or code (AgentCli.refused_environment). Whatever
+else the launcher holds (SECRET_KEY, DATABASE_URL, REDIS_URL, the hub's token and secret) stays
+out.
 
 `virgo mcp config` prints a stdio block (mcp_servers) for other MCP clients: that server needs
 the installation's settings, which reach it through an owner-private file (`server.env`, 0600).
@@ -40,12 +43,11 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from personas.models import Persona
-from runtime.agent_clis import AgentCli
+from runtime.agent_clis import CLAUDE, MCP_SERVER_NAME, AgentCli
 from runtime.sandbox import Sandbox
 from runtime.stamp import ActiveStamp
 from virgo.envfile import write_env_file
 
-MCP_SERVER_NAME = "virgo"
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
 LOOPBACK = "127.0.0.1"
 QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")
@@ -56,9 +58,10 @@ QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")
 ANY_PERSONA = Persona.objects.select_related("agent__owner")
 
 
-def allowlist(stamp: ActiveStamp) -> str:
-    """Exactly tools[].name, from the launcher projection of the stamp file (V1-CONS-3)."""
-    return ",".join(f"mcp__{MCP_SERVER_NAME}__{name}" for name in stamp.allowlist)
+def allowlist(stamp: ActiveStamp, cli: AgentCli | None = None) -> str:
+    """Exactly tools[].name, from the launcher projection of the stamp file (V1-CONS-3), in the
+    CLI's form; in Claude Code's where there is no CLI (--print-allowlist, an unconfined run)."""
+    return ",".join((cli or CLAUDE).allowlist(stamp.allowlist))
 
 
 # The basics every CLI expects: where programs are, who the user is, the locale and the terminal.
@@ -96,8 +99,9 @@ def server_settings() -> dict[str, str]:
     return values
 
 
-def passed_names() -> frozenset[str]:
-    """The operator's VIRGO_LAUNCH_PASS_ENV; a name of the server's own settings is refused."""
+def passed_names(cli: AgentCli | None = None) -> frozenset[str]:
+    """The operator's VIRGO_LAUNCH_PASS_ENV; a name of the server's own settings is refused, and
+    so are the names the confined CLI would read to load other settings or code."""
     reserved = {*getattr(settings, "ENVIRONMENT_SETTINGS", ()), ENV_FILE_VARIABLE}
     for name in settings.VIRGO_LAUNCH_PASS_ENV:
         if name in reserved:
@@ -106,12 +110,21 @@ def passed_names() -> frozenset[str]:
                 f"never reaches the agent: remove {name} from VIRGO_LAUNCH_PASS_ENV",
                 returncode=2,
             )
-    return frozenset(settings.VIRGO_LAUNCH_PASS_ENV)
+    names = frozenset(settings.VIRGO_LAUNCH_PASS_ENV)
+    if cli is not None and (refused := sorted(names & cli.refused_environment)):
+        listed = ", ".join(refused)
+        raise CommandError(
+            f"VIRGO_LAUNCH_PASS_ENV names {listed}, which {cli.title} would read to load "
+            f"settings, prompts or code beyond its confinement: remove {listed} from "
+            "VIRGO_LAUNCH_PASS_ENV",
+            returncode=2,
+        )
+    return names
 
 
-def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+def agent_environment(environ: Mapping[str, str], cli: AgentCli | None = None) -> dict[str, str]:
     """The part of `environ` the agent may see: the basics and the operator's names."""
-    allowed = AGENT_ENV_NAMES | passed_names()
+    allowed = AGENT_ENV_NAMES | passed_names(cli)
     return {
         name: value
         for name, value in environ.items()
@@ -165,16 +178,21 @@ def prepare_agent_home(persona: Persona) -> Path:
     return agent_home(persona)
 
 
-def write_private_json(path: Path, document: dict[str, Any]) -> Path:
-    """Write `document` owner-private and atomically: a launch never reads half a file."""
+def write_private(path: Path, text: str) -> Path:
+    """Write `text` owner-private and atomically: a launch never reads half a file."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(document, handle, indent=2)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
     return path
+
+
+def write_private_json(path: Path, document: dict[str, Any]) -> Path:
+    return write_private(path, json.dumps(document, indent=2))
 
 
 def remote_mcp_config(url: str, token: str) -> dict[str, Any]:
@@ -236,12 +254,15 @@ class LaunchServer:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """What runs: the argv (inside the sandbox's, if any) and its environment."""
+    """What runs: the argv (inside the sandbox's, if any), its environment and working directory,
+    and the files written for this launch alone, removed when it ends (the MCP config and the
+    CLI's settings hold its token)."""
 
     argv: list[str]
     env: dict[str, str]
     mcp_config: Path
     workdir: Path
+    written: tuple[Path, ...]
 
 
 def invocation(
@@ -254,17 +275,21 @@ def invocation(
     server_url: str,
     token: str,
 ) -> Invocation:
-    """The argv, environment and working directory of a launch (nothing is started here): the
-    agent works in the persona's workspace, sandboxed or not."""
-    tools = allowlist(stamp)
+    """The argv, environment and working directory of a launch (nothing but its files is made
+    here): the agent works in the persona's workspace, or in its home if its CLI works there,
+    sandboxed or not."""
+    tools = allowlist(stamp, cli)
     home = prepare_agent_home(persona)
     config = write_private_json(
         home / f".virgo-mcp-{os.getpid()}.json", remote_mcp_config(server_url, token)
     )
+    written = [config]
     argv = list(command)
-    env = agent_environment(os.environ)
+    env = agent_environment(os.environ, cli)
     if cli is not None:
         argv += cli.confinement(allowlist=tools, mcp_config=config)
+        files = cli.home_files(home, url=server_url, token=token, tools=stamp.allowlist)
+        written += [write_private(path, text) for path, text in files.items()]
         env.update(cli.environment)
     env.update(
         HOME=str(home),
@@ -275,6 +300,9 @@ def invocation(
     if sandbox is not None:
         env["TMPDIR"] = "/tmp"
         argv = sandbox.argv(argv)
-    workdir = stamp.workspace_root()
-    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return Invocation(argv=argv, env=env, mcp_config=config, workdir=workdir)
+    workspace = stamp.workspace_root()
+    workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+    workdir = home if cli is not None and cli.works_in == "home" else workspace
+    return Invocation(
+        argv=argv, env=env, mcp_config=config, workdir=workdir, written=tuple(written)
+    )

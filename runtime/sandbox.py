@@ -27,6 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
+from runtime.agent_clis import WorksIn
 from runtime.credentials import credential_location
 
 BWRAP = "bwrap"
@@ -173,8 +174,11 @@ def hidden_paths(candidates: Iterable[Path], *, keep: Iterable[Path]) -> tuple[P
     return tuple(chosen)
 
 
-def build(*, workspace: Path, agent_home: Path, program: str) -> Sandbox:
-    """The sandbox of one launch: the workspace and the agent's home writable, secrets hidden."""
+def build(
+    *, workspace: Path, agent_home: Path, program: str, works_in: WorksIn = "workspace"
+) -> Sandbox:
+    """The sandbox of one launch: the workspace and the agent's home writable, secrets hidden;
+    the agent starts in the one its CLI works in."""
     writable = (workspace, agent_home)
     operator_home = os.environ.get("HOME")
     candidates = secret_locations(Path(operator_home) if operator_home else None)
@@ -182,7 +186,7 @@ def build(*, workspace: Path, agent_home: Path, program: str) -> Sandbox:
     return Sandbox(
         writable=tuple(Path(os.path.realpath(path)) for path in writable),
         hidden=hidden_paths(candidates, keep=writable),
-        workdir=Path(os.path.realpath(workspace)),
+        workdir=Path(os.path.realpath(agent_home if works_in == "home" else workspace)),
         restored=tuple(sorted({path for path in map(_real, needed) if TMP in path.parents})),
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.installation import SecretInstallation, secret_installation
+from tests.agents.installation import SecretInstallation, make_asker, secret_installation
 from tests.live import unavailable
 from tests.runtime_support import REPO, Standalone
 from tests.scripted_model import ScriptedAnthropic
@@ -26,31 +26,11 @@ CLAUDE = REPO / "requirements/agents/node_modules/.bin/claude"
 BUILT_IN_TOOLS = ("Read", "Bash", "Grep", "Glob", "Write", "Edit", "WebFetch", "Task", "Agent")
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
 
-_MAKE_ASKER = """
-from personas import services
-from personas.models import Persona, RegisteredAddress
-deputy = Persona.objects.get(name="Deputy")
-RegisteredAddress.objects.get_or_create(path="work/core/asker")
-asker = services.persona_create(
-    agent=deputy.agent, actor=deputy.agent.owner, name="Asker", system_prompt="Ask first.",
-    verb_subset=deputy.verb_subset, queues=["reviews"], persona_class="coder-deputy",
-    address="work/core/asker", ask_first_verbs=["workspace_write"],
-)
-asker.refresh_from_db()
-assert asker.standing is True, asker.generations.first().not_standing_reasons
-print(asker.uuid)
-"""
-
 
 @pytest.fixture(scope="module")
 def installation(tmp_path_factory: pytest.TempPathFactory) -> SecretInstallation:
     if not CLAUDE.exists():
         unavailable(f"{CLAUDE} is missing: `make agents` installs the pinned agent CLIs")
-
-    def make_asker(made: Standalone) -> dict[str, str]:
-        asker = made.run("shell", "-c", _MAKE_ASKER)
-        assert asker.returncode == 0, asker.stderr
-        return {"Asker": asker.stdout.strip().splitlines()[-1]}
 
     return secret_installation(
         tmp_path_factory.mktemp("claude"),

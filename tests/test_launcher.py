@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from personas.models import AuditEvent
 from runtime import sandbox
-from runtime.agent_clis import CLAUDE
+from runtime.agent_clis import CLAUDE, GEMINI
 from runtime.launcher import agent_home, allowlist, invocation
 from runtime.stamp import load_active_stamp
 from stamps.projections import launcher_allowlist
@@ -130,6 +130,67 @@ def test_an_unconfined_command_gets_no_other_clis_flags() -> None:
     assert launch.env["VIRGO_MCP_CONFIG"] == str(launch.mcp_config)
 
 
+@pytest.mark.django_db
+def test_the_invocation_confines_gemini_by_its_settings_in_its_home() -> None:
+    """VX-CONF-1, V1-CONS-3: the owner's arguments, then `-e none`; Gemini CLI's settings.json
+    (0600) naming exactly the stamp's tools, Virgo's server only (the launch's URL and token) and
+    everything else off; an empty .env beside it; the agent starts in its home, and in the
+    sandbox too, where the workspace stays bound writable."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    home = agent_home(persona)
+    box = sandbox.build(
+        workspace=stamp.workspace_root(), agent_home=home, program="/usr/bin/env", works_in="home"
+    )
+    launch = invocation(
+        persona, stamp, ["/usr/bin/gemini", "-p", "hello"], cli=GEMINI, sandbox=box,
+        server_url="http://127.0.0.1:5/mcp", token="launch-token",
+    )  # fmt: skip
+    real_home, real_workspace = os.path.realpath(home), os.path.realpath(stamp.workspace_root())
+    assert launch.argv[-6:] == ["--", "/usr/bin/gemini", "-p", "hello", "-e", "none"]
+    assert launch.argv[launch.argv.index("--chdir") + 1] == real_home
+    assert ["--bind", real_workspace, real_workspace] == launch.argv[
+        launch.argv.index(real_workspace) - 1 : launch.argv.index(real_workspace) + 2
+    ]
+    assert launch.workdir == home
+    settings_file, env_file = home / ".gemini/settings.json", home / ".gemini/.env"
+    assert launch.written == (launch.mcp_config, settings_file, env_file)
+    tools = [f"mcp_virgo_{name}" for name in stamp.allowlist]
+    assert launch.env["VIRGO_ALLOWED_TOOLS"] == ",".join(tools) == allowlist(stamp, GEMINI)
+    assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC" not in launch.env
+    for written in (settings_file, env_file):
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stat.S_IMODE(settings_file.parent.stat().st_mode) == 0o700
+    assert env_file.read_text() == ""
+    assert json.loads(settings_file.read_text()) == {
+        "security": {
+            "auth": {"selectedType": "gemini-api-key"},
+            "folderTrust": {"enabled": False},
+            "disableYoloMode": True,
+            "disableAlwaysAllow": True,
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "ide": {"enabled": False},
+        "ui": {"showHomeDirectoryWarning": False},
+        "context": {"includeDirectoryTree": False},
+        "tools": {"core": tools, "useRipgrep": False},
+        "mcp": {"allowed": ["virgo"]},
+        "mcpServers": {
+            "virgo": {
+                "httpUrl": "http://127.0.0.1:5/mcp",
+                "headers": {"Authorization": "Bearer launch-token"},
+                "includeTools": list(stamp.allowlist),
+            }
+        },
+        "hooksConfig": {"enabled": False},
+        "skills": {"enabled": False},
+        "experimental": {"enableAgents": False},
+        "useWriteTodos": False,
+    }
+
+
 @pytest.fixture
 def programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A directory first on PATH holding stand-ins named `claude`, `codex` and `gemini` that
@@ -151,7 +212,7 @@ def launch(persona, *arguments: str) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("program", ["codex", "gemini", "python3"])
+@pytest.mark.parametrize("program", ["codex", "python3"])
 def test_a_command_virgo_cannot_confine_is_refused_naming_the_ones_it_can(
     programs: Path, program: str
 ) -> None:
@@ -162,8 +223,9 @@ def test_a_command_virgo_cannot_confine_is_refused_naming_the_ones_it_can(
         launch(persona, "--", program)
     assert refused.value.returncode == 2
     assert str(refused.value) == (
-        f"{program} is not an agent CLI Virgo can confine (it knows claude (Claude Code)): its "
-        "own tools would reach past the stamp; pass --unconfined to run it anyway"
+        f"{program} is not an agent CLI Virgo can confine (it knows claude (Claude Code), gemini "
+        "(Gemini CLI)): its own tools would reach past the stamp; pass --unconfined to run it "
+        "anyway"
     )
     assert not (programs / f"{program}-ran").exists()
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.UNCONFINED_LAUNCH).exists()
@@ -206,6 +268,67 @@ def test_the_owners_arguments_cannot_undo_claudes_confinement(
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["-y"], "-y"),
+        (["--approval-mode", "yolo"], "--approval-mode yolo"),
+        (["-s"], "-s"),
+        (["-e", "planted"], "-e"),
+        (["--policy", "allow.toml"], "--policy"),
+        (["--allowed-mcp-server-names", "other"], "--allowed-mcp-server-names"),
+        (["--include-directories", "/"], "--include-directories"),
+        (["-r", "--yolo"], "-r --yolo: Gemini CLI would read --yolo as an option of its own"),
+        (["-p", "hi", "--"], "-- would make the CLI ignore the confinement that follows it"),
+        (["mcp", "add", "other", "sh"], "'mcp' is a Gemini CLI subcommand"),
+        (["extensions", "install", "x"], "'extensions' is a Gemini CLI subcommand"),
+    ],
+)
+def test_the_owners_arguments_cannot_undo_geminis_confinement(
+    programs: Path, arguments: list[str], named: str
+) -> None:
+    """VX-CONF-1: YOLO, its own sandbox, extensions, policies, other servers and directories and
+    the CLI's configuring subcommands are refused before anything starts."""
+    persona = standing_persona()
+    with pytest.raises(CommandError, match="refusing to launch Gemini CLI") as refused:
+        launch(persona, "--", "gemini", *arguments)
+    assert named in str(refused.value)
+    assert refused.value.returncode == 2
+    assert not (programs / "gemini-ran").exists()
+
+
+@pytest.mark.django_db
+def test_names_gemini_reads_to_load_other_settings_or_code_are_never_passed_to_it(
+    programs: Path, settings
+) -> None:
+    """VX-CONF-1: listed in VIRGO_LAUNCH_PASS_ENV, they refuse a Gemini CLI launch in one line
+    that names them and the fix; its model's key and base URL pass, and Claude Code, which reads
+    none of them, is not refused for them."""
+    settings.VIRGO_LAUNCH_PASS_ENV = [
+        "GEMINI_API_KEY", "NODE_OPTIONS", "GOOGLE_GEMINI_BASE_URL", "GEMINI_SYSTEM_MD",
+        "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+    ]  # fmt: skip
+    persona = standing_persona()
+    with pytest.raises(CommandError) as refused:
+        launch(persona, "--check", "--", "gemini", "-p", "hi")
+    assert refused.value.returncode == 2
+    assert str(refused.value) == (
+        "VIRGO_LAUNCH_PASS_ENV names GEMINI_CLI_SYSTEM_SETTINGS_PATH, GEMINI_SYSTEM_MD, "
+        "NODE_OPTIONS, which Gemini CLI would read to load settings, prompts or code beyond its "
+        "confinement: remove GEMINI_CLI_SYSTEM_SETTINGS_PATH, GEMINI_SYSTEM_MD, NODE_OPTIONS "
+        "from VIRGO_LAUNCH_PASS_ENV"
+    )
+    assert not (programs / "gemini-ran").exists()
+    assert "agent: Claude Code (confined)" in launch(persona, "--check", "--", "claude")
+    for name in ("GEMINI_CLI_HOME", "GEMINI_SANDBOX", "CODE_ASSIST_ENDPOINT"):
+        settings.VIRGO_LAUNCH_PASS_ENV = ["GEMINI_API_KEY", name]
+        with pytest.raises(CommandError, match=f"names {name}, which Gemini CLI"):
+            launch(persona, "--check", "--", "gemini")
+    settings.VIRGO_LAUNCH_PASS_ENV = ["GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"]
+    assert "agent: Gemini CLI (confined)" in launch(persona, "--check", "--", "gemini")
+
+
+@pytest.mark.django_db
 def test_the_owners_harmless_arguments_pass(programs: Path) -> None:
     """VX-CONF-1: a prompt, print mode, a model, an output format and a safe permission mode are
     the owner's to choose."""
@@ -215,6 +338,11 @@ def test_the_owners_harmless_arguments_pass(programs: Path) -> None:
         "--output-format=json", "--permission-mode", "plan", "--verbose",
     )  # fmt: skip
     assert "agent: Claude Code (confined)" in printed
+    printed = launch(
+        persona, "--check", "--", "gemini", "-p", "review the queue", "-m", "gemini-2.5-pro",
+        "--output-format=json", "--approval-mode", "plan", "-r", "latest", "-d",
+    )  # fmt: skip
+    assert "agent: Gemini CLI (confined)" in printed
 
 
 @pytest.mark.django_db
@@ -236,6 +364,24 @@ def test_check_prints_tools_settings_and_sandbox_without_starting_anything(
     assert os.path.realpath(settings.VIRGO_HOME) in hidden
     assert not (programs / "claude-ran").exists()
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.UNCONFINED_LAUNCH).exists()
+
+
+@pytest.mark.django_db
+def test_check_prints_geminis_tools_and_settings_as_it_will_get_them(programs: Path) -> None:
+    """VX-CONF-1: the tools in Gemini CLI's form, exactly the stamp's, and what its settings
+    turn off; the agent never runs and no file is written in its home."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    printed = launch(persona, "--check", "--", "gemini")
+    tools = [f"mcp_virgo_{name}" for name in stamp.allowlist]
+    assert "agent: Gemini CLI (confined)" in printed
+    assert f"tools: {len(tools)}, exactly the stamp's: {', '.join(tools)}" in printed
+    for line in GEMINI.settings_described():
+        assert f"\n{line}\n" in printed
+    assert f"writable: {stamp.workspace_root()}, {agent_home(persona)}" in printed
+    assert f"\nstarts in: {os.path.realpath(agent_home(persona))}\n" in printed
+    assert not (programs / "gemini-ran").exists()
+    assert not (agent_home(persona) / ".gemini").exists()
 
 
 @pytest.mark.django_db
@@ -301,6 +447,41 @@ def test_a_real_launch_runs_claude_confined_in_the_sandbox(
     assert argv[argv.index("--tools") + 1] == ""
     assert (env["VIRGO_ALLOWED_TOOLS"], env["VIRGO_PERSONA"]) == (expected, uuid)
     assert env["HOME"] == str(standalone.home / "run" / uuid / "agent-home")
+
+
+GEMINI_STAND_IN = """
+import json, os, sys
+home = os.environ["HOME"]
+settings = json.load(open(os.path.join(home, ".gemini/settings.json")))
+open(os.path.join(sys.argv[1], "written-by-the-agent"), "w").close()
+print(json.dumps([sys.argv[2:], os.getcwd(), settings["mcpServers"]["virgo"]["includeTools"]]))
+"""
+
+
+@pytest.mark.live
+def test_a_real_launch_runs_gemini_in_its_home_in_the_sandbox_and_removes_its_settings(
+    standalone: Standalone, tmp_path: Path
+) -> None:
+    """VX-CONF-1, VX-CONF-2: a real `launch -- gemini` process (a stand-in that reads the
+    settings it was given): `-e none` after the owner's arguments, started in its home inside
+    the sandbox, the workspace still writable; the settings and .env are gone afterwards."""
+    uuid = standalone.personas["Deputy"]
+    names = [tool["name"] for tool in json.loads(standalone.stamp_bytes("Deputy"))["tools"]]
+    home = standalone.home / "run" / uuid / "agent-home"
+    workspace = standalone.home / "workspaces/work/core" / uuid
+    gemini = tmp_path / "gemini"
+    gemini.write_text(f"#!{sys.executable}\n{GEMINI_STAND_IN}")
+    gemini.chmod(0o755)
+    launched = standalone.run(
+        "launch", "--persona", uuid, "--", str(gemini), str(workspace), "-p", "hi"
+    )
+    assert launched.returncode == 0, launched.stderr
+    argv, cwd, included = json.loads(launched.stdout)
+    assert (argv, cwd, included) == (["-p", "hi", "-e", "none"], str(home), names)
+    assert (workspace / "written-by-the-agent").exists()
+    assert not (home / ".gemini/settings.json").exists()
+    assert not (home / ".gemini/.env").exists()
+    assert not list(home.glob(".virgo-mcp-*.json"))
 
 
 @pytest.mark.live

@@ -42,6 +42,29 @@ class SecretInstallation:
         return self.home / "run" / self.standalone.personas[persona] / "agent-home"
 
 
+_MAKE_ASKER = """
+from personas import services
+from personas.models import Persona, RegisteredAddress
+deputy = Persona.objects.get(name="Deputy")
+RegisteredAddress.objects.get_or_create(path="work/core/asker")
+asker = services.persona_create(
+    agent=deputy.agent, actor=deputy.agent.owner, name="Asker", system_prompt="Ask first.",
+    verb_subset=deputy.verb_subset, queues=["reviews"], persona_class="coder-deputy",
+    address="work/core/asker", ask_first_verbs=["workspace_write"],
+)
+asker.refresh_from_db()
+assert asker.standing is True, asker.generations.first().not_standing_reasons
+print(asker.uuid)
+"""
+
+
+def make_asker(made: Standalone) -> dict[str, str]:
+    """`prepare` for secret_installation: a persona, Asker, whose workspace_write asks first."""
+    asker = made.run("shell", "-c", _MAKE_ASKER)
+    assert asker.returncode == 0, asker.stderr
+    return {"Asker": asker.stdout.strip().splitlines()[-1]}
+
+
 def secret_installation(
     base: Path,
     *,

@@ -20,6 +20,7 @@ from runtime.launcher import (
     LaunchServer,
     allowlist,
     invocation,
+    passed_names,
     prepare_agent_home,
 )
 from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
@@ -81,7 +82,7 @@ class Command(BaseCommand):
             self.stdout.write(allowlist(stamp))
             return
         cli = self._confinement(command, unconfined=options["unconfined"])
-        sandbox = self._sandbox(persona, stamp, command[0], disabled=options["no_sandbox"])
+        sandbox = self._sandbox(persona, stamp, command[0], cli, disabled=options["no_sandbox"])
         plan = Plan(persona, stamp, command, cli, sandbox)
         if options["check"]:
             self._print_check(plan)
@@ -108,7 +109,7 @@ class Command(BaseCommand):
                 "path after --",
                 returncode=EXIT_USAGE,
             )
-        # Absolute: the agent starts in the persona's workspace, not here.
+        # Absolute: the agent starts in the persona's workspace (or its own home), not here.
         return [os.path.abspath(found), *command[1:]]
 
     @staticmethod
@@ -127,11 +128,13 @@ class Command(BaseCommand):
             cli.check_arguments(command[1:])
         except RefusedArgument as refused:
             raise CommandError(f"refusing to launch {cli.title}: {refused}", returncode=2) from None
+        # Refused here, before --check prints or anything starts, as an argument is.
+        passed_names(cli)
         return cli
 
     @staticmethod
     def _sandbox(
-        persona: Persona, stamp: ActiveStamp, program: str, *, disabled: bool
+        persona: Persona, stamp: ActiveStamp, program: str, cli: AgentCli | None, *, disabled: bool
     ) -> sandboxes.Sandbox | None:
         if disabled:
             return None
@@ -140,7 +143,12 @@ class Command(BaseCommand):
         home = prepare_agent_home(persona)
         try:
             sandboxes.require_bwrap()
-            return sandboxes.build(workspace=workspace, agent_home=home, program=program)
+            return sandboxes.build(
+                workspace=workspace,
+                agent_home=home,
+                program=program,
+                works_in=cli.works_in if cli is not None else "workspace",
+            )
         except sandboxes.SandboxUnavailable as exc:
             raise CommandError(
                 f"refusing to launch without the sandbox: {exc.reason}; or pass --no-sandbox "
@@ -172,7 +180,7 @@ class Command(BaseCommand):
 
     def _print_check(self, plan: Plan) -> None:
         persona, stamp, command, cli, sandbox = plan
-        tools = allowlist(stamp).split(",")
+        tools = allowlist(stamp, cli).split(",")
         lines = [
             f"persona: {persona.name} ({persona.uuid}), generation {stamp.generation}",
             f"agent: {cli.title if cli else os.path.basename(command[0])} "
@@ -191,6 +199,7 @@ class Command(BaseCommand):
             lines += [
                 f"sandbox: {sandboxes.version()}; everything else read-only",
                 f"writable: {', '.join(map(str, sandbox.writable))}",
+                f"starts in: {sandbox.workdir}",
                 f"hidden: {', '.join(map(str, sandbox.hidden))}",
             ]
         self.stdout.write("\n".join(lines))
@@ -223,5 +232,6 @@ class Command(BaseCommand):
         finally:
             server.stop()
             if launch is not None:
-                launch.mcp_config.unlink(missing_ok=True)
+                for written in launch.written:
+                    written.unlink(missing_ok=True)
         return 128 - returncode if returncode < 0 else returncode
