@@ -16,9 +16,10 @@ from django.core.management import CommandError, call_command
 
 from personas.models import AuditEvent
 from runtime import sandbox
-from runtime.agent_clis import GEMINI
+from runtime.agent_clis import CLAUDE, GEMINI
 from runtime.launcher import (
     MANAGE_PY,
+    agent_home,
     invocation,
     mcp_servers,
     run_directory,
@@ -276,3 +277,26 @@ def test_a_bwrap_that_cannot_even_run_and_one_that_says_nothing(
     assert refused.value.reason == "bwrap did not run: [Errno 8] Exec format error"
     assert str(refused.value) == refused.value.reason
     assert sandbox.version() == "unknown"
+
+
+@pytest.mark.django_db
+def test_only_a_cli_that_works_in_its_home_starts_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-CONF-2: Claude Code and an unconfined command start in the workspace, Gemini CLI in its
+    home; and the stdio block names Virgo's settings module where the environment names none."""
+    persona = standing_persona()
+    stamp = load_active_stamp(persona)
+    options: dict[str, Any] = {
+        "sandbox": None,
+        "server_url": "http://127.0.0.1:5/mcp",
+        "token": "t",
+    }
+    for cli in (CLAUDE, None):
+        assert invocation(persona, stamp, ["/x"], cli=cli, **options).workdir == (
+            stamp.workspace_root()
+        )
+    assert invocation(persona, stamp, ["/x"], cli=GEMINI, **options).workdir == agent_home(persona)
+    monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
+    env = mcp_servers(persona)["mcpServers"]["virgo"]["env"]
+    assert env["DJANGO_SETTINGS_MODULE"] == "virgo.settings"
