@@ -116,14 +116,12 @@ def test_without_an_env_file_or_a_file_setting_nothing_is_added_for_them(
 ) -> None:
     monkeypatch.delenv("VIRGO_ENV_FILE")
     monkeypatch.setenv("VIRGO_KEY_ENCRYPTION_KEY_FILE", "")
-    assert (
-        secret_locations(None)[:3]
-        == [
-            installation / "home",
-            Path(settings.BASE_DIR) / "var",
-            *sandbox.database_files(settings.DATABASES.values())[:1],
-        ][:3]
-    )
+    assert secret_locations(None) == [
+        installation / "home",
+        Path(settings.BASE_DIR) / "var",
+        *sandbox.database_files(settings.DATABASES.values()),
+        *(Path(d) for d in sandbox.SERVER_SOCKET_DIRECTORIES),
+    ]
 
 
 def test_sqlite_files_and_their_journals_are_hidden_not_a_server_nor_memory() -> None:
