@@ -17,15 +17,12 @@ most harmless value the schema allows, leave the script where it is, and are lef
 """
 
 import json
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from itertools import count
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import urlsplit
 
-type ToolCall = tuple[str, dict[str, Any]]
-type Turn = list[ToolCall] | str
+from tests.scripted_server import ScriptedServer, Turn
 
 SIDE_ANSWER = "ok"
 # Text, so that a CLI which outruns its script stops, and the result says why.
@@ -68,33 +65,10 @@ class Recorded:
         ]
 
 
-class ScriptedGemini:
+class ScriptedGemini(ScriptedServer):
     """`with ScriptedGemini(script) as model:` serves on 127.0.0.1 until the block ends."""
 
-    def __init__(self, script: list[Turn]) -> None:
-        self.script = script
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._ids = count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def main_requests(self) -> list[Recorded]:
-        return [request for request in self.requests if request.is_main]
+    requests: list[Recorded]
 
     def tool_names_offered(self) -> list[str]:
         """The functionDeclarations names of every main request, each once, in first-seen order
@@ -125,9 +99,6 @@ class ScriptedGemini:
                         answered.setdefault((index, position), _call(call, response))
         return [answered[key] for key in sorted(answered)]
 
-    def all_bodies_text(self) -> str:
-        return "\n".join(request.raw.decode("utf-8", "replace") for request in self.requests)
-
     def _turn(self, request: Recorded) -> Turn:
         done = sum(1 for content in request.body["contents"] if content.get("role") == "model")
         return self.script[done] if done < len(self.script) else EXHAUSTED
@@ -149,14 +120,6 @@ class ScriptedGemini:
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
         text = json.dumps(_harmless(schema)) if isinstance(schema, dict) else SIDE_ANSWER
         return _response([{"text": text}], _model(request))
-
-    def _id(self, prefix: str) -> str:
-        with self._lock:
-            return f"{prefix}_scripted_{next(self._ids):04d}"
-
-    def _record(self, request: Recorded) -> None:
-        with self._lock:
-            self.requests.append(request)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self

@@ -12,16 +12,13 @@ a short text, leave the script where it is, and are left out of `main_requests()
 """
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from itertools import count
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import urlsplit
 
-type ToolCall = tuple[str, dict[str, Any]]
-type Turn = list[ToolCall] | str
+from tests.scripted_server import ScriptedServer, Turn
 
 SIDE_ANSWER = "ok"
 # Text, so that a CLI which outruns its script stops, and the result says why.
@@ -56,33 +53,10 @@ class Recorded:
         )
 
 
-class ScriptedAnthropic:
+class ScriptedAnthropic(ScriptedServer):
     """`with ScriptedAnthropic(script) as model:` serves on 127.0.0.1 until the block ends."""
 
-    def __init__(self, script: list[Turn]) -> None:
-        self.script = script
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._ids = count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def main_requests(self) -> list[Recorded]:
-        return [request for request in self.requests if request.is_main]
+    requests: list[Recorded]
 
     def tool_names_offered(self) -> list[str]:
         """The `tools[].name` of every main request, each once. The CLI's order varies from run
@@ -122,9 +96,6 @@ class ScriptedAnthropic:
             if result["tool_use_id"] in uses
         ]
 
-    def all_bodies_text(self) -> str:
-        return "\n".join(request.raw.decode("utf-8", "replace") for request in self.requests)
-
     def _answer(self, request: Recorded) -> dict[str, Any]:
         body = request.body if isinstance(request.body, dict) else {}
         turn: Turn = SIDE_ANSWER
@@ -150,14 +121,6 @@ class ScriptedAnthropic:
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 10},
         }
-
-    def _id(self, prefix: str) -> str:
-        with self._lock:
-            return f"{prefix}_scripted_{next(self._ids):04d}"
-
-    def _record(self, request: Recorded) -> None:
-        with self._lock:
-            self.requests.append(request)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
