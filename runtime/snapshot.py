@@ -174,19 +174,21 @@ def _lead(plan: Plan, actor: Any, owning_lead: Persona | _ArchivedLead | None) -
 
 
 def _create_persona(
-    plan: Plan, agent: Agent, actor: Any, lead: Persona | None
+    plan: Plan, agent: Agent, actor: Any, lead: Persona | None, overrides: dict[str, Any]
 ) -> services.PersonaChange:
     """The persona, created as any channel creates one (its grant a proposal for the owner); a
-    refusal of a field from persona.json names it so."""
+    refusal of a field from persona.json names it so (an override of the importer's is not)."""
+    fields = {**plan.fields, **overrides}
     try:
         return services.persona_draft(
-            agent=agent, actor=actor, via=GrantProposal.Via.IMPORT, owning_lead=lead, **plan.fields
+            agent=agent, actor=actor, via=GrantProposal.Via.IMPORT, owning_lead=lead, **fields
         )
     except ValidationError as exc:
         problems = exc.message_dict if hasattr(exc, "error_dict") else {"persona": exc.messages}
         raise SnapshotError(
             "; ".join(
-                f"{'persona.json: ' if name in plan.fields else ''}{name}: {' '.join(messages)}"
+                f"{'persona.json: ' if name in plan.fields and name not in overrides else ''}"
+                f"{name}: {' '.join(messages)}"
                 for name, messages in problems.items()
             )
         ) from None
@@ -198,11 +200,13 @@ def import_persona(
     agent: Agent,
     actor: Any,
     owning_lead: Persona | _ArchivedLead | None = ARCHIVED_LEAD,
+    address: str | None = None,
 ) -> ImportOutcome:
     """Create a new persona of `agent` from a snapshot, on behalf of that agent's owner.
 
-    `owning_lead`, when given, replaces the lead the archive names (None: no lead). Raises
-    SnapshotError (or PermissionDenied) with nothing written.
+    `owning_lead`, when given, replaces the lead the archive names (None: no lead); `address`
+    the address it names (which the owner's live persona may hold: the source of a copy made on
+    the same installation). Raises SnapshotError (or PermissionDenied) with nothing written.
     """
     if not (actor.is_authenticated and agent.owner_id == actor.pk):
         raise PermissionDenied("only the agent's owner may import a persona onto it")
@@ -210,7 +214,8 @@ def import_persona(
     plan = plan_import(read, actor)
     lead = _lead(plan, actor, owning_lead)
     with transaction.atomic(), auditing.channel(auditing.IMPORT):
-        change = _create_persona(plan, agent, actor, lead)
+        overrides = {} if address is None else {"address": address}
+        change = _create_persona(plan, agent, actor, lead, overrides)
         persona = change.persona
         record = SnapshotImport.objects.create(
             persona=persona,

@@ -103,6 +103,21 @@ def address(path: str) -> RegisteredAddress:
     return RegisteredAddress.objects.get_or_create(path=path)[0]
 
 
+def free_address(agent: Agent, path: str) -> RegisteredAddress:
+    """`path`, or a sibling of it (`work/core/reviewer-2`...) when one of the owner's live
+    personas holds it: two personas of one owner never share an address (VX-GRANT-5)."""
+    held = set(
+        Persona.objects.filter(agent__owner_id=agent.owner_id, revoked_at__isnull=True).values_list(
+            "address__path", flat=True
+        )
+    )
+    candidate, number = path, 1
+    while candidate in held:
+        number += 1
+        candidate = f"{path}-{number}"
+    return address(candidate)
+
+
 def register_surfaces(owner: AbstractUser, bindings: Any) -> None:
     """Register to `owner` each binding nobody holds yet, as the owner would before binding it.
 
@@ -135,7 +150,7 @@ def make_persona(agent: Agent, **fields: Any) -> Persona:
         ],
     )
     fields.setdefault("queues", ["reviews"])
-    fields.setdefault("address", address(CLASS_ADDRESSES[fields["persona_class"]]))
+    fields.setdefault("address", free_address(agent, CLASS_ADDRESSES[fields["persona_class"]]))
     discoverable = fields.pop("discoverable", False)
     register_surfaces(agent.owner, fields.get("human_surface_bindings"))
     with run_on_commit():

@@ -22,7 +22,7 @@ from stamps.models import CapabilityStamp
 from stamps.profiles import required_tools
 from stamps.services import owner_reference, stamp_inputs
 from stamps.storage import stamp_path, write_stamp_file
-from tests.factories import address, make_agent, make_owner, make_persona
+from tests.factories import free_address, make_agent, make_owner, make_persona
 from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 _correlations = itertools.count(1)
@@ -70,7 +70,7 @@ def standing_persona(
     verbs = list(required_tools(persona_class))
     fields.setdefault("verb_subset", verbs + [verb for verb in extra if verb not in verbs])
     fields.setdefault("queues", ["reviews"])
-    fields.setdefault("address", address(CLASS_ADDRESSES[PersonaClass(persona_class)]))
+    fields.setdefault("address", free_address(agent, CLASS_ADDRESSES[PersonaClass(persona_class)]))
     persona = make_persona(agent, persona_class=persona_class, **fields)
     assert persona.standing is True, persona.generations.first().not_standing_reasons
     return persona

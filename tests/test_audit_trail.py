@@ -132,11 +132,12 @@ def test_a_persona_created_through_the_cli_is_one_record() -> None:
     owner = make_owner("cli-owner")
     make_agent(owner, name="main")
     args = ("--owner", "cli-owner", "--agent", "main", "--class", PersonaClass.CODER_DEPUTY)
-    where = ("--address", address(CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]).path)
+    path = CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]
     prompt = ("--prompt", "You review pull requests.", "--queues", "reviews")
     new = NewEvents()
-    cli("persona", "add", *args, "--name", "First", *prompt, *where)
-    cli("persona", "add", *args, "--name", "Second", *prompt, *where)
+    cli("persona", "add", *args, "--name", "First", *prompt, "--address", address(path).path)
+    second = address(f"{path}-2").path
+    cli("persona", "add", *args, "--name", "Second", *prompt, "--address", second)
     first, second = new(Kind.PERSONA_CREATED)
     assert [e.kind for e in new()] == [Kind.PERSONA_CREATED] * 2
     for event in (first, second):
@@ -558,7 +559,8 @@ def test_a_snapshot_import_is_one_record_through_import(tmp_path: Path) -> None:
     archive = export_persona(source, tmp_path / "p.tar.gz")
     target = make_agent(source.agent.owner)
     new = NewEvents()
-    cli("persona", "import", str(archive), "--agent", str(target.pk))
+    copy = address("work/core/copy").path
+    cli("persona", "import", str(archive), "--agent", str(target.pk), "--address", copy)
     event = new.one(Kind.SNAPSHOT_IMPORTED)
     assert [e.kind for e in new()] == [Kind.SNAPSHOT_IMPORTED]
     assert (event.actor_name, event.channel) == (source.agent.owner.username, "import")

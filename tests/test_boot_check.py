@@ -245,9 +245,9 @@ def test_personas_made_alike_share_the_rules_verdict_but_each_is_named(
     """V1-FAC-7, V1-BOOT-1: the rules are asked once per distinct set of tools, class, address
     and bindings (stamps.validation.Verdicts), and what they find is said of every persona that
     carries it, each by name."""
-    agent = make_agent(make_owner())
-    alike = [make_persona(agent, name=name) for name in ("Alike 1", "Alike 2")]
-    other = make_persona(agent, name="Other", queues=["triage"])
+    # Two owners: one owner's personas never share an address (VX-GRANT-5).
+    alike = [make_persona(make_agent(make_owner()), name=name) for name in ("Alike 1", "Alike 2")]
+    other = make_persona(alike[0].agent, name="Other", queues=["triage"])
     asked = []
     semantic_problems = validation.semantic_problems
 

@@ -192,8 +192,8 @@ def test_v1_and_v03_card_files_are_read(card: Path, name: str, agent: Agent) -> 
 def test_the_cards_provider_is_never_copied(agent: Agent) -> None:
     """VX-IMP-1, VX-ID-4: the provider is the importing owner's proven identity, in the draft and
     its proposal; a card naming another organization names nothing of it here."""
-    for card in (V1, V03):
-        outcome = draft(str(card), agent, address=ADDRESS)
+    for number, card in enumerate((V1, V03)):
+        outcome = draft(str(card), agent, address=address(f"{ADDRESS}-{number}").path)
         persona = Persona.objects.get(pk=outcome.persona.pk)
         composition = persona.generations.get(number=1).composition
         assert composition["provider"]["organization"] == (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from personas.models import PersonaClass
+from personas.models import Persona, PersonaClass
 from runtime.models import CoordinationMessage, RefusalRecord
 from runtime.stamp import load_active_stamp
 from runtime.tools.work import create_todo
@@ -123,13 +123,11 @@ def test_messages_go_only_to_the_same_owners_personas() -> None:
 
 
 def test_an_address_two_personas_share_is_ambiguous() -> None:
+    """V1-STD-3: two personas at one address, as an installation made before VX-GRANT-5 may
+    still hold them (nothing made since can), are never guessed between."""
     team = make_team()
-    standing_persona(
-        team.owner,
-        agent=team.agent,
-        persona_class=PersonaClass.CODER_DEPUTY,
-        address=address("work/core/deputy"),
-    )
+    twin = standing_persona(team.owner, agent=team.agent, persona_class=PersonaClass.CODER_DEPUTY)
+    Persona.objects.filter(pk=twin.pk).update(address=address("work/core/deputy"))
     result = send(team.lead, "work/core/deputy")
     refused(result, "invalid_arguments")
     assert "several personas" in result["reason"]

@@ -175,7 +175,7 @@ def test_an_approval_counts_only_from_the_current_approver_of_a_covering_lane() 
         team.owner,
         agent=team.agent,
         persona_class=PersonaClass.TEAM_COORDINATOR,
-        address=address("work/coordinator"),
+        address=address("work/second-coordinator"),
     )
     theirs = bind_lane(actor=team.owner, coordinator=other, approver=first)
     borrowed = approve_in_lane(user=first, lane=theirs, decision=decision, resolution="go")

@@ -621,7 +621,7 @@ def test_a_creation_with_a_verb_the_class_may_not_have_writes_nothing() -> None:
         "verb_subset": [*persona.verb_subset, "resolve_decision"],
         "queues": [],
         "persona_class": PersonaClass.CODER_DEPUTY,
-        "address": persona.address.path,
+        "address": address("work/core/broken").path,
     }
     count = Persona.objects.count()
     with run_on_commit():
@@ -672,7 +672,7 @@ def test_the_cli_refuses_it_in_one_line(persona: Persona) -> None:
             "--name",
             "Broken at birth",
             "--address",
-            persona.address.path,
+            address("work/core/broken").path,
             "--class",
             PersonaClass.CODER_DEPUTY,
             "--verbs",

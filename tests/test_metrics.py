@@ -26,7 +26,7 @@ from personas import services
 from personas.models import Persona
 from stamps.quarantine import sweep
 from stamps.storage import stamp_path
-from tests.factories import make_agent, make_owner, make_persona
+from tests.factories import address, make_agent, make_owner, make_persona
 from tests.owner_clients import token_client
 from virgo.outages import BROKER
 
@@ -210,7 +210,7 @@ def test_readyz_and_the_scrape_report_the_owed_work(
             verb_subset=verb_subset,
             queues=["reviews"],
             persona_class="coder-deputy",
-            address="work/core/reviewer",
+            address=address("work/core/owed").path,
         )
     finally:
         BROKER.forget()

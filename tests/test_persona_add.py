@@ -141,10 +141,10 @@ def test_the_command_binds_only_the_owners_surfaces_and_sets_ask_first_verbs() -
     has not registered is refused naming it; `--ask-first` sets the owner's ask-first verbs."""
     owner = make_owner("alice")
     make_persona(make_agent(owner, name="main"))
-    RegisteredAddress.objects.get_or_create(path="work/core/reviewer")
+    RegisteredAddress.objects.get_or_create(path="work/core/careful")
     common = (
         "--owner", "alice", "--agent", "main", "--prompt", PROMPT, "--class", "coder-deputy",
-        "--address", "work/core/reviewer", "--queues", "reviews",
+        "--address", "work/core/careful", "--queues", "reviews",
     )  # fmt: skip
     with pytest.raises(CommandError, match="'teams:chat/nobody' is not one of your human"):
         add(*common, "--name", "Bound", "--surfaces", "teams:chat/nobody")

@@ -12,7 +12,7 @@ from django.test import Client
 from personas import services
 from personas.models import GrantProposal, Persona
 from runtime import vectors
-from tests.factories import run_on_commit, update_persona
+from tests.factories import address, run_on_commit, update_persona
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -124,7 +124,7 @@ def test_a_draft_has_no_vectors_to_replay_and_says_why() -> None:
             without_prompt=True,
             name="Draft",
             persona_class=persona.persona_class,
-            address=persona.address,
+            address=address("work/core/draft"),
             verb_subset=persona.verb_subset,
             queues=["reviews"],
         )

@@ -517,8 +517,12 @@ def test_a_snapshot_import_leaves_a_pending_proposal_and_nothing_standing(tmp_pa
     archive = export_persona(source, tmp_path / "p.tar.gz")
     target = make_agent(source.agent.owner)
     out = io.StringIO()
+    copy = address("work/core/copy").path
     with run_on_commit():
-        call_command("persona", "import", str(archive), "--agent", str(target.pk), stdout=out)
+        call_command(
+            "persona", "import", str(archive), "--agent", str(target.pk), "--address", copy,
+            stdout=out,
+        )  # fmt: skip
     persona = Persona.objects.get(agent=target)
     [proposal] = persona.proposals.all()
     assert (proposal.status, proposal.via) == ("pending", "import")

@@ -40,7 +40,14 @@ from stamps.factory import build_stamp
 from stamps.models import CapabilityStamp
 from stamps.services import stamp_inputs
 from stamps.storage import stamp_path
-from tests.factories import class_verbs, make_agent, make_owner, run_on_commit, update_persona
+from tests.factories import (
+    class_verbs,
+    free_address,
+    make_agent,
+    make_owner,
+    run_on_commit,
+    update_persona,
+)
 from tests.runtime_support import call, correlation, standing_persona
 from virgo.canonical import stamp_bytes
 
@@ -78,9 +85,25 @@ def delete_persona(persona) -> None:
         services.persona_delete(persona=persona, actor=persona.agent.owner)
 
 
+def copy_address(archive: Path, agent) -> str | None:
+    """A sibling of the address the archive names when one of the owner's live personas (its
+    source, exported on this installation) holds it (VX-GRANT-5); None otherwise."""
+    try:
+        named = json.loads(read_archive(archive).members["persona.json"])["address"]
+    except (SnapshotError, KeyError, ValueError, TypeError):
+        return None
+    held = Persona.objects.filter(
+        agent__owner_id=agent.owner_id, revoked_at__isnull=True, address__path=named
+    ).exists()
+    return free_address(agent, named).path if held else None
+
+
 def import_as(archive: Path, agent, actor=None, *, approve: bool = True, **options: Any):
     """Import, and (unless `approve` is False) approve the grant it proposes as the owner does
-    in the admin: an imported persona stands only then (VX-REV-1)."""
+    in the admin: an imported persona stands only then (VX-REV-1). The copy goes to a free
+    address of the owner's unless the test names one."""
+    if "address" not in options and (copy := copy_address(archive, agent)):
+        options["address"] = copy
     with run_on_commit():
         outcome = import_persona(archive, agent=agent, actor=actor or agent.owner, **options)
     if approve and outcome.proposal is not None:
@@ -465,10 +488,12 @@ def test_another_owners_persona_as_lead_is_refused_naming_owning_lead(tmp_path: 
 
     assert import_as(archive, agent).persona.owning_lead == lead
     assert import_as(crafted, agent, owning_lead=lead).persona.owning_lead == lead
+    copy = copy_address(crafted, agent)
+    assert copy is not None
     with run_on_commit():
         call_command(
             "persona", "import", str(crafted), "--agent", str(agent.pk), "--lead", "none",
-            stdout=io.StringIO(),
+            "--address", copy, stdout=io.StringIO(),
         )  # fmt: skip
     assert Persona.objects.filter(name=deputy.name, owning_lead=None).count() == 1
 
@@ -1363,8 +1388,13 @@ def test_the_export_and_import_commands(tmp_path: Path) -> None:
         call_command("persona", "export", str(persona.uuid), str(archive))
     agent = persona.agent
     out = io.StringIO()
+    copy = copy_address(archive, agent)
+    assert copy is not None
     with run_on_commit():
-        call_command("persona", "import", str(archive), "--agent", str(agent.pk), stdout=out)
+        call_command(
+            "persona", "import", str(archive), "--agent", str(agent.pk), "--address", copy,
+            stdout=out,
+        )  # fmt: skip
     assert f"(archived as {persona.uuid})" in out.getvalue()
     assert agent.personas.count() == 2
 

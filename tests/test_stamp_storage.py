@@ -198,7 +198,7 @@ def owed_personas(count: int) -> list[Persona]:
                 name=f"Batch {number}",
                 system_prompt="You review.",
                 persona_class="coder-deputy",
-                address=address("work/core/reviewer"),
+                address=address(f"work/core/reviewer-{number}"),
                 verb_subset=standing_verbs("coder-deputy"),
                 queues=["reviews"],
             )

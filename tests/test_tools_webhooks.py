@@ -112,7 +112,7 @@ def test_a_persona_triggers_only_its_own_webhooks(deployer) -> None:
         agent=deployer.agent,
         extra=tuple(DEPLOYER_VERBS),
         queues=["deploys"],
-        address=address("work/core/deployer"),
+        address=address("work/core/second-deployer"),
     )
     register(deployer, "https://ci.example/h")
     refused(confirmed(other, "trigger_webhook", {"webhook": "prod"}), "not_found")

@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from personas.catalogue import VERBS_BY_NAME, unknown_verbs
-from personas.models import Agent, Persona, PersonaClass
+from personas.models import Agent, Persona, PersonaClass, RegisteredAddress
 from personas.surfaces import binding_problem, unowned_bindings, unowned_message
 
 User = AbstractBaseUser | AnonymousUser
@@ -83,6 +83,12 @@ def _validate_persona(persona: Persona, *, draft: bool = False) -> None:
         _validate_bindings(persona)
     except ValidationError as exc:
         errors.update(exc.message_dict)
+    if holder := _address_holder(persona):
+        errors["address"] = [
+            f"{persona.address.path} is the address of {holder.name!r} ({holder.uuid}); "
+            "two personas of one owner never share an address: choose another address, "
+            "or revoke that persona first"
+        ]
     if "verb_subset" not in errors:
         try:
             _validate_ask_first(persona)
@@ -98,6 +104,29 @@ def _validate_persona(persona: Persona, *, draft: bool = False) -> None:
             errors["owning_lead"] = ["the owning lead must be a project-lead persona"]
     if errors:
         raise ValidationError(errors)
+
+
+def _address_holder(persona: Persona) -> Persona | None:
+    """VX-GRANT-5: the owner's other live persona at `persona`'s address, if any.
+
+    Every message a persona sends names its address, and the owner's personas find each other by
+    it, so an address two personas hold would speak for either. A revoked persona holds none.
+    The address row stays locked until the write commits, so two writes racing for one address
+    are decided one after the other (on PostgreSQL; SQLite has one writer at a time anyway).
+    """
+    if persona.address_id is None:
+        return None
+    list(RegisteredAddress.objects.select_for_update().filter(pk=persona.address_id).values("pk"))
+    return (
+        Persona.objects.filter(
+            agent__owner_id=persona.agent.owner_id,
+            address_id=persona.address_id,
+            revoked_at__isnull=True,
+        )
+        .exclude(pk=persona.pk)
+        .only("name", "uuid")
+        .first()
+    )
 
 
 def _validate_bindings(persona: Persona) -> None:

@@ -151,6 +151,13 @@ class Command(BaseCommand):
                 "imported persona in place of the lead the archive names, or 'none'"
             ),
         )
+        restore.add_argument(
+            "--address",
+            help=(
+                "a registered address in place of the one the archive names (which one of "
+                "your personas holds when you copy a persona on one installation)"
+            ),
+        )
 
         card = actions.add_parser(
             "import-card",
@@ -274,7 +281,11 @@ class Command(BaseCommand):
             )
         try:
             outcome = import_persona(
-                options["archive"], agent=agent, actor=agent.owner, owning_lead=lead
+                options["archive"],
+                agent=agent,
+                actor=agent.owner,
+                owning_lead=lead,
+                address=options["address"],
             )
         except ValidationError as exc:
             raise CommandError(self._explain(exc)) from None
