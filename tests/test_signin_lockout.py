@@ -8,6 +8,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,6 +44,15 @@ LOGIN = "/admin/login/"
 TOKEN = "/api/auth/token/"
 ATTACKER = "203.0.113.66"
 VIRGO = Path(sys.executable).with_name("virgo")
+
+
+@pytest.fixture(autouse=True)
+def still_rate_limit_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every count of a test happens at one instant: django-ratelimit's windows are fixed, and
+    a window's edge passing mid-test starts its budgets from zero, which once let a guess
+    through after the lockout. A test that needs another instant sets its own."""
+    now = time.time()
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
 
 
 def sign_in(client: Client, username: str, password: str) -> Any:
