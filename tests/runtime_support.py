@@ -162,12 +162,11 @@ verbs = list(required_tools("coder-deputy"))
 agent = services.agent_create(
     owner=owner, name="standalone", granted_verbs=verbs, granted_queues=["reviews"]
 )
-RegisteredAddress.objects.get_or_create(path="work/core/deputy")
-for name in ("Deputy", "Broken"):
+for name, path in (("Deputy", "work/core/deputy"), ("Broken", "work/core/broken")):
+    RegisteredAddress.objects.get_or_create(path=path)
     persona = services.persona_create(
         agent=agent, actor=owner, name=name, system_prompt="Work the queue.",
-        verb_subset=verbs, queues=["reviews"], persona_class="coder-deputy",
-        address="work/core/deputy",
+        verb_subset=verbs, queues=["reviews"], persona_class="coder-deputy", address=path,
     )
     persona.refresh_from_db()
     assert persona.standing is True, persona.generations.first().not_standing_reasons
