@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import nginx, report, wrk
+from bench import nginx, report, secret_scan, wrk
 from bench.ard import ArdBench
 from bench.procs import Processes, fetch, free_port, rss_kib, wait_http
 from virgo import kek
@@ -38,7 +38,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 WORKERS = 2
 # High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
 NEVER_LIMITING_RATE = "1000000000/m"
-SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard")
+SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard", "secrets")
 # Cards re-signed by the rotation fan-out in the signing section.
 RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
@@ -74,6 +74,8 @@ TARGETS = {
     "worker_rss_growth": "<= 1.1",
     "web_ready_100k_vs_1k": "<= 1.2",
     "worker_ready_100k_vs_1k": "<= 1.2",
+    "secret_rules_prefilter_speedup_ordinary": "",
+    "secret_rules_prefilter_speedup_100kb": "",
 }
 # Start-up timings per fleet size: the median of this many starts.
 READY_ROUNDS = 3
@@ -556,6 +558,12 @@ class Bench:
                 f"{after_100k / 1024:.1f} MiB.",
             )
         )
+
+    def secrets_section(self) -> None:
+        progress("secrets: the rules with and without their keyword prefilter")
+        figures, body = secret_scan.measure()
+        self.figures.update(figures)
+        self.sections.append(("Secrets scan", body))
 
     def _hammer(self, card_path: str, etag: str, count: int) -> None:
         """`count` requests on four kept-alive connections, each answer read in full."""
@@ -1151,6 +1159,8 @@ class Bench:
             self.data_section()
         elif "ard" in self.args.only:
             self.ard_section()
+        if "secrets" in self.args.only:
+            self.secrets_section()
         self.finish(time.monotonic() - started)
         return 0
 
@@ -1295,7 +1305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument(
-        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout,ard"
+        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout,ard,secrets"
     )
     parser.add_argument("--no-write", dest="write", action="store_false")
     parser.add_argument("--serve", action="store_true", help="only serve Virgo, for profiling")

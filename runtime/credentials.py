@@ -6,43 +6,39 @@ Two judgements, each made here and nowhere else:
   keep credentials (`.envrc`, `.aws/`, `.kube/`, `*.tfstate`...). A path is judged by its name,
   as asked and as it resolves on disk (runtime.tools.workspace), before any byte of it is read, so
   listing can hide it without opening it.
-- **Values** (`find_secret`, `looks_secret`): a credential in text, found by the plugins of
-  Yelp's detect-secrets (pinned in requirements/base.txt), called directly on each line or value:
-  no scan settings, baselines or verification requests. What a call carries, what a read hands
-  out and what a record keeps (VX-SEC-7, runtime.redaction) are all judged by `find_secret`.
+- **Values** (`find_secret`, `looks_secret`): a credential in text, found by MongoDB
+  Kingfisher's rules (Betterleaks' and Veles', runtime.secret_rules, VX-SEC-16) and by the
+  plugins of Yelp's detect-secrets for what none of those rules has, both pinned in
+  requirements/base.txt and called directly on the text: no scan settings, baselines or
+  verification requests. What a call carries, what a read hands out and what a record keeps
+  (VX-SEC-7, runtime.redaction) are all judged by `find_secret`.
 
 The default stays positive: text that merely mentions a password, a secret or a key is not a
-secret value; docs/decisions.md (160) records which plugins run, which heuristics keep ordinary
-code readable, and why high-entropy strings are never judged on their own.
+secret value; docs/decisions.md (160) records which heuristics keep ordinary code readable, and
+why high-entropy strings are never judged on their own. `python -m tests.secret_corpus`
+measures what is found and what is wrongly refused.
 """
 
 import fnmatch
+import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins import keyword
 from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.basic_auth import BasicAuthDetector
 from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.openai import OpenAIDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
 from detect_secrets.util.filetype import determine_file_type
+
+from runtime.secret_rules import rule_set
 
 # Locations ------------------------------------------------------------------------------------
 
@@ -72,6 +68,8 @@ CREDENTIAL_LOCATIONS: tuple[CredentialLocation, ...] = (
     L(".env", "a dotenv file: an application's secrets, one variable a line"),
     L(".env.*", "a variant of .env (.env.production, .env.local; a template cannot be told apart)"),
     L("*.env", "an environment file by another name (prod.env)"),
+    L(".env_*", "a variant of .env with an underscore (.env_prod, .env_local)"),
+    L("env.prod*", "production variables in an environment file without the leading dot"),
     L(".envrc", "direnv's file: exported variables such as AWS_SECRET_ACCESS_KEY"),
     # Logins kept by command-line tools.
     L(".netrc", "machine logins and passwords for curl, git and ftp"),
@@ -85,10 +83,22 @@ CREDENTIAL_LOCATIONS: tuple[CredentialLocation, ...] = (
         "a secret removed from the worktree included",
     ),
     L(".npmrc", "npm's config: registry auth tokens"),
+    L("npmrc", "npm's config by its other names (.config/npm/npmrc, the global etc/npmrc)"),
+    L(".yarnrc.yml", "Yarn's config: npmAuthToken per registry"),
+    L("auth.json", "registry and CLI logins by that name: Composer's, podman's and buildah's"),
     L(".pypirc", "PyPI upload passwords and tokens"),
     L(".vault-token", "HashiCorp Vault's login token"),
     L(".htpasswd", "HTTP basic-auth password hashes"),
     L(".config/gh/hosts.yml", "the GitHub CLI's OAuth token"),
+    L(".config/hub", "the hub CLI's GitHub OAuth token"),
+    L(".m2/settings*.xml", "Maven's server passwords and their master password"),
+    L(".gradle/gradle.properties", "Gradle's user-wide repository and signing passwords"),
+    L(".credentials", "sbt's and Ivy's repository passwords (.ivy2/.credentials)"),
+    L(".sentryclirc", "sentry-cli's auth token"),
+    L(".databrickscfg", "the Databricks CLI's hosts and tokens"),
+    L("*huggingface/token", "the Hugging Face CLI's token (.cache/huggingface, .huggingface)"),
+    L("*huggingface/stored_tokens", "the Hugging Face CLI's other saved tokens"),
+    L("rclone.conf", "rclone's remotes: cloud storage keys and tokens"),
     L(".boto", "boto and gsutil access keys"),
     L(".s3cfg", "s3cmd access keys"),
     # Cloud and cluster credentials.
@@ -112,6 +122,7 @@ CREDENTIAL_LOCATIONS: tuple[CredentialLocation, ...] = (
     # Keys and key stores.
     L(".ssh", "SSH private keys and their configuration"),
     L(".gnupg", "GnuPG private keyrings"),
+    L("sops/age", "SOPS's age private keys (keys.txt)"),
     L("id_rsa*", "an SSH key pair"),
     L("id_dsa*", "an SSH key pair"),
     L("id_ecdsa*", "an SSH key pair"),
@@ -160,72 +171,22 @@ def is_secret_path(path: str) -> bool:
 
 # Values ---------------------------------------------------------------------------------------
 
-# Detectors of credentials with a format of their own: a match is a credential, so no heuristic
-# may talk one out of it (a token wrapped in a call is still a token). Left out: IBM Cloud IAM,
-# IBM COS, Cloudant and SoftLayer (niche services, and their assignment patterns cost more than
-# all the others together; such a key assigned to a `*_key` or `password` name is still met by
-# the keyword detector below), Artifactory (its password pattern, `AP` and a hex digit, matches
-# ordinary upper-case words), npm (it matches only the `.npmrc` line, a location refused by name,
-# and its `//.+` backtracks over a line of many `//` for minutes) and public IP addresses (not
-# credentials).
+# Kingfisher's rules (runtime.secret_rules) know the token families; these plugins find, each
+# by a format of its own, what none of its rules does: AWS's secret key quoted a few characters
+# after `aws` (in a call's arguments too: Betterleaks' AWS secret-key rule only backs its key-id
+# rule), Discord's and Telegram's bot tokens wherever they stand (Betterleaks asks for the
+# provider's name beside them), Slack's `xox?-` tokens of any length (Veles' config-token rule
+# asks exactly 166 characters), and PuTTY's and SSH2's private-key headers.
 FORMAT_DETECTORS: tuple[RegexBasedDetector, ...] = (
     AWSKeyDetector(),
-    AzureStorageKeyDetector(),
     DiscordBotTokenDetector(),
-    GitHubTokenDetector(),
-    GitLabTokenDetector(),
-    JwtTokenDetector(),
-    MailchimpDetector(),
-    OpenAIDetector(),
     PrivateKeyDetector(),
-    PypiTokenDetector(),
-    SendGridDetector(),
     SlackDetector(),
-    SquareOAuthDetector(),
-    StripeDetector(),
     TelegramBotTokenDetector(),
-    TwilioKeyDetector(),
 )
 # `scheme://user:password@host`: the password is chosen by a person, so the value filters below
 # apply (a doc's `https://user:<password>@host` is not a credential).
 PASSWORD_IN_URL = BasicAuthDetector()
-
-
-@dataclass(frozen=True, slots=True)
-class ValuePattern:
-    """A credential format detect-secrets 1.5.0 has no plugin for; each says why it is kept."""
-
-    kind: str
-    regex: re.Pattern[str]
-    why: str
-
-
-# Virgo-specific, each a format the plugins above miss and an agent's workspace is likely to hold.
-VALUE_PATTERNS: tuple[ValuePattern, ...] = (
-    ValuePattern(
-        "Private Key",
-        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
-        "PrivateKeyDetector lists its headers one by one and lacks PKCS#8's 'ENCRYPTED PRIVATE "
-        "KEY' (what `openssl genpkey -aes256` writes): an encrypted key is still the key",
-    ),
-    ValuePattern(
-        "GitHub Fine-grained Token",
-        re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-        "GitHubTokenDetector knows only the classic gh?_ prefixes; fine-grained tokens are what "
-        "GitHub issues by default",
-    ),
-    ValuePattern(
-        "Model Provider Key",
-        re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
-        "the key an agent runs on (Anthropic's sk-ant-, OpenAI's current sk-proj-, others' sk-): "
-        "OpenAIDetector knows only OpenAI's retired format",
-    ),
-    ValuePattern(
-        "Google API Key",
-        re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
-        "no plugin covers Google API keys",
-    ),
-)
 
 # A name that says "secret" (the keyword detector's own list of words) assigned a quoted value:
 # `password = "..."`, `"api_key": "..."`. `secretary` is one of Virgo's persona classes and
@@ -236,6 +197,11 @@ KEYWORDS = keyword.KeywordDetector(keyword_exclude=r"secretar(?:y|ies)")
 # library's base64 plugin, which no word, identifier or short password reaches. High entropy is
 # never judged on its own: hashes, digests, ids and lock files would all be refused.
 ENTROPY = Base64HighEntropyString()
+# What a rule or a format detector captures must reach this many bits per character to count:
+# the least random credential the corpus holds (Sidekiq's two runs of 8 hex digits) has 3.3, a
+# prefix and one letter repeated (`ghp_xxx...`) less than 1; gitleaks asks 3.5 of its
+# generic-api-key.
+ENTROPY_FLOOR = 3.0
 _UNQUOTED_ASSIGNMENTS = {
     keyword.FOLLOWED_BY_EQUAL_SIGNS_REGEX: 5,
     keyword.FOLLOWED_BY_COLON_REGEX: 4,
@@ -244,16 +210,16 @@ _KEYWORD = re.compile(keyword.DENYLIST_REGEX)
 _LOWER_CASE_WORDS = re.compile(r"[a-z]+(?:[-_. ][a-z]+)*")
 # Some patterns backtrack over a line in time that grows with the square of its length (a JWT's
 # over a run of `eyJ`), so no line longer than this reaches them whole: a longer one is minified
-# code or data, read by the format detectors in overlapping windows (a credential up to half a
-# window long lies whole in one) and not by the keyword detector (no person wrote an assignment
-# there).
+# code or data, read by the rules and the format detectors in overlapping windows (a credential
+# up to half a window long lies whole in one) and not by the keyword detector (no person wrote an
+# assignment there).
 _LONG_LINE = 4096
 _LONG_WORD = 64
 
 
-def _placeholder(value: str) -> bool:
-    """The value filters `detect-secrets scan` applies by default: a template, a variable, a
-    sequence, a UUID, no letter at all. And two of Virgo's (decision 160), for a name or a
+def _stand_in(value: str) -> bool:
+    """The value filters `detect-secrets scan` applies by default, less its UUID one: a template,
+    a variable, a sequence, no letter at all. And two of Virgo's (decision 160), for a name or a
     setting rather than a secret: a value that itself spells a secret-sounding word
     (`SECRET_VALUE = "secret-value"`, `field = "password"`, `https://user:password@host` in a
     doc), and one made of lower-case words alone (`secretName: web-tls`,
@@ -261,13 +227,19 @@ def _placeholder(value: str) -> bool:
     few chosen ones are."""
     return (
         heuristic.is_sequential_string(value)
-        or heuristic.is_potential_uuid(value)
         or heuristic.is_templated_secret(value)
         or heuristic.is_prefixed_with_dollar_sign(value)
         or heuristic.is_not_alphanumeric_string(value)
         or _KEYWORD.search(value.lower().replace("-", "_")) is not None
         or _LOWER_CASE_WORDS.fullmatch(value) is not None
     )
+
+
+def _placeholder(value: str) -> bool:
+    """A stand-in, or a UUID (an id under a secret-sounding name): what a keyword assignment or a
+    URL's password is not counted for. A Kingfisher rule that asks for a UUID by its provider's
+    name (Heroku's, Snyk's keys) means one, so its captures are judged as stand-ins only."""
+    return _stand_in(value) or heuristic.is_potential_uuid(value)
 
 
 def _keyword_placeholder(value: str, line: str) -> bool:
@@ -278,6 +250,12 @@ def _keyword_placeholder(value: str, line: str) -> bool:
         or heuristic.is_likely_id_string(value, line, KEYWORDS)
         or heuristic.is_indirect_reference(line)
     )
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    counts = Counter(value).values()
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts)
 
 
 def _random_token(value: str) -> bool:
@@ -342,20 +320,30 @@ def _keyword_secret(text: str, filename: str) -> bool:
     return False
 
 
+def _credential(secret: str, *, generic: bool) -> bool:
+    """Whether a match holds a credential: not a run of a few characters repeated (`ghp_` and 36
+    x's in a doc), nor, when only the words around it told it apart (a generic rule), a
+    stand-in (`"$USER:$PASSWORD"`, `password: ""`)."""
+    value = secret.strip("\"'` ")
+    return _entropy(value) >= ENTROPY_FLOOR and not (generic and _stand_in(value))
+
+
 def find_secret(text: str, *, filename: str = "") -> str | None:
-    """The kind of the first secret credential value in `text` (a plugin's secret type), or None.
+    """The kind of the first secret credential value in `text` (a Kingfisher rule's id or a
+    plugin's secret type), or None.
 
     `filename`, when the text is a file's, lets the keyword detector read it as its type. The
-    format detectors read runs of lines at once: none of their patterns crosses a line, so one
-    pass finds what a pass per line would, many times faster.
+    rules read runs of lines at once: one pass finds what a pass per line would, many times
+    faster.
     """
+    rules = rule_set()
     for piece in _pieces(text):
+        for rule, secret in rules.matches(piece):
+            if _credential(secret, generic=rule.generic):
+                return rule.id
         for detector in FORMAT_DETECTORS:
-            if next(iter(detector.analyze_string(piece)), None) is not None:
+            if any(_credential(value, generic=False) for value in detector.analyze_string(piece)):
                 return str(detector.secret_type)
-        for pattern in VALUE_PATTERNS:
-            if pattern.regex.search(piece):
-                return pattern.kind
         if any(not _placeholder(value) for value in PASSWORD_IN_URL.analyze_string(piece)):
             return str(PASSWORD_IN_URL.secret_type)
     if _keyword_secret(text, filename):

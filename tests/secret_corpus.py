@@ -22,8 +22,12 @@ import textwrap
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import django
+
+if TYPE_CHECKING:
+    from runtime.secret_rules import RuleSet
 
 UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LOWER = "abcdefghijklmnopqrstuvwxyz"
@@ -1019,12 +1023,14 @@ ORDINARY_PATHS: tuple[PathCase, ...] = (
 @dataclass(frozen=True, slots=True)
 class Report:
     """What the boundary made of each case: the kind `find_secret` gave a value case and the
-    catalogue pattern `credential_location` gave a path case (None: not judged a credential)."""
+    catalogue pattern `credential_location` gave a path case (None: not judged a credential);
+    and the Kingfisher rule set it ran."""
 
     values: dict[Positive, str | None]
     ordinary: dict[Negative, str | None]
     locations: dict[PathCase, str | None]
     ordinary_paths: dict[PathCase, str | None]
+    rules: "RuleSet"
 
     @property
     def found(self) -> int:
@@ -1076,6 +1082,7 @@ def measure() -> Report:
     # Imported here, not at the top: runtime is a Django app, imported once Django is set up
     # (by main(), or by pytest-django under test).
     from runtime.credentials import credential_location, find_secret
+    from runtime.secret_rules import rule_set
 
     def location(path: str) -> str | None:
         match = credential_location(path)
@@ -1086,11 +1093,33 @@ def measure() -> Report:
         ordinary={case: find_secret(case.text, filename=case.filename) for case in NEGATIVES},
         locations={case: location(case.path) for case in LOCATIONS},
         ordinary_paths={case: location(case.path) for case in ORDINARY_PATHS},
+        rules=rule_set(),
     )
 
 
 def _percent(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f}%)"
+
+
+def _rule_set(rules: "RuleSet") -> list[str]:
+    """What was run: Kingfisher's rules, how many needed translating from Rust's syntax, how
+    many the prefilter runs on every text, and each one not run, by reason."""
+    translated = sum(rule.pattern != rule.regex.pattern for rule in rules.rules)
+    uncompiled = sum(why.startswith("does not compile") for why in rules.skipped.values())
+    lines = [
+        f"rule set              Kingfisher {rules.version}: {rules.exported} rules; "
+        f"{len(rules.rules)} run ({translated} translated, {len(rules.always)} on every text), "
+        f"{len(rules.skipped)} not run ({uncompiled} do not compile)",
+    ]
+    by_reason: dict[str, list[str]] = {}
+    for rule_id, reason in rules.skipped.items():
+        by_reason.setdefault(reason, []).append(rule_id)
+    lines += ["", f"Rules not run ({len(rules.skipped)}):"]
+    for reason, ids in by_reason.items():
+        lines.append(f"  {reason} ({len(ids)}):")
+        lines += textwrap.wrap(", ".join(ids), 98, initial_indent="    ",
+                               subsequent_indent="    ", break_on_hyphens=False)  # fmt: skip
+    return lines
 
 
 def render(report: Report) -> str:
@@ -1100,6 +1129,7 @@ def render(report: Report) -> str:
         f"VX-SEC-16 secret corpus: {len(POSITIVES)} credentials from {len(providers)} providers, "
         f"{len(NEGATIVES)} ordinary files, {len(LOCATIONS)} + {len(ORDINARY_PATHS)} paths",
         "",
+        *_rule_set(report.rules)[:1],
         f"value recall          {_percent(report.found, len(POSITIVES))}",
         f"false positives       {_percent(len(report.false_positives), len(NEGATIVES))}",
         f"location recall       {_percent(report.locations_found, len(LOCATIONS))}",
@@ -1122,6 +1152,7 @@ def render(report: Report) -> str:
     lines += [f"  {name:<40} {kind}" for name, kind in report.false_positives.items()]
     lines += [f"  {path:<40} location {pattern}"
               for path, pattern in report.path_false_positives.items()]  # fmt: skip
+    lines += _rule_set(report.rules)[1:]
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,8 @@ def test_gb6_a_symlink_out_of_the_workspace_is_refused(caplog, tmp_path: Path) -
 
 
 def test_deny_holds_whatever_the_stamp_says(caplog, monkeypatch) -> None:
-    """V1-GB-4: a deny boundary is refused even on a tool the stamp grants with confirm."""
+    """V1-GB-4: a deny boundary is refused even on a tool the stamp grants with confirm. The
+    token looks random (VX-SEC-16: `ghp_` and one letter repeated is a doc's placeholder)."""
     ran: list[object] = []
     monkeypatch.setitem(HANDLERS._handlers, "deploy.trigger_webhook", ran.append)
     persona = standing_persona(extra=("trigger_webhook",))
@@ -166,7 +168,7 @@ def test_deny_holds_whatever_the_stamp_says(caplog, monkeypatch) -> None:
     result = call(
         persona,
         "trigger_webhook",
-        {"webhook": "prod", "payload": {"token": "ghp_" + "a" * 36}},
+        {"webhook": "prod", "payload": {"token": "ghp_" + sha256(b"token").hexdigest()[:36]}},
     )
     assert_loud_denial(result, persona, Boundary.SECRET_CREDENTIAL_VALUES, caplog)
     assert not DecisionRecord.objects.exists()

@@ -198,7 +198,7 @@ def unknown_tool_call(action: str, arguments: dict[str, Any]) -> Operation:
 def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> None:
     """V1-GB-4, VX-SEC-14: a secret is found as a key or a value however deep it sits in the
     arguments, and the refusal says which argument carries it and what kind of credential the
-    detector took it for."""
+    detector took it for (VX-SEC-16: a Kingfisher rule's id, or a plugin's secret type)."""
     secret_values = RULES_BY_ID["secret-values"].test
     found = {
         "a key": {"meta": {"headers": {PRIVATE_KEY: "as a key"}}},
@@ -210,7 +210,7 @@ def test_secret_values_are_found_at_any_depth_and_the_reason_says_where() -> Non
         where: secret_values(unknown_tool_call("broker.send", arguments), EXAMPLE_BINDING)
         for where, arguments in found.items()
     }
-    aws = "a secret credential value (AWS Access Key)"
+    aws = "a secret credential value (betterleaks.aws-access-token)"
     assert reasons == {
         "a key": "an argument's key looks like a secret credential value (Private Key)",
         "a value": f"argument 'auth' carries what looks like {aws}",

@@ -75,9 +75,10 @@ def test_a_refused_private_key_write_keeps_only_the_keys_hash(logs) -> None:
 
 def test_a_reason_quoting_a_secret_is_withheld(logs) -> None:
     """VX-SEC-7: a refusal whose reason would repeat a secret (here a token put where the
-    workspace goes) records and logs a marker instead; the rule and boundary remain."""
+    workspace goes) records and logs a marker instead; the rule and boundary remain. The token
+    looks random (VX-SEC-16: `ghp_` and one letter repeated is a doc's placeholder)."""
     persona = standing_persona()
-    token = "ghp_" + "Z" * 36
+    token = "ghp_" + hashlib.sha256(b"token").hexdigest()[:36]
     result = call(persona, "workspace_read", {"path": "QUEUE.md", "workspace": token})
     assert result["code"] == "boundary_denied"
     refusal = RefusalRecord.objects.get(persona=persona)

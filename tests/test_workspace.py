@@ -757,7 +757,8 @@ def test_a_read_page_says_where_it_is_and_where_the_next_starts(space: Workspace
 def test_a_secret_at_the_start_or_across_a_scan_chunk_is_still_seen(space: Workspace) -> None:
     """V1-GB-4, VX-SEC-7: a token in a file's first bytes and a key header that straddles the
     boundary between two scanned chunks are both found; a clean file read after them is not
-    taken for either."""
+    taken for either. The refusal names the kind (VX-SEC-16: a Kingfisher rule's id, or a
+    plugin's secret type where no rule has the format, a bare key header)."""
     space.ensure()
     (space.root / "memory").mkdir()
     token = "ghp_" + "A1b2C3d4" * 5
@@ -767,7 +768,11 @@ def test_a_secret_at_the_start_or_across_a_scan_chunk_is_still_seen(space: Works
     (space.root / "memory" / "split.md").write_text(straddling)
     (space.root / "memory" / "clean.md").write_text("y" * (ws._SCAN_CHUNK + 10))
     (space.root / "memory" / "key.md").write_text(PRIVATE_KEY_HEADER + "\nbody\n")
-    kinds = {"token.md": "GitHub Token", "split.md": "Private Key", "key.md": "Private Key"}
+    kinds = {
+        "token.md": "betterleaks.github-pat",
+        "split.md": "Private Key",
+        "key.md": "Private Key",
+    }
     for name, kind in kinds.items():
         refused = refusal(lambda name=name: space.read(f"memory/{name}", offset=0, length=8))
         assert (refused.code, refused.reason) == (
