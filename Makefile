@@ -33,7 +33,8 @@ $(AGENTS)/node_modules/.installed: $(AGENTS)/package.json $(AGENTS)/package-lock
 agents: $(AGENTS)/node_modules/.installed
 
 # The embedded default: SQLite under var/, Celery tasks in-process, a local-memory cache.
-# The links cards and the demo print follow PORT unless a public base URL is given.
+# The links cards and the demo print follow PORT unless a public base URL is given: on this one
+# machine a new URL is a deliberate move, so the installation's recorded one moves with it.
 # var/virgo.env (owner-private) keeps the embedded flag, a SECRET_KEY made once and that base
 # URL, so every command printed below works pasted into a new shell in this checkout.
 run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
@@ -42,6 +43,7 @@ run: install
 	@command -v bwrap >/dev/null 2>&1 || { . scripts/lib.sh && install_debian_packages bubblewrap; }
 	$(PY) -m virgo.envfile embedded
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py cards move-base-url "$$VIRGO_PUBLIC_BASE_URL"
 	$(PY) manage.py reconcile
 	$(PY) manage.py load_demo
 	$(PY) manage.py runserver 127.0.0.1:$(PORT)

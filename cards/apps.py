@@ -24,7 +24,8 @@ class CardsConfig(AppConfig):
         signals.personas_written.connect(
             personas_written, sender=Persona, dispatch_uid="cards-token-written"
         )
-        # A process that cannot sign does not start (VX-SCALE-4); the deploy check is
-        # registered by importing cards.checks.
+        # A process that cannot sign, and a worker on another public base URL than the
+        # installation's, do not start (VX-SCALE-4); the deploy checks are registered by
+        # importing cards.checks.
         worker_init.connect(checks.check_worker_start, weak=False)
         web_starting.connect(checks.check_web_start, weak=False)

@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm
 
-from cards import sealing
+from cards import base_url, sealing
 from cards.models import SigningKey
 from personas import audit
 from personas.models import AuditEvent
@@ -238,7 +238,13 @@ def signing_keys() -> list[SigningKey]:
 
 
 def signers() -> list[Signer]:
-    """The signing set with its private keys; the first key is made here if there is none."""
+    """The signing set with its private keys; the first key is made here if there is none.
+
+    Refused (base_url.BaseUrlMismatch) in a process whose public base URL is not the
+    installation's: every signature names the JWKS at this process's URL, and what it signed
+    would be signed again by the next machine (VX-SCALE-4).
+    """
+    base_url.claim_base_url()
     keys = signing_keys()
     if not keys or keys[0].state != SigningKey.State.ACTIVE:
         ensure_active_key()

@@ -35,13 +35,27 @@ class PublishedCard(models.Model):
     def __str__(self) -> str:
         return f"card of {self.persona_id} (generation {self.generation})"
 
-    def is_current_for(self, persona: Persona) -> bool:
-        """Whether this card shows `persona.generation` (or newer) at today's base URL, with
-        its pinned grant once the persona stands, and its place in the status list."""
+    def is_current_for(self, persona: Persona, base_url: str | None = None) -> bool:
+        """Whether this card shows `persona.generation` (or newer) at `base_url` (this process's
+        VIRGO_PUBLIC_BASE_URL by default), with its pinned grant once the persona stands, and
+        its place in the status list."""
         if self.generation != persona.generation:
             return self.generation > persona.generation
         pinned = self.pinned or persona.standing is not True
-        return pinned and self.status_listed and self.base_url == settings.VIRGO_PUBLIC_BASE_URL
+        at = settings.VIRGO_PUBLIC_BASE_URL if base_url is None else base_url
+        return pinned and self.status_listed and self.base_url == at
+
+
+class PublicBaseUrl(models.Model):
+    """The installation's public base URL: one row (pk 1), the URL every machine must render
+    cards under (cards.base_url, VX-SCALE-4). Recorded by the first process that signs
+    anything; changed only by `virgo cards move-base-url`."""
+
+    url = models.CharField(max_length=2048)
+    recorded_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.url
 
 
 class SigningKey(models.Model):

@@ -19,6 +19,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from cards import keys
+from cards.base_url import claim_base_url
 from cards.fastpath import card_changed
 from cards.models import PublishedCard
 from cards.rendering import FIRST_GRANT_DEFINITION, build_card, pinned_grant, validate_card
@@ -93,10 +94,15 @@ def publish_card(persona: Persona) -> PublishedCard:
     """Store the card of `persona.generation` and return the newest stored card.
 
     A card rendered under another VIRGO_PUBLIC_BASE_URL is rendered again (a new ETag, a later
-    Last-Modified). Never replaces a newer generation with an older one: a publisher holding a
+    Last-Modified), once the installation's public base URL has moved to this one: a process
+    configured with another URL than the installation's publishes nothing (BaseUrlMismatch,
+    cards.base_url). Never replaces a newer generation with an older one: a publisher holding a
     stale persona (a slow task, an endpoint request that read just before an update) leaves
     the newer card in place and gets it back.
     """
+    # Refused before the card's token moves: a misconfigured machine asked for the card on
+    # every request would otherwise send every other process back to the database each time.
+    claim_base_url()
     try:
         return _publish(persona)
     finally:
@@ -153,8 +159,10 @@ def publish_cards(personas: Sequence[Persona], generations: Sequence[Generation]
     The same rule as publish_card: a stored card is replaced only by a newer generation's, and
     each new Last-Modified is at least a second after the one it replaces. `generations` are
     current generations the caller has read already (their compositions are most of a batch's
-    read); the rest are read here.
+    read); the rest are read here. Refused, as publish_card is, where this process's public
+    base URL is not the installation's.
     """
+    claim_base_url()
     try:
         _publish_many(personas, generations)
     finally:

@@ -21,6 +21,7 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 
 from cards import fastpath, keys
+from cards.base_url import BaseUrlMismatch
 from cards.keys import public_jwks
 from cards.models import PublishedCard
 from cards.publishing import card_etag, publish_card
@@ -64,17 +65,32 @@ def not_found() -> JsonResponse:
     return response
 
 
-def cannot_sign(refused: keys.CannotSign) -> JsonResponse:
-    """What a document this process would have to sign answers while it cannot (VX-SCALE-4):
-    503 with Retry-After, so a peer and a load balancer try another machine or later; never a
-    500. The reason goes to the operator's log only: it names keys."""
-    logger.error("cannot sign a public document: %s", refused)
-    response = json_error(
-        503, "cannot_sign", "This server cannot sign documents right now; try again later."
-    )
+def _try_later(code: str, detail: str) -> JsonResponse:
+    """503 with Retry-After, so a peer and a load balancer try another machine or later."""
+    response = json_error(503, code, detail)
     response["Retry-After"] = str(settings.VIRGO_DEGRADED_RETRY_SECONDS)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def cannot_sign(refused: keys.CannotSign) -> JsonResponse:
+    """What a document this process would have to sign answers while it cannot (VX-SCALE-4):
+    503, never a 500. The reason goes to the operator's log only: it names keys."""
+    logger.error("cannot sign a public document: %s", refused)
+    return _try_later(
+        "cannot_sign", "This server cannot sign documents right now; try again later."
+    )
+
+
+def base_url_mismatch(refused: BaseUrlMismatch) -> JsonResponse:
+    """What a document this process would have to sign answers while its public base URL is not
+    the installation's (VX-SCALE-4): 503, never a 500, and never a document signed under the
+    wrong URL. Both URLs go to the operator's log."""
+    logger.error("will not sign a public document: %s; %s", refused, refused.fix)
+    return _try_later(
+        "base_url_mismatch",
+        "This server is not configured with this installation's public address; try again later.",
+    )
 
 
 @csrf_exempt  # Nothing here changes state; exemption lets unsafe methods reach their 405.
@@ -97,6 +113,8 @@ def agent_card(request: HttpRequest, persona_id: uuid.UUID) -> HttpResponse:
         return _card_answer(request, persona_id, usage)
     except keys.CannotSign as refused:
         return cannot_sign(refused)
+    except BaseUrlMismatch as refused:
+        return base_url_mismatch(refused)
 
 
 def _card_answer(
@@ -175,8 +193,15 @@ def _current_card(persona: Persona) -> PublishedCard:
         card = None
     if card is None or not card.is_current_for(persona):
         # The task that follows every change publishes the card; this covers a request that
-        # arrives before it has run, and the first request after the base URL changed.
-        card = publish_card(persona)
+        # arrives before it has run, and the first request after the base URL moved.
+        try:
+            card = publish_card(persona)
+        except BaseUrlMismatch as refused:
+            # The card as the installation published it, unchanged: signing it again under
+            # this process's URL is what made two machines rewrite each other's cards on every
+            # other request (VX-SCALE-4).
+            if card is None or not card.is_current_for(persona, base_url=refused.recorded):
+                raise
     return card
 
 
@@ -285,6 +310,8 @@ def status_list(request: HttpRequest) -> HttpResponse:
         signed = current_list()
     except keys.CannotSign as refused:
         return cannot_sign(refused)
+    except BaseUrlMismatch as refused:
+        return base_url_mismatch(refused)
     # No cache keeps it past its validUntil (VX-TRUST-8), whatever max-age would allow.
     until = signed.validity.valid_until
     left = max(0, int(until.timestamp() - time.time()))

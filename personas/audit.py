@@ -252,6 +252,10 @@ def describe(kind: str, data: dict[str, Any]) -> str:
         case Kind.KEY_CREATED | Kind.KEY_ROTATED | Kind.KEY_RETIRED | Kind.KEY_REVOKED:
             verb = Kind(kind).label.removeprefix("Signing key ")
             return f"signing key {said('kid')} ({said('algorithm')}) {verb}"
+        case Kind.BASE_URL_MOVED:
+            if not data.get("from"):
+                return f"public base URL recorded: {said('to')}"
+            return f"public base URL moved from {data['from']} to {said('to')}"
         case Kind.CONFIRMATION_REQUESTED:
             reason = f" ({data['reason']})" if data.get("reason") else ""
             return f"{call} held: {said('authority', 'its authority')} is asked{reason}"

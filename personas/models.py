@@ -769,6 +769,7 @@ class AuditEvent(models.Model):
         KEY_ROTATED = "key-rotated", "Signing key rotated"
         KEY_RETIRED = "key-retired", "Signing key retired"
         KEY_REVOKED = "key-revoked", "Signing key revoked"
+        BASE_URL_MOVED = "base-url-moved", "Public base URL moved"
         CONFIRMATION_REQUESTED = "confirmation-requested", "Call held for confirmation"
         CONFIRMATION_ANSWERED = "confirmation-answered", "Confirmation answered"
         LEARNED_CHOICE_USED = "learned-choice-used", "Learned choice applied"

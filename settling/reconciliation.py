@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from cards.base_url import check_base_url
 from cards.models import PublishedCard
 from cards.publishing import cards_owed_signatures, resign_cards
 from personas.models import Generation, Persona
@@ -109,7 +110,12 @@ def _id_batches(personas: QuerySet[Persona], size: int) -> Iterator[list[int]]:
 
 
 def reconcile(*, grace: timedelta | None = None, batch_size: int | None = None) -> ReconcileReport:
-    """Build every owed stamp and card, in batches of persona ids; one failure stops no other."""
+    """Build every owed stamp and card, in batches of persona ids; one failure stops no other.
+
+    Refused as a whole (BaseUrlMismatch) in a process whose public base URL is not the
+    installation's: what it would find owed is every card, and it may publish none of them.
+    """
+    check_base_url()
     if grace is None:
         grace = timedelta(seconds=settings.VIRGO_RECONCILE_GRACE_SECONDS)
     batch_size = batch_size or settings.VIRGO_RECOMPUTE_BATCH_SIZE

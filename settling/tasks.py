@@ -5,6 +5,9 @@ them by name), so they keep the names they were registered under when they lived
 personas.tasks.
 """
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from celery import Task, shared_task
@@ -12,6 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from cards.base_url import BaseUrlMismatch, check_base_url
 from cards.keys import retire_due_keys
 from cards.publishing import cards_owed_signatures, resign_cards
 from personas.models import OrganizationDomain, Persona, Verification
@@ -20,6 +24,20 @@ from personas.services import settle_persona_batch, skill_map_revision
 from settling.publication import publish_generation, publish_generations, settle_and_publish
 from settling.reconciliation import owed_personas, reconcile
 from virgo import metrics
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def _publication(task: str) -> Iterator[None]:
+    """Publication work, declined in one log line where this worker's public base URL is not the
+    installation's (VX-SCALE-4): a worker that became so when the URL moved under it. What it
+    declines stays owed, for a worker configured with the installation's URL or the reconciler
+    there; and a task run eagerly in a request does not turn into a 500."""
+    try:
+        yield
+    except BaseUrlMismatch as refused:
+        logger.error("%s declined: %s; %s", task, refused, refused.fix)
 
 
 def id_batches(ids: list[int], size: int) -> list[list[int]]:
@@ -63,8 +81,9 @@ def _queue_ranges(task: Task, ids: list[int], size: int) -> int:
 )
 def settle_persona(self, persona_id: int) -> None:  # type: ignore[no-untyped-def]
     """Bring one persona up to date with the committed state: skills, generation, card."""
-    settle_persona_batch([persona_id])
-    publish_generation(persona_id)
+    with _publication("settle_persona"):
+        settle_persona_batch([persona_id])
+        publish_generation(persona_id)
 
 
 @shared_task(name="personas.tasks.fan_out_skill_map", acks_late=True)
@@ -96,17 +115,23 @@ def settle_persona_range(self, first_id: int, last_id: int) -> int:  # type: ign
     and leaving them to the reconciler (VX-REL-5). Returns how many personas it published.
     """
     in_range = {"pk__gte": first_id, "pk__lte": last_id}
-    changed = settle_and_publish(Persona.objects.filter(**in_range).values_list("pk", flat=True))
-    metrics.FANOUT_PERSONAS_SETTLED.inc(len(changed))
-    owed = list(owed_personas().filter(**in_range).values_list("pk", flat=True))
-    publish_generations(owed)
-    return len({persona.pk for persona in changed} | set(owed))
+    with _publication("settle_persona_range"):
+        changed = settle_and_publish(
+            Persona.objects.filter(**in_range).values_list("pk", flat=True)
+        )
+        metrics.FANOUT_PERSONAS_SETTLED.inc(len(changed))
+        owed = list(owed_personas().filter(**in_range).values_list("pk", flat=True))
+        publish_generations(owed)
+        return len({persona.pk for persona in changed} | set(owed))
+    return 0
 
 
 @shared_task(name="personas.tasks.reconcile_owed", acks_late=True)
 def reconcile_owed() -> int:
     """Celery beat's periodic sweep: build every stamp and card the fast path left owed."""
-    return reconcile().done
+    with _publication("reconcile_owed"):
+        return reconcile().done
+    return 0
 
 
 @shared_task(name="settling.tasks.fan_out_resign", acks_late=True)
@@ -129,7 +154,22 @@ def resign_card_range(self, first_id: int, last_id: int) -> int:  # type: ignore
     """Sign again every card of one persona-id range still owed it; how many it signed. What is
     owed is read back from the database, so a redelivered run resumes where a killed one was."""
     owed = cards_owed_signatures().filter(persona_id__gte=first_id, persona_id__lte=last_id)
-    return resign_cards(list(owed.values_list("persona_id", flat=True)))
+    with _publication("resign_card_range"):
+        return resign_cards(list(owed.values_list("persona_id", flat=True)))
+    return 0
+
+
+@shared_task(name="settling.tasks.fan_out_republish", acks_late=True)
+def fan_out_republish() -> int:
+    """After the public base URL moved (cards.base_url.move_base_url): split the personas owed
+    a card into id ranges, a settle_persona_range per range. What is owed is judged by this
+    worker's URL, which must therefore be the new one: a worker still on the old one declines,
+    and the reconciler on a machine with the new URL does the work."""
+    with _publication("fan_out_republish"):
+        check_base_url()
+        ids = list(owed_personas().values_list("pk", flat=True))
+        return _queue_ranges(settle_persona_range, ids, settings.VIRGO_RECOMPUTE_BATCH_SIZE)
+    return 0
 
 
 @shared_task(name="settling.tasks.retire_due_keys", acks_late=True)

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 
 from cards import checks, keys
+from cards.base_url import move_base_url
 from cards.status_list import _forget
 from personas.services import persona_revoke
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
@@ -56,15 +57,16 @@ def test_documents_to_sign_answer_503_and_signed_ones_are_still_served(
     settings: Any, right: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """VX-SCALE-4: the card published before is served; a card that must be signed on demand
-    (rendered under another base URL), a tombstone and a status list that moved answer 503
-    cannot_sign, never 500; the reason is in the operator's log, not the answer."""
+    (the installation moved to another base URL), a tombstone and a status list that moved
+    answer 503 cannot_sign, never 500; the reason is in the operator's log, not the answer."""
     owner = make_owner()
     listed = make_persona(make_agent(owner), discoverable=True)
     revoked = make_persona(make_agent(owner), discoverable=True)
     assert Client().get(listed.card_path).status_code == 200
     wrong_key(settings)
     assert Client().get(listed.card_path).status_code == 200
-    # A card rendered under another public base URL must be signed again on demand.
+    # A card the installation moved to another public base URL must be signed again on demand.
+    move_base_url(url="https://moved.example.org")
     settings.VIRGO_PUBLIC_BASE_URL = "https://moved.example.org"
     assert_cannot_sign(Client().get(listed.card_path))
     with run_on_commit():

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils.http import http_date
 from google.protobuf.json_format import ParseDict
 
+from cards.base_url import move_base_url
 from cards.models import PublishedCard
 from cards.rendering import DISCOVERY_BINDING, DISCOVERY_EXTENSION
 from personas.models import Persona, PersonaClass
@@ -456,14 +457,16 @@ def test_delisting_takes_the_card_off_the_public_path(reviewer: Persona, owner: 
     assert Client().get(card_path(reviewer)).status_code == 404
 
 
-def test_a_new_public_base_url_renders_the_cards_again(reviewer: Persona, settings: Any) -> None:
-    """S9-URL-1: the card's url follows VIRGO_PUBLIC_BASE_URL after it changes, though the
-    persona did not: the stored card is owed again, the reconciler lists it, and the first
-    request after the change serves a new card under new validators."""
+def test_a_moved_public_base_url_renders_the_cards_again(reviewer: Persona, settings: Any) -> None:
+    """S9-URL-1, VX-SCALE-4: the card's url follows the public base URL when the installation
+    moves to a new one (`virgo cards move-base-url`), though the persona did not: the stored
+    card is owed again, the reconciler lists it, and the first request after the move serves a
+    new card under new validators."""
     from settling.reconciliation import owed_personas
 
     before = Client().get(card_path(reviewer))
     assert owed_personas().filter(pk=reviewer.pk).exists() is False
+    move_base_url(url="https://cards.example.net")
     settings.VIRGO_PUBLIC_BASE_URL = "https://cards.example.net"
     assert owed_personas().filter(pk=reviewer.pk).exists() is True
     after = Client().get(card_path(reviewer), headers={"If-None-Match": before["ETag"]})

@@ -53,6 +53,7 @@ def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
             "cache": "ok",
             "broker": "ok",
             "signing": "ok",
+            "base_url": "ok",
             "static": "ok",
         },
         "failed": [],
@@ -83,6 +84,7 @@ def test_readyz_is_ready_against_postgresql_and_redis(
         "cache": "ok",
         "broker": "ok",
         "signing": "ok",
+        "base_url": "ok",
         "static": "ok",
     }
 

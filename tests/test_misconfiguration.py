@@ -71,6 +71,12 @@ MORE_MISTAKES = {
         "DATABASE_URL",
         "percent-encode",
     ),
+    # VX-SCALE-4: the URL every machine must render cards under.
+    "a public base URL without a scheme": (
+        {"VIRGO_EMBEDDED": "1", "VIRGO_PUBLIC_BASE_URL": "virgo.example.org"},
+        "VIRGO_PUBLIC_BASE_URL",
+        "is not a public base URL (it does not start with https:// or http://)",
+    ),
     "a Redis URL without a scheme": (
         {"VIRGO_EMBEDDED": "1", "REDIS_URL": "127.0.0.1:6379"},
         "REDIS_URL",

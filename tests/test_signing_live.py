@@ -9,6 +9,7 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,19 +46,21 @@ pytestmark = [
 
 
 def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
-    celery_processes: CeleryProcesses, tmp_path: Path
+    celery_processes: CeleryProcesses, tmp_path: Path, settings: Any
 ) -> None:
     """VX-TRUST-1, VX-TRUST-2: virgo-web (two worker processes, production settings, Redis)
     serves a card in a non-Latin script; the a2a-sdk's verifier, given only the JWKS fetched from
     that same server, accepts it, on both processes, from the database and from memory; its jku
     names that server's own JWKS; one changed byte fails. The README's snippet for peers does
     the same when pasted."""
-    agent = make_agent(make_owner())
-    persona = make_persona(agent, discoverable=True, name="Рецензент 🦊", description="レビュー")
     server = WebServer(
         tmp_path, {**deployment_env(celery_processes.broker), "WEB_CONCURRENCY": "2"}
     )
-    server.env["VIRGO_PUBLIC_BASE_URL"] = server.base_url
+    # One installation, one public base URL (VX-SCALE-4): the card is published here under the
+    # server's.
+    server.env["VIRGO_PUBLIC_BASE_URL"] = settings.VIRGO_PUBLIC_BASE_URL = server.base_url
+    agent = make_agent(make_owner())
+    persona = make_persona(agent, discoverable=True, name="Рецензент 🦊", description="レビュー")
     server.start()
     try:
         with httpx.Client(base_url=server.base_url, timeout=30) as client:
@@ -74,7 +77,7 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
                 card = response.json()
                 verify(card)
                 bodies.add(response.content)
-            # Signed once, at publication (for this server's base URL): every answer the same.
+            # Signed once, at publication: every answer the same.
             assert len(bodies) == 1
             [signature] = card["signatures"]
             assert protected_header(signature)["jku"] == f"{server.base_url}/.well-known/jwks.json"

@@ -1,4 +1,5 @@
-"""Two machines sharing one PostgreSQL and one Redis and no disk (VX-SCALE-1, VX-SCALE-2).
+"""Two machines sharing one PostgreSQL and one Redis and no disk (VX-SCALE-1, VX-SCALE-2), and
+one of them configured with another public base URL (VX-SCALE-4).
 
 A "machine" is a virgo-web (one worker process) and a Celery worker on production settings, with
 a VIRGO_HOME of its own. Both use the PostgreSQL test database, a Redis of the test's own, the
@@ -18,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,81 @@ def test_two_machines_publish_serve_verify_and_rotate_with_no_shared_disk(
         logged = machine.statuses_logged()
         assert len(logged) >= len(machine.answered)
         assert not [status for status in logged if status >= 500], machine.web.log.read_text()
+
+
+# VX-SCALE-4: not the same public base URL.
+OTHER_ORIGIN = "https://virgo-b.example.org"
+
+
+def test_a_machine_on_another_public_base_url_fails_its_checks_and_rewrites_nothing(
+    machines: tuple[Machine, Machine], private_redis: RedisServer
+) -> None:
+    """VX-SCALE-4: machine B is configured with another public base URL than the installation's
+    (A's, which the first card recorded). 10 GETs of a card alternating between A's web and B's
+    give one ETag, and the stored card stays as A's worker published it: B signs nothing. B's
+    /readyz answers 503 naming `base_url`, its `virgo check --deploy` fails with virgo.E031
+    naming both URLs and the fix, and its worker does not start (one line, status 2); A, and a
+    machine spelling A's URL otherwise, pass. Neither web answers a 500."""
+    a, b = machines
+    b.env["VIRGO_PUBLIC_BASE_URL"] = b.web.env["VIRGO_PUBLIC_BASE_URL"] = OTHER_ORIGIN
+    agent = make_agent(make_owner())
+    together(a.web.start, b.web.start, partial(a.worker.start, ready_when_logged=" ready."))
+    persona = publish_through_the_running_worker(private_redis, agent, "Один")
+    published = PublishedCard.objects.get(persona=persona)
+    assert published.base_url == PUBLIC_ORIGIN
+
+    etags = [(a, b)[number % 2].get(persona.card_path).headers["ETag"] for number in range(10)]
+    assert etags == [published.etag] * 10
+    after = PublishedCard.objects.get(persona=persona)
+    assert (after.etag, after.last_modified, bytes(after.body)) == (
+        published.etag,
+        published.last_modified,
+        bytes(published.body),
+    )
+
+    a.get("/readyz")
+    readiness = b.get("/readyz", status=503).json()
+    assert readiness["failed"] == ["base_url"]
+    assert readiness["checks"]["base_url"] == "failed: BaseUrlMismatch"
+    respelt = replace(a, env={**a.env, "VIRGO_PUBLIC_BASE_URL": "HTTPS://Virgo.Example.org:443/"})
+    passed, also_passed, failed = together(
+        partial(a.virgo, "check", "--deploy"),
+        partial(respelt.virgo, "check", "--deploy"),
+        partial(b.virgo, "check", "--deploy"),
+    )
+    for checked in (passed, also_passed):
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "virgo.E031" in failed.stderr
+    assert f"this process's VIRGO_PUBLIC_BASE_URL is {OTHER_ORIGIN}" in failed.stderr
+    assert f"the installation's public base URL is {PUBLIC_ORIGIN}" in failed.stderr
+    assert f"`virgo cards move-base-url {OTHER_ORIGIN}`" in failed.stderr
+
+    worker = subprocess.run(
+        [*b.wrap, sys.executable, "-m", "celery", "-A", "virgo", *worker_args("worker-b")],
+        cwd=REPO,
+        env=b.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+    )
+    assert worker.returncode == 2, worker.stdout + worker.stderr
+    assert (
+        worker.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"virgo worker: this process's VIRGO_PUBLIC_BASE_URL is {OTHER_ORIGIN}, but the "
+            f"installation's public base URL is {PUBLIC_ORIGIN}; set VIRGO_PUBLIC_BASE_URL="
+            f"{PUBLIC_ORIGIN} on this machine"
+        )
+    )
+    assert PublishedCard.objects.get(persona=persona).etag == published.etag
+
+    # Every answer either web gave: no 5xx but B's /readyz.
+    for machine, expected in ((a, []), (b, [503])):
+        logged = machine.statuses_logged()
+        assert len(logged) >= len(machine.answered)
+        assert [status for status in logged if status >= 500] == expected, (
+            machine.web.log.read_text()
+        )

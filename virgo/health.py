@@ -4,7 +4,8 @@
 never gets a healthy web process restarted. /readyz says whether this process can do its work
 now: the database, the cache (where rate limits are counted) and the Celery broker all answer,
 it can open the keys that sign cards (`signing`) and its static files are collected (`static`,
-both VX-SCALE-2);
+both VX-SCALE-2), and it is configured with the installation's public base URL (`base_url`,
+VX-SCALE-4: a process on another signs nothing);
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 
@@ -86,15 +87,25 @@ def check_broker() -> None:
         )
 
 
-def check_signing() -> None:
-    """This process can open the keys that sign cards (settings.VIRGO_SIGNING_READINESS names
-    the app's function); a database it cannot read is the database check's to report."""
+def _ask_the_app(function: str) -> None:
+    """Call the app's readiness function named `function`; a database it cannot read is the
+    database check's to report."""
     try:
-        import_string(settings.VIRGO_SIGNING_READINESS)()
+        import_string(function)()
     except DatabaseError:
         return
     finally:
         connections["default"].close()
+
+
+def check_signing() -> None:
+    """This process can open the keys that sign cards (settings.VIRGO_SIGNING_READINESS)."""
+    _ask_the_app(settings.VIRGO_SIGNING_READINESS)
+
+
+def check_base_url() -> None:
+    """This process's public base URL is the installation's (settings.VIRGO_BASE_URL_READINESS)."""
+    _ask_the_app(settings.VIRGO_BASE_URL_READINESS)
 
 
 CHECKS: dict[str, Callable[[], None]] = {
@@ -102,6 +113,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "cache": check_cache,
     "broker": check_broker,
     "signing": check_signing,
+    "base_url": check_base_url,
     # VX-SCALE-2: without its collected static files every admin page would be a 500.
     "static": check_static_files,
 }

@@ -22,6 +22,7 @@ from redis.retry import Retry
 from virgo import kek, telemetry
 from virgo.envfile import home_env_file, load_env_file, read_secret_file
 from virgo.home import private_embedded_home
+from virgo.public_url import normalise_base_url
 from virgo.resolvers import parse_nameserver
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -96,6 +97,16 @@ def env_rate(name: str, default: str) -> str:
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_base_url(name: str, default: str) -> str:
+    """A public base URL in the one spelling every machine renders and compares
+    (virgo.public_url)."""
+    value = env_str(name, default)
+    try:
+        return normalise_base_url(value)
+    except ValueError as problem:
+        raise _unusable(name, value, f"a public base URL ({problem})", default) from None
 
 
 def check_url(name: str, schemes: Collection[str]) -> None:
@@ -254,6 +265,9 @@ VIRGO_METRICS_TOKEN = env_str("VIRGO_METRICS_TOKEN", "")
 VIRGO_BACKLOG = "settling.reconciliation.owed_work"
 # The function raising when this process cannot sign cards (/readyz, VX-SCALE-2).
 VIRGO_SIGNING_READINESS = "cards.keys.check_can_sign"
+# The function raising when this process's public base URL is not the installation's (/readyz,
+# VX-SCALE-4).
+VIRGO_BASE_URL_READINESS = "cards.base_url.check_base_url"
 # The function saying what a persona change does to its grant (stamps.grant), from the stamp
 # rules: personas.services holds a change that widens it for the owner's review and refuses one
 # that would leave the persona unable to stand.
@@ -261,7 +275,7 @@ VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
 # The verbs a persona class may not have, each with the factory's reason: the admin form offers
 # only the others.
 VIRGO_CLASS_REFUSALS = "stamps.grant.class_refusals"
-VIRGO_PUBLIC_BASE_URL = env_str("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+VIRGO_PUBLIC_BASE_URL = env_base_url("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 # Whom a card names as provider when its owner has proven no organization (VX-ID-2): this
 # installation, which the card's identity extension then says.
 VIRGO_PROVIDER_ORGANIZATION = env_str(

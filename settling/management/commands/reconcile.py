@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from cards.base_url import BaseUrlMismatch, check_base_url
 from personas.models import Persona
 from settling.reconciliation import owed_personas, reconcile
 from virgo import progress
@@ -46,6 +47,12 @@ class Command(BaseCommand):
             raise CommandError("--grace must not be negative")
         if options["batch_size"] is not None and options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
+        try:
+            # What this process would call owed is judged by its own URL: every card, on a
+            # machine configured with another than the installation's.
+            check_base_url()
+        except BaseUrlMismatch as refused:
+            raise CommandError(f"{refused}: nothing is published here; {refused.fix}") from None
         grace = timedelta(seconds=options["grace"])
         as_json = options["json"]
         if options["dry_run"]:
