@@ -54,8 +54,9 @@ class Supervised:
 def supervise(tmp_path: Path) -> Iterator:
     started: list[Supervised] = []
 
-    def start(**programs: str) -> Supervised:
-        """Each program is `sh -c SCRIPT`, which first records its pid in NAME.pids."""
+    def start(*options: str, **programs: str) -> Supervised:
+        """Each program is `sh -c SCRIPT`, which first records its pid in NAME.pids; `options` go
+        before them."""
         arguments = [
             f"{name}: sh -c 'echo $$ >> {tmp_path}/{name}.pids; {script}'"
             for name, script in programs.items()
@@ -63,7 +64,7 @@ def supervise(tmp_path: Path) -> Iterator:
         log = tmp_path / "supervisor.log"
         with log.open("wb") as output:
             process = subprocess.Popen(
-                [sys.executable, "-m", "virgo.supervise", *arguments],
+                [sys.executable, "-m", "virgo.supervise", *options, *arguments],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -144,6 +145,62 @@ def test_sigterm_or_ctrl_c_stops_every_program(supervise, signum: signal.Signals
     assert supervised.process.wait(timeout=TIMEOUT) == 0
     assert not any(alive(pid) for pid in pids)
     assert "worker stopped" in supervised.said() and "web stopped" in supervised.said()
+
+
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGKILL])
+def test_a_program_is_stopped_with_the_signal_named_for_it(
+    supervise, tmp_path: Path, ending: signal.Signals
+) -> None:
+    """VX-SCALE-4: `--stop-signal postgres=SIGINT` (PostgreSQL's fast stop; its SIGTERM waits
+    for every client to leave): that program gets SIGINT, the others SIGTERM, whether the
+    supervisor stops them (SIGTERM) or is killed (SIGKILL: the kernel sends them)."""
+
+    def telling(name: str) -> str:
+        got = tmp_path / f"{name}.got"
+        # A short sleep at a time: the shell runs its trap between two, and leaves no child.
+        return (
+            f'trap "echo SIGINT > {got}; exit 0" INT; trap "echo SIGTERM > {got}; exit 0" TERM; '
+            f"touch {tmp_path}/{name}.trapping; while :; do sleep 0.1; done"
+        )
+
+    supervised = supervise(
+        "--stop-signal", "postgres=SIGINT", postgres=telling("postgres"), web=telling("web")
+    )
+    wait_until(
+        lambda: all((tmp_path / f"{name}.trapping").exists() for name in ("postgres", "web")),
+        what="both programs to trap their signals",
+        timeout=TIMEOUT,
+    )
+    supervised.process.send_signal(ending)
+    assert supervised.process.wait(timeout=TIMEOUT) == (0 if ending == signal.SIGTERM else -9)
+
+    def got() -> dict[str, str]:
+        return {
+            name: (tmp_path / f"{name}.got").read_text().strip()
+            for name in ("postgres", "web")
+            if (tmp_path / f"{name}.got").exists()
+        }
+
+    wait_until(lambda: all(got().get(name) for name in ("postgres", "web")), what="the signals")
+    assert got() == {"postgres": "SIGINT", "web": "SIGTERM"}
+
+
+def test_a_stop_signal_that_is_no_signal_is_a_usage_error() -> None:
+    """VX-SCALE-4, VX-OPS-2: a --stop-signal it cannot use is one line and status 2, before any
+    program starts."""
+    done = subprocess.run(
+        [sys.executable, "-m", "virgo.supervise", "--stop-signal", "web=SIGNONE", "web: true"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "python -m virgo.supervise: --stop-signal 'web=SIGNONE' is not NAME=SIGNAL "
+        "(e.g. postgres=SIGINT)"
+    ]
+    assert not done.stdout
 
 
 def test_a_killed_supervisor_takes_its_programs_with_it(supervise) -> None:

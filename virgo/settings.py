@@ -627,6 +627,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker whose Redis went away waits for it as long as it takes (2 s, 4 s ... every 30 s), where
+# Celery's default gives up after 100 tries (about 45 minutes) and ends the worker (VX-SCALE-4).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "max_retries": 1,

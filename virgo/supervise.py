@@ -10,21 +10,23 @@ one finds its port and its queue free.
 
 A program that exits with status 2 reported a setting it cannot use (virgo.startup): starting it
 again cannot help, so everything is stopped and the supervisor exits 2 too. SIGINT or SIGTERM
-stops everything: each program gets SIGTERM and up to STOP_SECONDS to finish (virgo-web's
-workers finish their requests), then SIGKILL. Should the supervisor itself be killed, each
-program gets SIGTERM from the kernel (Linux).
+stops everything: each program gets SIGTERM (or the signal `--stop-signal NAME=SIGNAL` names for
+it) and up to STOP_SECONDS to finish (virgo-web's workers finish their requests), then SIGKILL.
+Should the supervisor itself be killed, each program gets that signal from the kernel (Linux).
 """
 
+import argparse
 import asyncio
 import contextlib
 import ctypes
+import functools
 import os
 import shlex
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from virgo.startup import EXIT_MISCONFIGURED
 
@@ -41,6 +43,8 @@ PR_SET_PDEATHSIG = 1
 class Program:
     name: str
     argv: list[str]
+    # PostgreSQL takes SIGTERM as "wait for every client to leave"; its fast stop is SIGINT.
+    stop_signal: signal.Signals = signal.SIGTERM
 
 
 def parse_program(text: str) -> Program:
@@ -49,6 +53,13 @@ def parse_program(text: str) -> Program:
     if not separator or not name.strip() or not argv:
         raise ValueError(f"{text!r} is not NAME: COMMAND")
     return Program(name.strip(), argv)
+
+
+def parse_stop_signal(text: str) -> tuple[str, signal.Signals]:
+    name, _, signame = text.partition("=")
+    if not name.strip() or signame not in signal.Signals.__members__:
+        raise ValueError(f"--stop-signal {text!r} is not NAME=SIGNAL (e.g. postgres=SIGINT)")
+    return name.strip(), signal.Signals[signame]
 
 
 def log(message: str) -> None:
@@ -61,11 +72,11 @@ def how_it_ended(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-def _end_with_the_supervisor() -> None:
-    """In the child before it execs: Linux sends it SIGTERM should the supervisor die (even by
-    SIGKILL), so no program runs on unsupervised, holding its port."""
+def _end_with_the_supervisor(stop_signal: signal.Signals) -> None:
+    """In the child before it execs: Linux sends it its stop signal should the supervisor die
+    (even by SIGKILL), so no program runs on unsupervised, holding its port."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(PR_SET_PDEATHSIG, stop_signal)
 
 
 def kill_session(pid: int) -> None:
@@ -94,7 +105,11 @@ class Supervisor:
             process = await asyncio.create_subprocess_exec(
                 *program.argv,
                 start_new_session=True,
-                preexec_fn=_end_with_the_supervisor if sys.platform == "linux" else None,
+                preexec_fn=(
+                    functools.partial(_end_with_the_supervisor, program.stop_signal)
+                    if sys.platform == "linux"
+                    else None
+                ),
             )
             log(f"{program.name} started (pid {process.pid})")
             if await self._stopped_before(process.wait()):
@@ -137,7 +152,7 @@ class Supervisor:
 
     async def _stop(self, program: Program, process: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(program.stop_signal)
         try:
             await asyncio.wait_for(process.wait(), STOP_SECONDS)
         except TimeoutError:
@@ -159,17 +174,26 @@ def _end_with_the_parent() -> None:
         raise SystemExit(0)
 
 
+def parse_arguments(arguments: Sequence[str]) -> list[Program]:
+    parser = argparse.ArgumentParser(prog="python -m virgo.supervise")
+    parser.add_argument("--stop-signal", action="append", default=[], metavar="NAME=SIGNAL")
+    parser.add_argument("programs", nargs="+", metavar="NAME: COMMAND")
+    # argparse itself exits 2 on a usage error, as a misconfigured program does.
+    options = parser.parse_args(arguments)
+    try:
+        stop_signals = dict(parse_stop_signal(text) for text in options.stop_signal)
+        programs = [parse_program(text) for text in options.programs]
+    except ValueError as error:
+        parser.exit(EXIT_MISCONFIGURED, f"{parser.prog}: {error}\n")
+    return [
+        replace(program, stop_signal=stop_signals.get(program.name, program.stop_signal))
+        for program in programs
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     _end_with_the_parent()
-    arguments = sys.argv[1:] if argv is None else argv
-    try:
-        programs = [parse_program(text) for text in arguments]
-    except ValueError as error:
-        print(f"python -m virgo.supervise: {error}", file=sys.stderr)
-        raise SystemExit(EXIT_MISCONFIGURED) from None
-    if not programs:
-        print('usage: python -m virgo.supervise "NAME: COMMAND" ...', file=sys.stderr)
-        raise SystemExit(EXIT_MISCONFIGURED)
+    programs = parse_arguments(sys.argv[1:] if argv is None else argv)
     raise SystemExit(asyncio.run(Supervisor(programs).run()))
 
 
