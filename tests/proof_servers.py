@@ -7,9 +7,12 @@ test authority, VIRGO_OUTBOUND_ALLOWED_NETWORKS loopback, and the well-known fil
 from the HTTPS server's port.
 """
 
+import socket
+import socketserver
 import ssl
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,14 +28,18 @@ from personas import proofs
 # The names the test certificate is good for; any other name fails TLS verification.
 CERTIFIED = ["acme.example", "rival.example", "*.proof.example"]
 
+# A record's value: an A record's address; a TXT record's text, its raw bytes (DNS does not say
+# they are UTF-8), or its strings (a long TXT record is split into strings of up to 255 bytes).
+type RecordValue = str | bytes | list[bytes]
+
 
 @dataclass
 class Zone:
     """What the DNS server answers: records by (name, type), e.g. ("acme.example", "A")."""
 
-    records: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    records: dict[tuple[str, str], list[RecordValue]] = field(default_factory=dict)
 
-    def add(self, name: str, rdtype: str, value: str) -> None:
+    def add(self, name: str, rdtype: str, value: RecordValue) -> None:
         self.records.setdefault((name.lower(), rdtype), []).append(value)
 
     def drop(self, name: str, rdtype: str) -> None:
@@ -53,19 +60,27 @@ class Zone:
 
 @dataclass
 class Site:
-    """What the HTTPS server answers: (status, body) by (host, path); 404 otherwise."""
+    """What the HTTPS server answers: (status, body) by (host, path); 404 otherwise. None: it
+    closes the connection without answering."""
 
-    pages: dict[tuple[str, str], tuple[int, bytes]] = field(default_factory=dict)
+    pages: dict[tuple[str, str], tuple[int, bytes] | None] = field(default_factory=dict)
 
     def put(self, host: str, path: str, body: bytes, status: int = 200) -> None:
         self.pages[(host, path)] = (status, body)
+
+    def hang_up(self, host: str, path: str) -> None:
+        self.pages[(host, path)] = None
 
 
 def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             host = self.headers.get("Host", "").split(":", 1)[0]
-            status, body = site.pages.get((host, self.path), (404, b"not here\n"))
+            page = site.pages.get((host, self.path), (404, b"not here\n"))
+            if page is None:
+                self.close_connection = True
+                return
+            status, body = page
             self.send_response(status)
             if 300 <= status < 400:
                 self.send_header("Location", f"https://elsewhere.proof.example{self.path}")
@@ -93,11 +108,15 @@ class ProofWorld:
         self.zone.drop(domain, "A")
         self.zone.add(domain, "A", "127.0.0.1")
 
-    def publish_txt(self, domain: str, value: str) -> None:
+    def publish_txt(self, domain: str, value: str | bytes | list[bytes]) -> None:
         self.zone.add(proofs.txt_name(domain), "TXT", value)
 
     def publish_file(self, domain: str, body: bytes, status: int = 200) -> None:
         self.site.put(domain, proofs.WELL_KNOWN_PATH, body, status)
+
+    def hang_up_on_the_file(self, domain: str) -> None:
+        """Asked for `domain`'s file, the server closes the connection without an answer."""
+        self.site.hang_up(domain, proofs.WELL_KNOWN_PATH)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +163,39 @@ def proof_world(
     yield proof_servers
     proof_servers.zone.records.clear()
     proof_servers.site.pages.clear()
+
+
+class _PlainHttp(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        try:
+            self.request.recv(4096)
+            self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            # Close only once the client has read the answer and left, so that it reads the
+            # answer rather than a reset.
+            self.request.shutdown(socket.SHUT_WR)
+            while self.request.recv(4096):
+                pass
+        except OSError:
+            pass
+
+
+@contextmanager
+def plain_http_server() -> Iterator[int]:
+    """A port on 127.0.0.1 where a server answers in plain HTTP, as on a site's port 443 that
+    does not speak TLS: it reads what it is sent (a TLS hello) and says 400 in clear text."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _PlainHttp)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (it was bound a moment ago, then released)."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port: int = probe.getsockname()[1]
+    return port

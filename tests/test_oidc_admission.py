@@ -44,6 +44,9 @@ def issuer(admit: str, *domains: str) -> Issuer:
          {"email": "a@corp.example.evil", "email_verified": True}, Admission.REFUSED),
         (issuer("domains", "corp.example"), {"email": "corp.example", "email_verified": True},
          Admission.REFUSED),
+        # The domain is what follows the last "@": a quoted local part may hold one (RFC 5322).
+        (issuer("domains", "corp.example"),
+         {"email": '"a@evil.example"@corp.example', "email_verified": True}, Admission.ADMITTED),
         (issuer("domains", "corp.example"), {"hd": "other.example"}, Admission.REFUSED),
         (issuer("domains", "corp.example"), {"hd": ["corp.example"]}, Admission.REFUSED),
     ],

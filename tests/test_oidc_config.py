@@ -1,12 +1,22 @@
-"""OpenID Connect without a provider: how issuers are configured (a client secret from the
-environment or an owner-private file), the login page's buttons, and the issuer and subject
-that no typed text can set (VX-ID-1)."""
+"""OpenID Connect without a provider process: how issuers are configured (a client secret from
+the environment or an owner-private file), which discovery documents are refused, the login
+page's buttons, the issuer and subject that no typed text can set, and (with a small issuer in
+this process) an ID token refused on a clear page (VX-ID-1)."""
 
+import html
+import json
+import logging
 import os
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.test import Client
 
@@ -112,6 +122,130 @@ def test_a_discovery_document_must_name_the_issuer_it_is_under() -> None:
         oidc._check_discovery(
             issuer, {**document, "id_token_signing_alg_values_supported": ["HS256", "none"]}
         )
+
+
+DOCUMENT = {
+    "issuer": "https://id.example.org",
+    "authorization_endpoint": "https://id.example.org/authorize",
+    "token_endpoint": "https://id.example.org/token",
+    "jwks_uri": "https://id.example.org/jwks",
+}
+
+
+@pytest.mark.parametrize(
+    ("document", "why"),
+    [
+        (["not", "an", "object"], "its discovery document is not a JSON object"),
+        (
+            {**DOCUMENT, "token_endpoint": "ftp://id.example.org/token"},
+            "token_endpoint is not a URL",
+        ),
+        ({**DOCUMENT, "jwks_uri": "/jwks"}, "jwks_uri is not a URL"),
+        ({**DOCUMENT, "authorization_endpoint": None}, "authorization_endpoint is not a URL"),
+        (
+            {**DOCUMENT, "id_token_signing_alg_values_supported": ["HS256"]},
+            "it signs ID tokens with none of RS256, RS384, RS512, ES256, ES384, ES512",
+        ),
+    ],
+)
+def test_an_unusable_discovery_document_is_the_issuers_fault_named(
+    document: Any, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-ID-1: a discovery document Virgo cannot use ends the sign-in on a 502 (the issuer's
+    fault, not the person's) that says what is wrong and whom to tell, and the operator's log
+    names the issuer and the defect."""
+    issuer = oidc.Issuer("corp", "Corp", DISCOVERY, "virgo", "s", "openid")
+    with (
+        caplog.at_level(logging.WARNING, logger="personas.oidc"),
+        pytest.raises(oidc.SignInRefused) as refused,
+    ):
+        oidc._check_discovery(issuer, document)
+    assert refused.value.status == 502
+    assert refused.value.reason == (
+        f"Corp's configuration cannot be used ({why}); tell this installation's operator."
+    )
+    logged = [record.getMessage() for record in caplog.records if record.name == "personas.oidc"]
+    assert logged == [f"OpenID Connect discovery of corp unusable: {why}"]
+
+
+# A refused ID token, with no provider process -------------------------------------------------
+
+
+@pytest.fixture
+def unpublished_key_issuer(settings: Any) -> Iterator[str]:
+    """An issuer in this process, on loopback, configured as `local`: its discovery document,
+    a token endpoint answering every code with an ID token, and a JWKS that lacks the key the
+    token names. The ID token is the issuer's alone; what it is signed with, nobody published."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    id_token = jwt.encode({"sub": "x"}, key, algorithm="RS256", headers={"kid": "unpublished"})
+    answers: dict[str, Callable[[str], dict[str, Any]]] = {
+        oidc.DISCOVERY_PATH: lambda base: {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "jwks_uri": f"{base}/jwks",
+        },
+        "/token": lambda base: {"id_token": id_token, "access_token": "a", "token_type": "Bearer"},
+        "/jwks": lambda base: {"keys": []},
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            body = json.dumps(answers[urlsplit(self.path).path](base)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings.VIRGO_OIDC_ISSUERS = {
+        "local": {
+            "name": "local",
+            "label": "Local ID",
+            "discovery_url": base + oidc.DISCOVERY_PATH,
+            "client_id": "virgo",
+            "client_secret": "s3cret",
+            "scopes": "openid profile",
+        }
+    }
+    try:
+        yield base
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.django_db
+@pytest.mark.mutation
+@pytest.mark.live
+def test_an_id_token_signed_with_an_unpublished_key_is_refused_on_a_clear_page(
+    unpublished_key_issuer: str,
+) -> None:
+    """VX-ID-1: an ID token signed with a key its issuer does not publish signs nobody in: the
+    answer ends on a 403 page saying so (not a 500, not a 404). The issuer is on loopback over
+    plain http, as a development issuer may be: its http endpoints are used as they are."""
+    browser = Client()
+    started = browser.get("/admin/oidc/local/login/")
+    assert started.status_code == 302, started.content
+    assert started["Location"].startswith(f"{unpublished_key_issuer}/authorize?")
+    (state,) = parse_qs(urlsplit(started["Location"]).query)["state"]
+    response = browser.get(f"/admin/oidc/local/callback/?state={state}&code=a-code")
+    assert response.status_code == 403, response.content[:400]
+    page = html.unescape(response.content.decode())
+    assert "Sign-in refused" in page
+    assert "The ID token is signed with a key Local ID does not publish." in page
+    assert "_auth_user_id" not in browser.session
 
 
 # The admin ------------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ and its lapse, and the refusals that keep one owner from naming another's organi
 (VX-ID-4)."""
 
 import json
+import logging
 import re
+import socket
+import ssl
 from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
@@ -12,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -23,7 +27,7 @@ from personas import proofs, services
 from personas.models import AuditEvent, OrganizationDomain, Persona, Verification
 from settling.tasks import recheck_organization_domains
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
-from tests.proof_servers import ProofWorld
+from tests.proof_servers import ProofWorld, closed_port, plain_http_server
 from virgo import outbound, resolvers
 
 pytestmark = pytest.mark.django_db
@@ -171,6 +175,34 @@ def test_a_txt_record_with_another_token_proves_nothing(proof_world: ProofWorld,
 
 
 @live
+def test_a_txt_record_split_into_strings_is_read_joined(proof_world: ProofWorld, ada: Any) -> None:
+    """VX-ID-2: a TXT record may be split into strings (of up to 255 bytes each); its value is
+    them joined, wherever the split falls."""
+    claim = claim_for(ada)
+    proof_world.publish_txt(DOMAIN, [proofs.TXT_VALUE_PREFIX.encode(), claim.token.encode()])
+    with run_on_commit():
+        checked = proofs.check_domain(claim)
+    assert checked.verification == Verification.DNS_TXT, checked.last_failure
+
+
+@live
+def test_a_txt_record_that_is_not_utf8_is_just_another_record(
+    proof_world: ProofWorld, ada: Any
+) -> None:
+    """VX-ID-2: TXT records are bytes: one that is not UTF-8 is read like any other record at
+    the name (it is not the proof), and does not stop the record that is from proving."""
+    claim = claim_for(ada)
+    proof_world.publish_txt(DOMAIN, b"\xffnot UTF-8\xfe")
+    proofs.check_domain(claim)
+    assert_unverified(
+        claim,
+        f"DNS TXT record: no TXT record at _virgo-challenge.{DOMAIN} starts with "
+        f"{proofs.TXT_VALUE_PREFIX};",
+    )
+    prove_by_dns(proof_world, claim)
+
+
+@live
 def test_a_well_known_file_with_another_token_proves_nothing(
     proof_world: ProofWorld, ada: Any
 ) -> None:
@@ -191,10 +223,11 @@ def test_nothing_published_says_what_is_missing(proof_world: ProofWorld, ada: An
     claim = claim_for(ada)
     proof_world.point_at(DOMAIN)
     proofs.check_domain(claim)
-    assert_unverified(
-        claim,
-        f"DNS TXT record: no TXT record at _virgo-challenge.{DOMAIN}",
-        f"HTTPS well-known file: {proofs.well_known_url(DOMAIN)}: answered HTTP 404",
+    claim = assert_unverified(claim)
+    # One line, the ways in the order they are looked in.
+    assert claim.last_failure == (
+        f"DNS TXT record: no TXT record at _virgo-challenge.{DOMAIN}; "
+        f"HTTPS well-known file: {proofs.well_known_url(DOMAIN)}: answered HTTP 404"
     )
 
 
@@ -207,13 +240,25 @@ def test_a_name_that_does_not_resolve_is_said_so(proof_world: ProofWorld, ada: A
 
 
 @live
-def test_a_redirect_is_not_followed(proof_world: ProofWorld, ada: Any) -> None:
+@pytest.mark.parametrize("status", [300, 301, 399])  # the whole 3xx range, both its ends
+def test_a_redirect_is_not_followed(proof_world: ProofWorld, ada: Any, status: int) -> None:
     """VX-ID-2: the file is read where the domain serves it, never where it points."""
     claim = claim_for(ada)
     proof_world.point_at(DOMAIN)
-    proof_world.publish_file(DOMAIN, claim.token.encode(), status=301)
+    proof_world.publish_file(DOMAIN, claim.token.encode(), status=status)
     proofs.check_domain(claim)
-    assert_unverified(claim, "answered HTTP 301; redirects are not followed")
+    assert_unverified(claim, f"answered HTTP {status}; redirects are not followed")
+
+
+@live
+def test_a_client_error_is_no_redirect(proof_world: ProofWorld, ada: Any) -> None:
+    """VX-ID-2: an answer past the 3xx range is named by its status alone."""
+    claim = claim_for(ada)
+    proof_world.point_at(DOMAIN)
+    proof_world.publish_file(DOMAIN, claim.token.encode(), status=400)
+    proofs.check_domain(claim)
+    claim = assert_unverified(claim)
+    assert claim.last_failure.endswith(f"{proofs.well_known_url(DOMAIN)}: answered HTTP 400")
 
 
 @live
@@ -249,6 +294,59 @@ def test_an_untrusted_authority_fails_tls(proof_world: ProofWorld, ada: Any, set
 
 
 @live
+def test_a_port_that_does_not_speak_tls_fails_tls_with_its_reason(
+    proof_world: ProofWorld, ada: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-ID-2: a site whose HTTPS port answers in clear text fails TLS, and the owner is told
+    OpenSSL's reason, not only that some SSLError happened."""
+    claim = claim_for(ada)
+    proof_world.point_at(DOMAIN)
+    with plain_http_server() as port:
+        monkeypatch.setattr(proofs, "WELL_KNOWN_PORT", port)
+        proofs.check_domain(claim)
+        # What OpenSSL says of the same server when asked directly.
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            pytest.raises(ssl.SSLError) as handshake,
+        ):
+            ssl.create_default_context().wrap_socket(raw, server_hostname=DOMAIN)
+    assert handshake.value.reason
+    claim = assert_unverified(claim)
+    assert claim.last_failure.endswith(
+        f"{proofs.well_known_url(DOMAIN)}: TLS failed ({handshake.value.reason})"
+    )
+
+
+@live
+def test_a_port_nobody_listens_on_is_said_so(
+    proof_world: ProofWorld, ada: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-ID-2: nothing answering where the file should be is "could not connect"."""
+    monkeypatch.setattr(proofs, "WELL_KNOWN_PORT", closed_port())
+    claim = claim_for(ada)
+    proof_world.point_at(DOMAIN)
+    proofs.check_domain(claim)
+    claim = assert_unverified(claim)
+    assert claim.last_failure.endswith(f"{proofs.well_known_url(DOMAIN)}: could not connect")
+
+
+@live
+def test_a_server_that_hangs_up_is_named_by_the_errors_kind(
+    proof_world: ProofWorld, ada: Any
+) -> None:
+    """VX-ID-2: a connection closed without an answer is named by the error's kind, and nothing
+    the server sent is copied."""
+    claim = claim_for(ada)
+    proof_world.point_at(DOMAIN)
+    proof_world.hang_up_on_the_file(DOMAIN)
+    proofs.check_domain(claim)
+    claim = assert_unverified(claim)
+    assert claim.last_failure.endswith(
+        f"{proofs.well_known_url(DOMAIN)}: could not be fetched (RemoteProtocolError)"
+    )
+
+
+@live
 def test_a_loopback_address_is_refused_unless_allowed(
     proof_world: ProofWorld, ada: Any, settings: Any
 ) -> None:
@@ -259,11 +357,76 @@ def test_a_loopback_address_is_refused_unless_allowed(
     proof_world.point_at(DOMAIN)
     proof_world.publish_file(DOMAIN, claim.token.encode())
     proofs.check_domain(claim)
-    assert_unverified(claim, f"{DOMAIN} (resolves to 127.0.0.1) is a loopback address")
+    # The refusal names the file's URL (once), then what is wrong with where it points.
+    assert_unverified(
+        claim,
+        f"HTTPS well-known file: {proofs.well_known_url(DOMAIN)}: "
+        f"{DOMAIN} (resolves to 127.0.0.1) is a loopback address",
+    )
     proof_world.zone.drop(DOMAIN, "A")
     proof_world.zone.add(DOMAIN, "A", "10.1.2.3")
     proofs.check_domain(claim)
     assert_unverified(claim, f"{DOMAIN} (resolves to 10.1.2.3) is a private address")
+
+
+@live
+def test_a_look_that_breaks_is_that_ways_failure_and_logged(
+    proof_world: ProofWorld,
+    ada: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VX-ID-2: whatever else goes wrong while looking is that way's failure, named by the
+    error's kind alone (its message may carry what a stranger's server said), never a traceback
+    to the owner; the operator's log names the domain and has the traceback."""
+    lookup = resolvers.answers
+
+    def broken(name: str, rdtype: str, *, lifetime: float) -> list[Any]:
+        # No DNS answer makes the lookup raise what it does not expect, so the test does.
+        if rdtype == "TXT":
+            raise RuntimeError("what a stranger's server said")
+        return lookup(name, rdtype, lifetime=lifetime)
+
+    monkeypatch.setattr(resolvers, "answers", broken)
+    claim = claim_for(ada)
+    proof_world.point_at(DOMAIN)
+    with caplog.at_level(logging.WARNING, logger="personas.proofs"):
+        proofs.check_domain(claim)
+    claim = assert_unverified(claim, "DNS TXT record: the check failed (RuntimeError); HTTPS")
+    assert "stranger" not in claim.last_failure
+    (logged,) = [record for record in caplog.records if record.name == "personas.proofs"]
+    assert logged.levelno == logging.WARNING
+    assert logged.getMessage() == f"organization proof: checking {DOMAIN} failed"
+    assert logged.exc_info is not None and logged.exc_info[0] is RuntimeError
+
+
+def test_the_instructions_name_the_record_and_the_file(ada: Any) -> None:
+    """VX-ID-2: the owner publishes `virgo-domain-verification=<token>` at
+    `_virgo-challenge.<domain>`, or the token alone at
+    https://<domain>/.well-known/virgo-domain-verification.txt (HTTPS's own port: not named)."""
+    claim = claim_for(ada)
+    assert proofs.instructions(claim) == proofs.Instructions(
+        txt_name=f"_virgo-challenge.{DOMAIN}",
+        txt_value=f"virgo-domain-verification={claim.token}",
+        url=f"https://{DOMAIN}/.well-known/virgo-domain-verification.txt",
+        file_content=claim.token,
+    )
+
+
+def test_only_its_active_owner_or_a_superuser_may_check_a_claim(ada: Any) -> None:
+    """VX-ID-4: the claim's owner checks it, and so may a superuser; not another owner, not a
+    visitor who is signed out, and not the owner's account once it is disabled."""
+    claim = claim_for(ada)
+    root = make_owner("root", organization="", is_superuser=True)
+    assert proofs.may_check(ada, claim)
+    assert proofs.may_check(root, claim)
+    assert not proofs.may_check(make_owner("mallory", organization=""), claim)
+    assert not proofs.may_check(AnonymousUser(), claim)
+    ada.is_active = False
+    ada.save()
+    assert not proofs.may_check(ada, claim)
+    with pytest.raises(PermissionDenied):
+        proofs.check_domain(claim, actor=ada)
 
 
 # The recheck and the lapse ----------------------------------------------------------------------
@@ -345,11 +508,51 @@ def test_a_second_owner_publishing_their_token_is_refused(
     mallory = make_owner("mallory", organization="")
     theirs = claim_for(mallory)
     prove_by_dns(proof_world, claim_for(ada))
+    # Before anything of theirs is published the answer is already that it is taken: not what
+    # the lookups would say of the first owner's record.
+    proofs.check_domain(theirs)
+    taken = f"{DOMAIN} is proven by another owner; ask them to share it with you"
+    assert assert_unverified(theirs).last_failure == taken
     proof_world.publish_txt(DOMAIN, txt(theirs))
     proofs.check_domain(theirs)
     assert_unverified(theirs, f"{DOMAIN} is proven by another owner; ask them to share it with you")
     with pytest.raises(ValidationError):
         services.organization_approve(claim=theirs, actor=services.INSTALLATION)
+
+
+@live
+def test_a_domain_proven_by_another_owner_during_the_check_stays_theirs(
+    proof_world: ProofWorld, ada: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-ID-2, VX-ID-4: a verified domain belongs to one owner even when another owner's claim
+    is verified while this check looks: the record is found, yet the domain is recorded as
+    taken, and the other owner's proof stands."""
+    theirs = claim_for(make_owner("mallory", organization=""))
+    ours = claim_for(ada)
+    proof_world.publish_txt(DOMAIN, txt(ours))
+    lookup = resolvers.answers
+
+    def approved_meanwhile(name: str, rdtype: str, *, lifetime: float) -> list[Any]:
+        # The race, made certain: after the check saw the domain free, before it records.
+        if rdtype == "TXT":
+            services.organization_approve(claim=theirs, actor=services.INSTALLATION)
+        return lookup(name, rdtype, lifetime=lifetime)
+
+    monkeypatch.setattr(resolvers, "answers", approved_meanwhile)
+    proofs.check_domain(ours)
+    taken = f"{DOMAIN} is proven by another owner; ask them to share it with you"
+    assert assert_unverified(ours).last_failure == taken
+    theirs.refresh_from_db()
+    assert theirs.verification == Verification.OPERATOR
+
+
+@live
+def test_another_owners_proven_domain_is_no_obstacle(proof_world: ProofWorld, ada: Any) -> None:
+    """VX-ID-2: one owner per verified domain is per domain: another owner's proven domain does
+    not keep this owner from proving theirs."""
+    mallory = make_owner("mallory")  # with mallory.example.org approved
+    assert OrganizationDomain.objects.filter(owner=mallory, verified_at__isnull=False).exists()
+    prove_by_dns(proof_world, claim_for(ada))
 
 
 def test_another_owner_cannot_name_a_domain_not_shared_with_them(ada: Any) -> None:
