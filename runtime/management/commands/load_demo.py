@@ -36,6 +36,10 @@ def class_and(persona_class: str, verbs: list[str]) -> list[str]:
 
 
 DEMO_DOMAIN = "demo.virgo.example"
+# Registered for the owner's next personas, as a moderator would: README's walk copies the
+# Reviewer from a snapshot and makes a persona from a card, and two personas of one owner never
+# share an address (VX-GRANT-5).
+SPARE_ADDRESSES = ("work/core/reviewer-copy", "work/core/helper")
 DEMO_PERSONAS: list[dict[str, Any]] = [
     {
         "name": "Reviewer",
@@ -92,6 +96,8 @@ class Command(BaseCommand):
             # Leads first, so that a deputy can name its owning lead.
             for spec in sorted(DEMO_PERSONAS, key=lambda spec: "owning_lead" in spec):
                 personas[spec["name"]] = self._persona(agent, spec, personas)
+            for path in SPARE_ADDRESSES:
+                RegisteredAddress.objects.get_or_create(path=path)
         base = settings.VIRGO_PUBLIC_BASE_URL
         if password:
             self.stdout.write(f"Demo owner: demo / {password} (printed only now)")
@@ -105,6 +111,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Admin:      {base}/admin/")
         self.stdout.write(f"Card:       {personas[DEMO_PERSONAS[0]['name']].card_url}")
         self.stdout.write(f"Directory:  {base}/api/directory/ (sign in first)")
+        self.stdout.write(f"Addresses:  {', '.join(SPARE_ADDRESSES)} are free for new personas")
         for persona in personas.values():
             persona.refresh_from_db()
             state = {True: "stands", False: "does NOT stand", None: "stamp owed"}[persona.standing]
