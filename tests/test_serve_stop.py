@@ -141,7 +141,10 @@ def test_make_serve_leaves_nothing_running_however_it_is_stopped(
                     os.killpg(process.pid, signum)
                 else:
                     process.send_signal(signum)
-            process.wait(timeout=STOP_SECONDS)
+            try:
+                process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"make serve still running after {way}; its log:\n{log.read_text()}")
         # make may exit at once on the signal, leaving the script to finish the stop.
         try:
             wait_until(
