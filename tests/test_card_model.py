@@ -17,7 +17,10 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.proto_utils import validate_proto_required_fields
-from google.protobuf.json_format import MessageToDict, ParseError
+from google.api import field_behavior_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from cards import card_model, signing
 from cards.publishing import render_card
@@ -242,3 +245,107 @@ def test_the_schema_is_derived_from_the_sdks_descriptor() -> None:
     assert set(root["properties"]) == {field.json_name for field in AgentCard.DESCRIPTOR.fields}
     assert set(root["required"]) >= {"name", "supportedInterfaces", "capabilities", "skills"}
     json.dumps(schema)
+
+
+def test_validate_card_gives_each_problems_path_and_reason(rendered_cards: list[Card]) -> None:
+    """S9-CARD-1: each way a card is outside the model is named by where it is: a nested
+    member by its path from the card, one slash between the parts, and a member missing
+    from the card itself as (card)."""
+    card = without_signatures(rendered_cards[0])
+    nested = {**card, "capabilities": {**card["capabilities"], "streaming": "yes"}}
+    assert card_model.schema_errors(nested) == [
+        'capabilities/streaming: "yes" is not of type "boolean"'
+    ]
+    missing = {name: value for name, value in card.items() if name != "version"}
+    assert card_model.schema_errors(missing) == ['(card): "version" is a required property']
+    with pytest.raises(card_model.CardOutsideModel) as refused:
+        validate_card({**nested, "skills": []})
+    assert "capabilities/streaming: " in str(refused.value)
+    assert card_model.schema_errors(card) == []
+
+
+def _probe_model(fields: list[descriptor_pb2.FieldDescriptorProto], oneof: str = "") -> Descriptor:
+    """A message an SDK release could add to the model, built in a pool of its own: what the
+    current AgentCard does not happen to have is held to the SDK all the same."""
+    pool = descriptor_pool.DescriptorPool()
+    for needed in (descriptor_pb2.DESCRIPTOR, field_behavior_pb2.DESCRIPTOR):
+        proto = descriptor_pb2.FileDescriptorProto()
+        needed.CopyToProto(proto)
+        pool.Add(proto)
+    file = descriptor_pb2.FileDescriptorProto(
+        name="probe.proto",
+        package="probe",
+        syntax="proto3",
+        dependency=["google/api/field_behavior.proto"],
+    )
+    message = file.message_type.add(name="Probe")
+    if oneof:
+        message.oneof_decl.add(name=oneof)
+    message.field.extend(fields)
+    pool.Add(file)
+    return pool.FindMessageTypeByName("probe.Probe")
+
+
+def _probe_field(
+    name: str, number: int, kind: int, *, required: bool = False, in_oneof: bool = False
+) -> descriptor_pb2.FieldDescriptorProto:
+    field = descriptor_pb2.FieldDescriptorProto(
+        name=name,
+        number=number,
+        type=kind,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    )
+    if in_oneof:
+        field.oneof_index = 0
+    if required:
+        field.options.Extensions[field_behavior_pb2.field_behavior].append(
+            field_behavior_pb2.REQUIRED
+        )
+    return field
+
+
+def test_the_derivation_follows_the_sdk_on_shapes_agentcard_lacks_today() -> None:
+    """S9-CARD-1: the schema is derived so that an SDK release changing the model changes it
+    too. A REQUIRED bool without presence is refused by the SDK unless true (not its default),
+    and two members of a two-member oneof are refused by its parser: the derived schema
+    agrees with the SDK on each."""
+    kinds = descriptor_pb2.FieldDescriptorProto
+    probe = _probe_model(
+        [
+            _probe_field("enabled", 1, kinds.TYPE_BOOL, required=True),
+            _probe_field("left", 2, kinds.TYPE_STRING, in_oneof=True),
+            _probe_field("right", 3, kinds.TYPE_STRING, in_oneof=True),
+        ],
+        oneof="side",
+    )
+    definitions: dict[str, Any] = {}
+    root = card_model._message_ref(probe, definitions)
+    is_valid = jsonschema_rs.Draft202012Validator({**root, "$defs": definitions}).is_valid
+    probe_class = message_factory.GetMessageClass(probe)
+
+    def sdk_accepts_probe(document: dict[str, Any]) -> bool:
+        try:
+            validate_proto_required_fields(ParseDict(document, probe_class()))
+        except (ParseError, InvalidParamsError):
+            return False
+        return True
+
+    verdicts = {
+        "true": ({"enabled": True}, True),
+        "false, the default": ({"enabled": False}, False),
+        "absent": ({}, False),
+        "one member of the oneof": ({"enabled": True, "left": "a"}, True),
+        "both members of the oneof": ({"enabled": True, "left": "a", "right": "b"}, False),
+    }
+    for label, (document, accepted) in verdicts.items():
+        assert sdk_accepts_probe(document) is accepted, label
+        assert is_valid(document) is accepted, label
+
+
+def test_a_field_type_the_schema_cannot_express_stops_the_derivation_naming_it() -> None:
+    """S9-CARD-1: a field of a type the schema has no rule for (a number, here) is not
+    passed over, which would let any value through: deriving stops and names the field."""
+    kinds = descriptor_pb2.FieldDescriptorProto
+    probe = _probe_model([_probe_field("count", 1, kinds.TYPE_INT32)])
+    with pytest.raises(NotImplementedError, match=r"probe\.Probe\.count"):
+        card_model._message_ref(probe, {})

@@ -243,6 +243,27 @@ def test_a_lapsed_proof_republishes_the_card_without_the_domain(
     assert approved.is_verified and approved.last_failure == "no record"
 
 
+def test_a_lapsed_shared_domain_republishes_the_cards_of_whom_it_is_shared_with(
+    ada: Any,
+) -> None:
+    """VX-ID-2, VX-ID-4: a lapse un-verifies the domain for every owner whose cards name it:
+    the personas of an owner it is shared with settle again too, and their new card no longer
+    names a domain no one has proven."""
+    claim = services.organization_claim(owner=ada, domain="lapsing.example")
+    services.organization_proven(claim=claim, verification=Verification.DNS_TXT)
+    grace = make_owner("grace", organization="")
+    services.organization_share(claim=claim, with_user=grace, actor=ada)
+    graces = make_persona(make_agent(grace), discoverable=True)
+    with run_on_commit():
+        services.owner_identity_update(user=grace, organization_domain=claim)
+    assert served(graces)["provider"]["organization"] == "lapsing.example"
+    with run_on_commit():
+        services.organization_lapsed(claim=claim, reason="the TXT record is gone")
+    card = served(graces)
+    assert card.get("provider", {}).get("organization") != "lapsing.example"
+    assert identity_extension(card)["params"]["organization"] == {"verification": "unverified"}
+
+
 def test_only_a_superuser_or_the_installation_approves_a_domain(ada: Any) -> None:
     """VX-ID-2: approval by hand is a superuser's, and it is audited."""
     grace = make_owner("grace", organization="")
@@ -282,6 +303,51 @@ def test_a_domain_that_is_not_one_is_refused_naming_the_field(ada: Any, text: st
     with pytest.raises(ValidationError) as refused:
         services.organization_claim(owner=ada, domain=text)
     assert list(refused.value.message_dict) == ["domain"]
+
+
+# A name of exactly 253 characters, DNS's limit for a name (RFC 1035 and RFC 2181).
+LONGEST_NAME = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+WRITE_A_DOMAIN = "write a registered domain name such as example.org (no scheme or path)"
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("a.example", "a.example"),  # a label of one character (x.com is a domain)
+        ("a" * 63 + ".example", "a" * 63 + ".example"),  # a label at its 63 characters
+        (LONGEST_NAME, LONGEST_NAME),
+        ("163.example", "163.example"),  # only the top-level label may not be all digits
+        ("www.163.example", "www.163.example"),
+        ("WWW.ACME.TAX.", "www.acme.tax"),  # capitals and a final dot, whatever the letters
+        ("BÜCHER.Example", "xn--bcher-kva.example"),  # Unicode in capitals: UTS 46 maps it
+    ],
+)
+def test_a_domain_name_at_the_bounds_is_claimed_in_its_one_spelling(
+    ada: Any, text: str, stored: str
+) -> None:
+    """VX-ID-2: every registered domain name may be claimed, to DNS's own bounds (labels of 1
+    to 63 characters, names of 253; digits in any label but the last), and is stored in one
+    spelling (IDNA A-labels after UTS 46 mapping, lower case, no final dot)."""
+    assert services.organization_claim(owner=ada, domain=text).domain == stored
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ("https://acme.example", WRITE_A_DOMAIN),
+        ("localhost", WRITE_A_DOMAIN),
+        ("192.0.2.7", "an IP address is not an organization's domain"),
+    ],
+)  # fmt: skip
+def test_a_refused_domain_tells_the_owner_what_to_write(ada: Any, text: str, refusal: str) -> None:
+    """VX-ID-2: the refusal an owner reads on the claim form says what a claim must be: a URL
+    or a single name is answered with an example of a domain, an IP address as what it is;
+    nothing is claimed."""
+    claims = OrganizationDomain.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        services.organization_claim(owner=ada, domain=text)
+    assert refused.value.message_dict == {"domain": [refusal]}
+    assert OrganizationDomain.objects.count() == claims
 
 
 @pytest.mark.django_db(transaction=True)

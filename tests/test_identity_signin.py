@@ -174,3 +174,21 @@ def test_a_pair_at_its_bounds_signs_in() -> None:
     issuer = "https://x.example/" + "a" * 182
     user = services.identity_signin(admission=ADMITTED, issuer=issuer, subject="s" * 255)
     assert OwnerIdentity.objects.get(user=user).identity_subject == "s" * 255
+
+
+def test_a_refused_pair_is_refused_on_its_identity_saying_whom_to_ask() -> None:
+    """VX-ID-5: a pair its issuer admits no account for is refused as the pairs out of bounds
+    are, by field (the identity), in words that say why and what the person can do; no account
+    is made. (personas.oidc words its own page for it, naming the issuer; this is the rule's
+    answer to any other caller.)"""
+    with pytest.raises(services.NotAdmitted) as refused:
+        services.identity_signin(
+            admission=services.Admission.REFUSED, issuer=ISSUER, subject="s-refused"
+        )
+    assert refused.value.message_dict == {
+        "identity": [
+            "this identity has no account here, and its issuer admits no new one: ask an "
+            "administrator to add you"
+        ]
+    }
+    assert not User.objects.exists()

@@ -276,3 +276,105 @@ def test_no_kek_and_no_key_yet_says_nothing_can_be_sealed(settings: Any) -> None
     assert str(refused.value) == (
         "no key-encryption key is configured (VIRGO_KEY_ENCRYPTION_KEY): nothing can be sealed"
     )
+
+
+@pytest.mark.django_db
+def test_rewrap_never_counts_a_sealed_form_it_cannot_read_as_current(settings: Any) -> None:
+    """VX-SCALE-1: only a key sealed in the known form (`v1:<fingerprint>:<nonce>:<ciphertext>`)
+    is under a KEK; a row altered into any other form, even one that names the current KEK, is
+    left by rewrap and named, never counted as already sealed, so an operator is not told an old
+    KEK can go while a key does not open."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [kek.generate()]
+    key = keys.ensure_active_key()
+    current = sealing.current_fingerprint()
+    assert sealing.sealed_under(key.private_key_sealed) == current
+    _, _, nonce, sealed = key.private_key_sealed.split(":")
+    altered = {
+        "no separator at all": "not a sealed key",
+        "cut short after the fingerprint": f"v1:{current}",
+        "another version": f"v2:{current}:{nonce}:{sealed}",
+        "a part too many": f"v1:{current}:{nonce}:{sealed}:extra",
+    }
+    for label, form in altered.items():
+        # The docstring's promise: '' for anything that is not a sealed key.
+        assert sealing.sealed_under(form) == "", label
+        SigningKey.objects.filter(pk=key.pk).update(private_key_sealed=form)
+        keys._opened.clear()
+        done = keys.rewrap()
+        assert done.current == [], label
+        [(kid, why)] = done.left
+        assert kid == key.kid and "not in a known form" in why, label
+
+
+# A key sealed by this release, as a database row keeps it: its KEK (as the setting gives it),
+# its kid, and the stored form.
+SEALED_KEK = "h3Z1u3Wq0m0QyJ6b2k5wq1c7yZQ0oXlq8m4l1qv9x0E="
+SEALED_KID = "kid-sealed-before"
+SEALED_FORM = (
+    "v1:6cfda4c3266c858b:RQarCussJaCYqI2V:"
+    "tw40taZ6kKLlRA-nfY0fFG0G1FqLls3uy55sqC0dYod-d3gNs3T-2Nddcg8vHWQ"
+)
+
+
+def test_a_key_sealed_before_an_upgrade_still_opens(settings: Any) -> None:
+    """VX-SCALE-1: the sealed form is kept in the shared database across releases, so what one
+    release sealed (its encoding, its associated data) the next must open with the same KEK,
+    and only for the same kid."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [SEALED_KEK]
+    assert sealing.sealed_under(SEALED_FORM) == sealing.current_fingerprint()
+    assert sealing.unseal(SEALED_KID, SEALED_FORM) == b"a key sealed before the upgrade"
+    with pytest.raises(sealing.KeyCannotBeOpened, match="does not open"):
+        sealing.unseal("another-kid", SEALED_FORM)
+
+
+def test_every_seal_opens_whatever_its_random_nonce(settings: Any) -> None:
+    """VX-SCALE-1: a fresh random nonce per seal, and each sealed key opens: a thousand seals,
+    so nonces and ciphertexts ending in every base64url character are written and read back."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [kek.generate()]
+    secret = os.urandom(47)
+    forms = {sealing.seal("kid-many", secret) for _ in range(1000)}
+    assert len(forms) == 1000
+    endings = {part[-1] for form in forms for part in form.split(":")[2:]}
+    assert len(endings) == 64  # every character of the alphabet ended a part at least once
+    for form in forms:
+        assert sealing.unseal("kid-many", form) == secret
+    # And a secret of any length (an Ed25519 key's DER is 48 bytes, a P-256 key's 138), so
+    # every amount of base64 padding left off is put back.
+    for length in range(64):
+        other = os.urandom(length)
+        assert sealing.unseal("kid-many", sealing.seal("kid-many", other)) == other
+
+
+def test_a_missing_kek_is_named_beside_each_one_the_process_has(settings: Any) -> None:
+    """VX-SCALE-2: a key sealed under a KEK this process lacks is refused naming the kid, the
+    KEK it needs and every KEK the process has (or none), by fingerprint, and the setting to
+    fix: what an operator needs to find the missing one, and never a key's bytes."""
+    needed, first, second = kek.generate(), kek.generate(), kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [needed]
+    form = sealing.seal("kid-moved", b"secret")
+    prints = {text: kek.fingerprint(kek.decode(text)) for text in (needed, first, second)}
+    for given, have in (
+        ([first, second], f"{prints[first]}, {prints[second]}"),
+        ([], "none"),
+    ):
+        settings.VIRGO_KEY_ENCRYPTION_KEYS = given
+        with pytest.raises(sealing.KeyCannotBeOpened) as refused:
+            sealing.unseal("kid-moved", form)
+        assert str(refused.value) == (
+            f"signing key kid-moved is sealed under key-encryption key {prints[needed]}, which "
+            f"this process is not given (it has {have}); set VIRGO_KEY_ENCRYPTION_KEY to the "
+            "deployment's key-encryption keys"
+        )
+
+
+@pytest.mark.django_db
+def test_without_a_kek_no_key_is_made_and_the_refusal_names_the_setting(settings: Any) -> None:
+    """VX-SCALE-2: a process with no key-encryption key does not make the first key (it could
+    not be sealed): the first card's attempt is refused in the sealing's words, naming the
+    setting, and no key row is left behind."""
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = []
+    with pytest.raises(keys.CannotSign, match="VIRGO_KEY_ENCRYPTION_KEY"):
+        keys.ensure_active_key()
+    assert not SigningKey.objects.exists()
+    with pytest.raises(sealing.KeyCannotBeOpened, match="nothing can be sealed"):
+        sealing.seal("kid-unsealable", b"secret")

@@ -8,14 +8,19 @@ second gzip member, a truncated stream), then the bombs (a tiny file that unpack
 too deep, too many members, an encrypted member).
 """
 
+import bisect
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
+import signal
+import struct
 import tarfile
+import tracemalloc
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,9 +39,14 @@ SETTINGS_PY = (
 NOTES = f"Notes from the call.\nThe CI token is {GITHUB_TOKEN} until Friday.\n"
 
 
-def tar_of(name: str, data: bytes) -> bytes:
+def tar_of(name: str, data: bytes, *, directory: str | None = None) -> bytes:
+    """A tar of one file; with `directory`, the directory's own entry first, as `tar` writes it."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as archive:
+        if directory is not None:
+            folder = tarfile.TarInfo(directory)
+            folder.type = tarfile.DIRTYPE
+            archive.addfile(folder)
         member = tarfile.TarInfo(name)
         member.size = len(data)
         archive.addfile(member, io.BytesIO(data))
@@ -71,6 +81,14 @@ HIDDEN: dict[str, Callable[[], bytes]] = {
     # Cut off in the middle of its (incompressible) tail: what came before still unpacks.
     "truncated.gz": lambda: gzip.compress(SETTINGS_PY + fake("tail", 200_000).encode())[:-20_000],
     "utf16-in-gzip.gz": lambda: gzip.compress(NOTES.encode("utf-16")),
+    # Saved as UTF-16 and cut short by a byte: what decodes is read, the broken end replaced.
+    "notes-utf16-cut.txt": lambda: NOTES.encode("utf-16") + b"\x00",
+    # `tar czf` and `zip -r` of a directory: the directory's own entry comes before its files.
+    "aws-directory.tgz": lambda: gzip.compress(
+        tar_of(".aws/credentials", f"[default]\naws_secret_access_key = {AWS_SECRET}\n".encode(),
+               directory=".aws")
+    ),
+    "project.zip": lambda: zip_of(("project/", b""), ("project/settings.py", SETTINGS_PY)),
 }  # fmt: skip
 
 
@@ -168,6 +186,11 @@ def test_a_packed_file_larger_than_the_scan_unpacks_is_refused(
 def test_the_kinds_are_told_by_their_first_bytes() -> None:
     assert packed.packed_kind(gzip.compress(b"x")) == "gzip"
     assert packed.packed_kind(tar_of("a", b"b")) == "tar"
+    # An empty zip is its end record alone; a tar's magic ends at byte 262, so a head that long
+    # is enough; 16 bytes of UTF-16 are enough to tell it by its NULs.
+    assert packed.packed_kind(zip_of()) == "zip"
+    assert packed.packed_kind(tar_of("a", b"b")[:262]) == "tar"
+    assert packed.packed_kind("wide".encode("utf-16-le") * 2) == "utf-16-le"
     assert packed.packed_kind(b"plain text, nothing packed\n" * 10) is None
     assert packed.packed_kind("wide".encode("utf-16-le") * 10) == "utf-16-le"
     assert packed.packed_kind("wide".encode("utf-16-be") * 10) == "utf-16-be"
@@ -179,3 +202,181 @@ def test_unpacked_text_is_scanned_by_the_same_detectors(tmp_path: Path) -> None:
     seen: list[str] = []
     assert packed.secret_in_packed(gzip.compress(b"hello"), lambda t: seen.append(t)) is None
     assert seen == ["hello"]
+
+
+# The bounds, at their edges, and what the scan reads on the way (secret_in_packed itself) -------
+
+MIB = 1024 * 1024
+MARKER = "the-marked-secret-value"
+
+
+def marked(text: str) -> str | None:
+    """A finder for content too large for the real detectors to read quickly: the marker is the
+    secret."""
+    return "marked" if MARKER in text else None
+
+
+def test_output_exactly_at_the_bound_is_scanned_and_one_byte_more_is_refused() -> None:
+    """VX-SEC-15: PACKED_MAX_OUTPUT bytes in all is within the bound (the secret at its very end
+    is found); one more byte is out of it, refused with the reason."""
+    body = b"." * (packed.PACKED_MAX_OUTPUT - len(MARKER)) + MARKER.encode()
+    assert packed.secret_in_packed(gzip.compress(body, compresslevel=1), marked) == "marked"
+    over = gzip.compress(body + b"\0", compresslevel=1)
+    with pytest.raises(packed.Unscannable) as refused:
+        packed.secret_in_packed(over, marked)
+    assert str(refused.value) == refused.value.reason
+    assert refused.value.reason == (
+        "it unpacks to more than 64 MiB, more than the secrets scan reads"
+    )
+
+
+def test_members_exactly_at_the_bound_are_scanned_and_one_more_is_refused() -> None:
+    """VX-SEC-15: PACKED_MAX_MEMBERS members are read, the secret in the last one found; one
+    member more is refused with the reason."""
+    members = [(f"{n}", b"") for n in range(packed.PACKED_MAX_MEMBERS - 1)]
+    exact = zip_of(*members, ("last.txt", MARKER.encode()))
+    assert packed.secret_in_packed(exact, marked) == "marked"
+    with pytest.raises(packed.Unscannable) as refused:
+        packed.secret_in_packed(zip_of(*members, ("a", b""), ("b", b"")), marked)
+    assert str(refused.value) == (
+        "it holds more than 10000 archive members, more than the secrets scan reads"
+    )
+
+
+def test_input_exactly_at_the_bound_is_unpacked_and_one_byte_more_is_refused() -> None:
+    """VX-SEC-15: a packed file of PACKED_MAX_INPUT bytes is unpacked (the bytes after its
+    stream are noise the unpacking stops at); one byte more is refused unread, with the
+    reason."""
+    stream = gzip.compress(MARKER.encode())
+    exact = stream + bytes(packed.PACKED_MAX_INPUT - len(stream))
+    assert packed.secret_in_packed(exact, marked) == "marked"
+    with pytest.raises(packed.Unscannable) as refused:
+        packed.secret_in_packed(exact + b"\0", marked)
+    assert str(refused.value) == (
+        "it is packed and larger than 32 MiB, more than the secrets scan unpacks"
+    )
+
+
+def test_a_secret_before_a_long_tail_is_found() -> None:
+    """VX-SEC-15: a stream is unpacked a chunk at a time; what every chunk gave is scanned, not
+    only the last one."""
+    data = gzip.compress(MARKER.encode() + b"x" * (3 * MIB))
+    assert packed.secret_in_packed(data, marked) == "marked"
+
+
+@pytest.mark.parametrize("compress", [bz2.compress, lzma.compress], ids=["bzip2", "xz"])
+def test_every_stream_of_a_concatenation_is_read_past_a_long_first_one(
+    compress: Callable[[bytes], bytes],
+) -> None:
+    """VX-SEC-15: `cat a.bz2 b.bz2` (or two .xz) is one valid file; the second stream is read
+    too, also when the first unpacks to more than one chunk."""
+    data = compress(b"x" * (3 * MIB)) + compress(MARKER.encode())
+    assert packed.secret_in_packed(data, marked) == "marked"
+
+
+def test_a_decompression_bomb_stops_at_the_bound_without_unpacking_the_rest() -> None:
+    """VX-SEC-15: a bomb costs bounded work: the stream is unpacked a chunk at a time and stops
+    once the bound is passed, so memory stays near PACKED_MAX_OUTPUT whatever the bomb would
+    unpack to (here four times it)."""
+    engine = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(MIB)
+    bomb = b"".join(engine.compress(zeros) for _ in range(4 * packed.PACKED_MAX_OUTPUT // MIB))
+    bomb += engine.flush()
+    tracemalloc.start()
+    try:
+        with pytest.raises(packed.Unscannable):
+            packed.secret_in_packed(bomb, marked)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * packed.PACKED_MAX_OUTPUT, peak
+
+
+def test_binary_numbers_are_not_taken_for_wide_text() -> None:
+    """VX-SEC-15: UTF-32 and UTF-16 written without a mark are told by ASCII's NULs in fixed
+    places; a table of 32-bit numbers has NULs in some of those places only, and is not text."""
+    little = struct.pack("<1024I", *range(256, 1280))  # each: low byte, 0x01-0x04, NUL, NUL
+    big = struct.pack(">1024I", *((1 << 24) + 65 + n % 26 for n in range(1024)))  # 01 00 00 41
+    assert packed.packed_kind(little) is None
+    assert packed.packed_kind(big) is None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_wide_text_with_a_few_nul_low_bytes_is_still_told(encoding: str) -> None:
+    """VX-SEC-15: a character whose own byte is NUL (the ideographic space U+3000 between
+    Japanese and English words) leaves a few NULs in the other places; mostly ASCII text
+    around it is still UTF-16 without a mark."""
+    line = "Osaka\u3000team\u3000notes: ship the release build on Friday.\u3000\n"
+    assert packed.packed_kind((line * 10).encode(encoding)) == encoding
+
+
+def test_exactly_the_deepest_nesting_is_unpacked() -> None:
+    """VX-SEC-15: PACKED_MAX_DEPTH levels of packing are unpacked and their content scanned;
+    one more is refused (the test of the bounds above)."""
+    data = MARKER.encode()
+    for _ in range(packed.PACKED_MAX_DEPTH):
+        data = gzip.compress(data)
+    assert packed.secret_in_packed(data, marked) == "marked"
+
+
+def test_content_that_is_not_packed_is_left_to_the_caller() -> None:
+    """VX-SEC-15: the caller scans plain bytes itself (runtime.tools.workspace); what is not
+    packed is not read again here."""
+    seen: list[str] = []
+    assert packed.secret_in_packed(MARKER.encode(), lambda text: seen.append(text)) is None
+    assert seen == []
+
+
+def test_a_stream_cut_just_past_a_chunks_edge_is_scanned_up_to_its_cut() -> None:
+    """VX-SEC-15: what came out before a damaged part is kept, wherever the chunks fall: cut
+    just after it has unpacked past the first chunk, a stream gives the finder every byte a
+    decompressor gets from it."""
+    body = fake("cut-at-the-edge", packed._CHUNK - 2000).encode() + b"abcdef" * 5000
+
+    def unpacked(data: bytes) -> bytes:
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data)
+
+    stream = gzip.compress(body)
+    # The shortest cut that unpacks past the chunk: the chunk's last byte is then the output of
+    # input already read, with more of it still to come.
+    cut = bisect.bisect_left(
+        range(len(stream)), True, key=lambda n: len(unpacked(stream[:n])) > packed._CHUNK
+    )
+    seen: list[str] = []
+    packed.secret_in_packed(stream[:cut], lambda text: seen.append(text))
+    assert seen == [unpacked(stream[:cut]).decode("latin-1")]
+
+
+class TookTooLong(Exception):
+    """Raised by the clock; not an OSError, so no except clause of the unpacking swallows it."""
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    def stop(*_: object) -> None:
+        raise TookTooLong(f"more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "compress",
+    [gzip.compress, zlib.compress, bz2.compress, lzma.compress],
+    ids=["gzip", "zlib", "bzip2", "xz"],
+)
+def test_a_stream_without_its_end_is_read_in_bounded_time(
+    compress: Callable[[bytes], bytes],
+) -> None:
+    """VX-SEC-15: a damaged file costs bounded work: a stream whose last bytes are missing
+    (its checksum, its end marker) never ends, and the scan stops where its input does, with
+    the secret in what it gave. Milliseconds of work; the clock only catches a scan that
+    would wait for more input forever."""
+    data = compress(MARKER.encode() + fake("without-its-end", 100_000).encode())[:-4]
+    with within(5):
+        assert packed.secret_in_packed(data, marked) == "marked"

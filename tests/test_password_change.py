@@ -10,11 +10,16 @@ from typing import Any
 import django_ratelimit.core
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client, override_settings
+from django.core import serializers
+from django.db import connection
+from django.db.models.signals import pre_save
+from django.test import Client, RequestFactory, override_settings
+from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
 from tests.factories import make_owner
 from tests.owner_clients import PASSWORD, fresh_rate_limits, token_client  # noqa: F401 (autouse)
+from virgo import passwords
 
 pytestmark = pytest.mark.django_db
 
@@ -69,6 +74,9 @@ def test_a_wrong_old_password_is_the_forms_own_error_below_the_limit() -> None:
     response = change(signed_in_client(owner), "not it")
     assert response.status_code == 200
     assert "Your old password was entered incorrectly" in response.content.decode()
+    # Django's own error, code and all: what reads the form (a template, a client) tells it
+    # from the new password's validation errors by that code.
+    assert response.context["form"].has_error("old_password", "password_incorrect")
 
 
 def test_a_password_change_rotates_api_tokens_and_ends_other_sessions() -> None:
@@ -111,6 +119,138 @@ def test_without_the_counts_no_old_password_is_checked() -> None:
     with override_settings(CACHES=failing):
         response = change(client, PASSWORD)
     assert response.status_code == 503
+    assert int(response["Retry-After"]) > 0
     assert "Sign-in is unavailable for a moment" in response.content.decode()
     owner.refresh_from_db()
     assert owner.check_password(PASSWORD)
+
+
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-ratelimit's windows are fixed and a new one counts from zero: a clock that stands
+    still keeps a test from straddling the edge of one."""
+    now = time.time()
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
+
+
+@override_settings(VIRGO_SIGNIN_FAILURES_PER_ADDRESS=3, VIRGO_SIGNIN_FAILURES_PER_USERNAME=50)
+def test_old_passwords_guessed_from_one_address_spend_that_addresss_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-SEC-17, VX-SEC-4: the form's wrong old passwords count against the address as well as
+    the username, as a sign-in's do; once the address's budget is spent, the change (right
+    password or not) gets the lockout page, and so does another account's sign-in from there."""
+    still_clock(monkeypatch)
+    address = "203.0.113.71"
+    owner = make_owner(f"address-{uuid.uuid4().hex[:12]}")
+    client = signed_in_client(owner, address)
+    assert [change(client, f"guess-{n}").status_code for n in range(3)] == [200, 200, 200]
+    refused = change(client, PASSWORD)
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.content.decode()
+    owner.refresh_from_db()
+    assert owner.check_password(PASSWORD)
+    other = make_owner(f"bystander-{uuid.uuid4().hex[:12]}")
+    login = Client(REMOTE_ADDR=address).post(
+        "/admin/login/", {"username": other.username, "password": PASSWORD}
+    )
+    assert login.status_code == 429
+
+
+@override_settings(VIRGO_SIGNIN_FAILURES_PER_ADDRESS=3, VIRGO_SIGNIN_FAILURES_PER_USERNAME=50)
+def test_an_address_locked_by_other_usernames_cannot_change_a_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-SEC-17, VX-SEC-4: the change is held to the address's budget before any password is
+    checked, whichever usernames spent it: the lockout page, not the form's error."""
+    still_clock(monkeypatch)
+    address = "203.0.113.72"
+    owner = make_owner(f"locked-{uuid.uuid4().hex[:12]}")
+    client = signed_in_client(owner, address)
+    guesser = Client(REMOTE_ADDR=address)
+    for n in range(3):
+        guesser.post("/admin/login/", {"username": f"nobody-{n}", "password": "x"})
+    refused = change(client, PASSWORD)
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) > 0
+    owner.refresh_from_db()
+    assert owner.check_password(PASSWORD)
+
+
+def test_the_form_is_bound_as_djangos_password_change_form_is() -> None:
+    """VX-SEC-17: the form stands in for Django's AdminPasswordChangeForm, so it takes its data
+    the way any Django form does (first, by position) and checks the old password with it."""
+    owner = make_owner()
+    request = RequestFactory().post(CHANGE, REMOTE_ADDR="198.51.100.30")
+    data = {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD}
+    right = passwords.LimitedPasswordChangeForm(owner, data, request=request)
+    assert right.is_valid(), right.errors
+    wrong = passwords.LimitedPasswordChangeForm(
+        owner, {**data, "old_password": "not it"}, request=request
+    )
+    assert not wrong.is_valid()
+    assert wrong.has_error("old_password", "password_incorrect")
+
+
+def test_connect_ties_the_rotation_to_the_user_model_alone() -> None:
+    """VX-SEC-17: connect() (run when the app is ready) is what makes any saved password change
+    rotate the tokens; it listens to the user model only, so saving anything else (a token
+    itself) is none of its business."""
+    user_model = get_user_model()
+    uid = "virgo.passwords.end_what_the_old_password_opened"
+    owner = make_owner()
+    # Unhooked first, so that what follows shows connect() itself doing the hooking.
+    pre_save.disconnect(sender=user_model, dispatch_uid=uid)
+    try:
+        key = Token.objects.create(user=owner).key
+        owner.set_password("changed while unhooked 1")
+        owner.save()
+        assert Token.objects.filter(key=key).exists()
+        passwords.connect()
+        Token.objects.filter(key=key).delete()
+        key = Token.objects.create(user=owner).key
+        owner.set_password(NEW_PASSWORD)
+        owner.save()
+        assert not Token.objects.filter(key=key).exists()
+    finally:
+        # Hooked again whatever happened above, so no later test runs without the rotation.
+        pre_save.connect(
+            passwords.end_what_the_old_password_opened, sender=user_model, dispatch_uid=uid
+        )
+
+
+def test_a_save_that_leaves_the_password_out_keeps_the_tokens_and_reads_nothing() -> None:
+    """VX-SEC-17: a save naming its fields without the password stores no new password (a
+    set_password not saved changes nothing) and, as each sign-in's last_login save is one,
+    costs no look-up; a save naming the password does rotate the tokens."""
+    owner = make_owner()
+    key = Token.objects.create(user=owner).key
+    owner.set_password(NEW_PASSWORD)
+    owner.first_name = "Ada"
+    owner.save(update_fields=["first_name"])
+    assert Token.objects.filter(key=key).exists()
+    with CaptureQueriesContext(connection) as queries:
+        owner.save(update_fields=["last_login"])
+    assert len(queries) == 1, [query["sql"] for query in queries]
+    owner.save(update_fields=["password"])
+    assert not Token.objects.filter(key=key).exists()
+
+
+def password_reads(queries: CaptureQueriesContext) -> list[str]:
+    return [
+        query["sql"]
+        for query in queries
+        if query["sql"].startswith("SELECT") and '"password"' in query["sql"]
+    ]
+
+
+def test_saves_with_no_stored_password_to_compare_read_none() -> None:
+    """VX-SEC-17: a new account has no old password, and a fixture's raw save must not read the
+    database (Django's rule for pre_save while loading data): neither looks one up."""
+    with CaptureQueriesContext(connection) as queries:
+        owner = make_owner()
+    assert password_reads(queries) == []
+    owner.password = "pbkdf2_sha256$1$salt$notarealhash="
+    (fixture,) = serializers.deserialize("json", serializers.serialize("json", [owner]))
+    with CaptureQueriesContext(connection) as queries:
+        fixture.save()
+    assert password_reads(queries) == []

@@ -17,6 +17,7 @@ from typing import Any
 import jwt
 import pytest
 import rfc8785
+from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
@@ -32,6 +33,7 @@ from personas.models import (
     GenerationFrozen,
     Persona,
     StatusListEntry,
+    StatusListVersion,
 )
 from personas.services import (
     agent_delete,
@@ -434,3 +436,78 @@ def test_deleting_a_persona_revokes_it_first(owner: Any, deletion: str) -> None:
         "revoked first: its card answers with its tombstone"
     )
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REVOKED).exists()
+
+
+def test_a_missing_version_row_is_made_by_the_first_change_and_moves_by_one() -> None:
+    """VX-TRUST-7: where the version row is gone (the tables emptied after migrating, as a
+    flush does), the state reads version 0 (and highest index 0, none given out), the first
+    change makes the row at 1, and every later change moves it by one: a process holding the
+    list of version 0 renders again."""
+    StatusListVersion.objects.all().delete()
+    assert not StatusListEntry.objects.exists()
+    assert list_state() == (0, 0)  # no version yet, and no index given out
+    status_list_changed()
+    assert list(StatusListVersion.objects.values_list("pk", "version")) == [(1, 1)]
+    status_list_changed()
+    assert list_state().version == 2
+
+
+def test_a_version_row_another_process_makes_meanwhile_is_moved_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-TRUST-7: a change that finds no row but loses the race to make it (another
+    transaction made it between the two statements) still moves the version past the other's,
+    so the two changes are two versions and no process keeps the first list under the second."""
+    StatusListVersion.objects.all().delete()
+    make = StatusListVersion.objects.get_or_create
+
+    def made_meanwhile(**kwargs: Any) -> tuple[StatusListVersion, bool]:
+        StatusListVersion.objects.create(pk=1, version=7)  # the other transaction's change
+        return make(**kwargs)
+
+    monkeypatch.setattr(StatusListVersion.objects, "get_or_create", made_meanwhile)
+    status_list_changed()
+    assert list_state().version == 8
+
+
+def test_the_cards_status_extension_is_the_w3c_entry_and_says_how_to_read_it(
+    persona: Persona,
+) -> None:
+    """VX-TRUST-7: the card's status extension carries a BitstringStatusListEntry spelled as W3C
+    Bitstring Status List v1.0 spells it (the member names and type a peer's verifier looks
+    up, the index as a string of digits), is not required of a client, and its description
+    tells a peer, in the entry's own member names, where to look and what a set bit means."""
+    index = index_of(persona)
+    url = f"{settings.VIRGO_PUBLIC_BASE_URL}/.well-known/status/revocation"
+    card = json.loads(Client().get(persona.card_path).content)
+    [extension] = [
+        extension
+        for extension in card["capabilities"]["extensions"]
+        if extension["uri"] == "https://virgo.dev/a2a/extensions/revocation-status/v1"
+    ]
+    assert extension == {
+        "uri": "https://virgo.dev/a2a/extensions/revocation-status/v1",
+        "description": (
+            "Where to check whether this card is revoked: fetch statusListCredential (a W3C "
+            "Bitstring Status List, signed by the keys of this installation's JWKS) and read "
+            "the bit at statusListIndex; set means revoked, and the card's URL answers a "
+            "tombstone. One fetch answers for every card of this installation."
+        ),
+        "required": False,
+        "params": {
+            "id": f"{url}#{index}",
+            "type": "BitstringStatusListEntry",
+            "statusPurpose": "revocation",
+            "statusListIndex": str(index),
+            "statusListCredential": url,
+        },
+    }
+
+
+def test_the_list_names_the_installation_as_its_issuer(persona: Persona) -> None:
+    """VX-TRUST-7: the list's issuer is this installation, by its public base URL (the
+    origin a peer fetched the card and the JWKS from), in the W3C credentials v2 context."""
+    document = served_list()
+    assert document["issuer"] == f"{settings.VIRGO_PUBLIC_BASE_URL}/"
+    assert document["@context"] == ["https://www.w3.org/ns/credentials/v2"]
+    assert document["credentialSubject"]["id"] == f"{status_list_url()}#list"
