@@ -294,11 +294,17 @@ def test_a_decompression_bomb_stops_at_the_bound_without_unpacking_the_rest() ->
 
 def test_binary_numbers_are_not_taken_for_wide_text() -> None:
     """VX-SEC-15: UTF-32 and UTF-16 written without a mark are told by ASCII's NULs in fixed
-    places; a table of 32-bit numbers has NULs in some of those places only, and is not text."""
+    places, and nowhere else; tables of numbers have NULs in some of those places only, or in
+    others too, and are not text."""
     little = struct.pack("<1024I", *range(256, 1280))  # each: low byte, 0x01-0x04, NUL, NUL
     big = struct.pack(">1024I", *((1 << 24) + 65 + n % 26 for n in range(1024)))  # 01 00 00 41
     assert packed.packed_kind(little) is None
     assert packed.packed_kind(big) is None
+    # 16-bit numbers below 256, one in five of them zero: NULs in every high byte, as in UTF-16,
+    # but in a tenth of the low bytes too, which ASCII never has.
+    counts = [0 if n % 5 == 0 else 1 + n % 200 for n in range(2048)]
+    assert packed.packed_kind(struct.pack("<2048H", *counts)) is None
+    assert packed.packed_kind(struct.pack(">2048H", *counts)) is None
 
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
