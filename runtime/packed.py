@@ -175,18 +175,15 @@ def _decompressed(kind: str, data: bytes, budget: _Budget) -> bytes:
                 budget.spend(len(piece))
                 out += piece
                 pending = getattr(engine, "unconsumed_tail", b"")
-                if engine.eof or (not pending and _drained(engine, piece)):
+                # Asked again until it gives nothing: bz2 says it needs input once all of it was
+                # handed over, and hands a stream cut before its end marker out a block at a
+                # time (each chunk short), with more still to come.
+                if engine.eof or (not pending and not piece):
                     break
             pending = engine.unused_data if engine.eof else b""
     except (zlib.error, OSError, EOFError, lzma.LZMAError):
         pass
     return bytes(out)
-
-
-def _drained(engine: Any, piece: bytes) -> bool:
-    """Whether the engine has given all it can from the input it was handed."""
-    needs_input = getattr(engine, "needs_input", None)
-    return needs_input if needs_input is not None else len(piece) < _CHUNK
 
 
 def _zip_members(data: bytes, budget: _Budget) -> Iterator[bytes]:

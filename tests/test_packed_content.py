@@ -386,3 +386,16 @@ def test_a_stream_without_its_end_is_read_in_bounded_time(
     data = compress(MARKER.encode() + fake("without-its-end", 100_000).encode())[:-4]
     with within(5):
         assert packed.secret_in_packed(data, marked) == "marked"
+
+
+@pytest.mark.parametrize("compress", [bz2.compress, lzma.compress], ids=["bz2", "xz"])
+def test_a_stream_cut_before_its_end_marker_is_scanned_past_its_first_chunk(
+    compress: Callable[[bytes], bytes],
+) -> None:
+    """VX-SEC-15: a damaged stream is read as far as it decodes. A bz2 stream missing its end
+    marker reported `needs_input` once all its input was handed over, with more than a chunk of
+    output still waiting: the secret past the first MiB was never scanned, and the file was
+    handed out."""
+    body = b"notes " * (MIB // 5) + MARKER.encode() + b" and more" * 10_000
+    cut = compress(body)[:-10]
+    assert packed.secret_in_packed(cut, marked) == "marked"
