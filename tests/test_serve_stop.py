@@ -82,6 +82,9 @@ def start(home: Path, log: Path, *, through_make: bool) -> subprocess.Popen[byte
         command += ["-o", ".venv/.installed", "-o", "install"]
     else:
         command = [str(REPO / "scripts" / "serve")]
+    # As a terminal starts it: a test run started in the background (`make test &`, CI under
+    # nohup) ignores SIGINT, which its children inherit and a shell cannot then trap.
+    command = ["env", "--default-signal=INT,QUIT", *command]
     with log.open("wb") as output:
         return subprocess.Popen(
             command,
