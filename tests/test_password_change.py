@@ -10,6 +10,7 @@ from typing import Any
 import django_ratelimit.core
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.core import serializers
 from django.db import connection
 from django.db.models.signals import pre_save
@@ -254,3 +255,65 @@ def test_saves_with_no_stored_password_to_compare_read_none() -> None:
     with CaptureQueriesContext(connection) as queries:
         fixture.save()
     assert password_reads(queries) == []
+
+
+# The installation moved to a stronger hasher since these accounts last set a password: their
+# stored hashes are MD5's, which Django rehashes at the next sign-in.
+STRONGER_HASHER = override_settings(
+    PASSWORD_HASHERS=[
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+    ]
+)
+
+
+def test_a_sign_in_that_rehashes_the_same_password_keeps_the_tokens() -> None:
+    """VX-SEC-17: Django storing the password just verified under the current hasher is no
+    change of password: the sign-in rehashes it and the account's token still answers."""
+    owner = make_owner()
+    assert owner.password.startswith("md5$")
+    api = token_client(owner)
+    with STRONGER_HASHER:
+        signed_in_client(owner)
+        owner.refresh_from_db()
+        assert owner.password.startswith("pbkdf2_sha256$")
+        assert owner.check_password(PASSWORD)
+    assert api.get("/api/agents/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "new_password",
+    [
+        pytest.param(lambda user: user.set_password(PASSWORD), id="set_password-of-the-same"),
+        pytest.param(lambda user: user.set_password(NEW_PASSWORD), id="set_password"),
+        pytest.param(lambda user: user.set_unusable_password(), id="unusable"),
+        pytest.param(
+            lambda user: setattr(user, "password", make_password(NEW_PASSWORD, hasher="md5")),
+            id="another-hash-under-the-old-hasher",
+        ),
+        pytest.param(
+            lambda user: setattr(user, "password", "pbkdf2_sha256$1000$salt$notarealhash="),
+            id="a-hash-the-current-hasher-would-replace",
+        ),
+    ],
+)
+def test_what_only_looks_like_a_rehash_ends_the_tokens(new_password: Any) -> None:
+    """VX-SEC-17: from an outdated hash, any store that is not Django's own rehash (set_password,
+    even of the same password, which marks itself a change; an unusable password; a hash the
+    current hasher would not keep) deletes the tokens."""
+    owner = make_owner()
+    key = Token.objects.create(user=owner).key
+    with STRONGER_HASHER:
+        new_password(owner)
+        owner.save()
+    assert not Token.objects.filter(key=key).exists()
+
+
+def test_a_stored_current_hash_is_never_rehashed() -> None:
+    """VX-SEC-17: a hash the current hasher keeps is never Django's to replace, so any other
+    hash stored over it is a change, whoever set it."""
+    owner = make_owner()
+    key = Token.objects.create(user=owner).key
+    owner.password = make_password(NEW_PASSWORD)
+    owner.save()
+    assert not Token.objects.filter(key=key).exists()

@@ -4,7 +4,8 @@ The admin's password change checks the old password: through `authenticate()`, s
 against the same sign-in budgets as the login page and the token endpoint (virgo.signin) and is
 refused, with the same 429 page, while one is spent. Once the password changes, by any door (the
 admin, `virgo` commands, `set_password` anywhere), the account's API tokens are deleted: whoever
-held one because they knew the old password holds nothing now. Its other sessions end on their
+held one because they knew the old password holds nothing now (Django storing the same password
+under a stronger hash at a sign-in is no change). Its other sessions end on their
 next request, as Django's session hash (derived from the password) no longer matches; the session
 that made the change is kept (PasswordChangeView updates its hash).
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.contrib.admin.forms import AdminPasswordChangeForm
 from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
 from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
 from django.db.models.signals import pre_save
@@ -71,8 +73,33 @@ def end_what_the_old_password_opened(sender: Any, instance: Any, **kwargs: Any) 
     if update_fields is not None and "password" not in update_fields:
         return
     stored = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
-    if stored is not None and stored != instance.password:
-        Token.objects.filter(user_id=instance.pk).delete()
+    if stored is None or stored == instance.password or _rehashed(instance, stored):
+        return
+    Token.objects.filter(user_id=instance.pk).delete()
+
+
+def _rehashed(instance: Any, stored: str) -> bool:
+    """Whether this save is Django's rehash of a password it has just verified: the same
+    password stored under the current hasher's parameters, which ends nothing.
+
+    check_password's setter marks such a save as Django's own password_changed does, by leaving
+    `_password` unset (set_password sets it); only a stored hash the current hasher would
+    replace can be rehashed, and only into one it would keep."""
+    if getattr(instance, "_password", None) is not None:
+        return False
+    if not (is_password_usable(stored) and is_password_usable(instance.password)):
+        return False
+    preferred = get_hasher("default")
+    try:
+        before, after = identify_hasher(stored), identify_hasher(instance.password)
+    except ValueError:
+        return False
+    outdated = before.algorithm != preferred.algorithm or preferred.must_update(stored)
+    return (
+        outdated
+        and after.algorithm == preferred.algorithm
+        and not preferred.must_update(instance.password)
+    )
 
 
 def connect() -> None:
