@@ -1,10 +1,12 @@
 """Content the secrets boundary must unpack before it can read it (VX-SEC-15).
 
 The value scan reads a file's bytes as text. A secret inside a compressed stream (gzip, bzip2,
-xz, zlib), an archive (zip, tar) or text in a wide encoding (UTF-16 and UTF-32, with or without
-a byte-order mark) is not text there: `workspace_read` would hand it out as base64, unread. So a
-file that starts like one of those is unpacked here, within bounds, and every text found inside
-is scanned with the same detectors (runtime.credentials.find_secret), nested content included.
+xz, zlib), an archive (zip, tar) or text in a wide encoding (UTF-16 and UTF-32) is not text
+there: `workspace_read` would hand it out as base64, unread. So a file that starts like one of
+those (a wide text by its byte-order mark) is unpacked here, within bounds, and every text found
+inside is scanned with the same detectors (runtime.credentials.find_secret), nested content
+included. Wide text without a mark is told by no first bytes: the ASCII runs in it are read
+wherever bytes are scanned (find_in_bytes), in a plain file and in unpacked content alike.
 
 Unpacking is bounded three ways, so a crafted file (a decompression bomb, an archive of a million
 members, a zip in a zip in a zip) costs a bounded amount of work: PACKED_MAX_OUTPUT bytes in all,
@@ -17,6 +19,7 @@ what they seemed: text, already scanned as such.
 import bz2
 import io
 import lzma
+import re
 import tarfile
 import zipfile
 import zlib
@@ -90,27 +93,35 @@ def packed_kind(head: bytes) -> str | None:
     for bom, encoding in _WIDE_BOMS:
         if head.startswith(bom):
             return encoding
-    return _wide_without_mark(head)
-
-
-def _wide_without_mark(head: bytes) -> str | None:
-    """UTF-16 or UTF-32 text written without a byte-order mark: ASCII in it has NUL bytes in
-    fixed places, which text in a narrow encoding never has."""
-    sample = head[:4096]
-    if len(sample) < 16 or sample.count(0) < len(sample) // 3:
-        return None
-    quads = len(sample) // 4 * 4
-    for encoding, zero_places in (("utf-32-le", (1, 2, 3)), ("utf-32-be", (0, 1, 2))):
-        if all(sample[i + p] == 0 for i in range(0, quads, 4) for p in zero_places):
-            return encoding
-    pairs = len(sample) // 2 * 2
-    odd = sum(1 for i in range(1, pairs, 2) if sample[i] == 0)
-    even = sum(1 for i in range(0, pairs, 2) if sample[i] == 0)
-    if odd > pairs * 0.4 and even < pairs * 0.05:
-        return "utf-16-le"
-    if even > pairs * 0.4 and odd < pairs * 0.05:
-        return "utf-16-be"
     return None
+
+
+# ASCII written in UTF-16 or UTF-32, either byte order, seen through latin-1: each character
+# beside one or three NULs. A credential is ASCII, so runs like these are read out wherever they
+# are, without a byte-order mark and whatever surrounds them (Cyrillic or Japanese text, a
+# binary's string table), as `strings -e l` would; eight characters are less than any secret
+# with its keyword.
+_WIDE_CHAR = "[\t\n\r\x20-\x7e]"
+_WIDE_RUNS = re.compile(
+    f"(?:{_WIDE_CHAR}\x00\x00\x00){{8,}}|(?:\x00\x00\x00{_WIDE_CHAR}){{8,}}"
+    f"|(?:{_WIDE_CHAR}\x00){{8,}}|(?:\x00{_WIDE_CHAR}){{8,}}"
+)
+
+
+def wide_ascii(text: str) -> str:
+    """The ASCII of every UTF-16 or UTF-32 run in `text` (bytes read as latin-1), a run a line;
+    empty when there is none."""
+    if "\x00" not in text:
+        return ""
+    return "\n".join(run.group().replace("\x00", "") for run in _WIDE_RUNS.finditer(text))
+
+
+def find_in_bytes(text: str, find: Finder) -> str | None:
+    """What `find` sees in bytes read as latin-1: as they are, then the wide text among them."""
+    found = find(text)
+    if found is None and (wide := wide_ascii(text)):
+        found = find(wide)
+    return found
 
 
 def secret_in_packed(data: bytes, find: Finder) -> str | None:
@@ -128,7 +139,7 @@ def _scan(data: bytes, find: Finder, budget: _Budget, *, depth: int) -> str | No
     kind = packed_kind(data[:4096])
     if kind is None:
         # Nested plain content: the detectors read it as the outer file's bytes were read.
-        return find(data.decode("latin-1")) if depth else None
+        return find_in_bytes(data.decode("latin-1"), find) if depth else None
     if depth >= PACKED_MAX_DEPTH:
         raise Unscannable(f"it nests packed content deeper than {PACKED_MAX_DEPTH} levels")
     for inner in _unpacked(kind, data, budget):

@@ -37,6 +37,7 @@ SETTINGS_PY = (
     f'AWS_SECRET_ACCESS_KEY = "{AWS_SECRET}"\nDEBUG = False\n'
 ).encode()
 NOTES = f"Notes from the call.\nThe CI token is {GITHUB_TOKEN} until Friday.\n"
+CYRILLIC = "Заметки со встречи: выпуск в пятницу.\n" * 60  # noqa: RUF001
 
 
 def tar_of(name: str, data: bytes, *, directory: str | None = None) -> bytes:
@@ -83,6 +84,14 @@ HIDDEN: dict[str, Callable[[], bytes]] = {
     "utf16-in-gzip.gz": lambda: gzip.compress(NOTES.encode("utf-16")),
     # Saved as UTF-16 and cut short by a byte: what decodes is read, the broken end replaced.
     "notes-utf16-cut.txt": lambda: NOTES.encode("utf-16") + b"\x00",
+    # No mark, and the ASCII a small part of a text in another script: 4 KiB of Cyrillic first.
+    "cyrillic-utf16le-no-bom.txt": lambda: (CYRILLIC + NOTES).encode("utf-16-le"),
+    "cyrillic-utf16be-no-bom.txt": lambda: (CYRILLIC + NOTES).encode("utf-16-be"),
+    "cyrillic-utf32be-no-bom.txt": lambda: (CYRILLIC + NOTES).encode("utf-32-be"),
+    "cyrillic-utf32le-no-bom.txt": lambda: (CYRILLIC + NOTES).encode("utf-32-le"),
+    "utf16-no-bom-in-zip.zip": lambda: zip_of(
+        ("notes.txt", (CYRILLIC + NOTES).encode("utf-16-le"))
+    ),
     # `tar czf` and `zip -r` of a directory: the directory's own entry comes before its files.
     "aws-directory.tgz": lambda: gzip.compress(
         tar_of(".aws/credentials", f"[default]\naws_secret_access_key = {AWS_SECRET}\n".encode(),
@@ -120,6 +129,10 @@ def test_a_secret_packed_out_of_the_scans_sight_is_found(name: str) -> None:
         ("utf16.txt", lambda: "Grüße, nothing secret here.\n".encode("utf-16")),
         ("math.md", lambda: b"x^2 + y^2 = z^2\n"),
         ("not-really.gz", lambda: b"\x1f\x8bjunk that is not a gzip stream at all\n"),
+        ("cyrillic-utf16.txt", lambda: CYRILLIC.encode("utf-16-le")),
+        ("notes-utf16-no-bom.txt", lambda: "Notes, nothing secret here.\n".encode("utf-16-le")),
+        # Zeros are NULs in every place wide text has them, and no text at all.
+        ("sparse.img", lambda: bytes(256 * 1024)),
     ],
 )
 def test_packed_content_without_a_secret_stays_readable(
@@ -187,14 +200,15 @@ def test_the_kinds_are_told_by_their_first_bytes() -> None:
     assert packed.packed_kind(gzip.compress(b"x")) == "gzip"
     assert packed.packed_kind(tar_of("a", b"b")) == "tar"
     # An empty zip is its end record alone; a tar's magic ends at byte 262, so a head that long
-    # is enough; 16 bytes of UTF-16 are enough to tell it by its NULs.
+    # is enough; wide text by its mark, and without one it is no kind (its runs are read).
     assert packed.packed_kind(zip_of()) == "zip"
     assert packed.packed_kind(tar_of("a", b"b")[:262]) == "tar"
-    assert packed.packed_kind("wide".encode("utf-16-le") * 2) == "utf-16-le"
     assert packed.packed_kind(b"plain text, nothing packed\n" * 10) is None
-    assert packed.packed_kind("wide".encode("utf-16-le") * 10) == "utf-16-le"
-    assert packed.packed_kind("wide".encode("utf-16-be") * 10) == "utf-16-be"
-    assert packed.packed_kind("wide".encode("utf-32-be") * 10) == "utf-32-be"
+    assert packed.packed_kind("wide".encode("utf-16")) == "utf-16-le"
+    assert packed.packed_kind(b"\xfe\xff" + "wide".encode("utf-16-be")) == "utf-16-be"
+    assert packed.packed_kind("wide".encode("utf-32")) == "utf-32-le"
+    assert packed.packed_kind(b"\x00\x00\xfe\xff" + "wide".encode("utf-32-be")) == "utf-32-be"
+    assert packed.packed_kind("wide".encode("utf-16-le") * 10) is None
 
 
 def test_unpacked_text_is_scanned_by_the_same_detectors(tmp_path: Path) -> None:
@@ -293,27 +307,45 @@ def test_a_decompression_bomb_stops_at_the_bound_without_unpacking_the_rest() ->
 
 
 def test_binary_numbers_are_not_taken_for_wide_text() -> None:
-    """VX-SEC-15: UTF-32 and UTF-16 written without a mark are told by ASCII's NULs in fixed
-    places, and nowhere else; tables of numbers have NULs in some of those places only, or in
-    others too, and are not text."""
+    """VX-SEC-15: wide text is ASCII beside one or three NULs, eight characters on end; tables
+    of numbers have NULs in some of those places only, or in others too, and give no text."""
     little = struct.pack("<1024I", *range(256, 1280))  # each: low byte, 0x01-0x04, NUL, NUL
     big = struct.pack(">1024I", *((1 << 24) + 65 + n % 26 for n in range(1024)))  # 01 00 00 41
-    assert packed.packed_kind(little) is None
-    assert packed.packed_kind(big) is None
+    assert packed.wide_ascii(little.decode("latin-1")) == ""
+    assert packed.wide_ascii(big.decode("latin-1")) == ""
     # 16-bit numbers below 256, one in five of them zero: NULs in every high byte, as in UTF-16,
-    # but in a tenth of the low bytes too, which ASCII never has.
+    # but in the low bytes too, which ASCII never has.
     counts = [0 if n % 5 == 0 else 1 + n % 200 for n in range(2048)]
-    assert packed.packed_kind(struct.pack("<2048H", *counts)) is None
-    assert packed.packed_kind(struct.pack(">2048H", *counts)) is None
+    assert packed.wide_ascii(struct.pack("<2048H", *counts).decode("latin-1")) == ""
+    assert packed.wide_ascii(struct.pack(">2048H", *counts).decode("latin-1")) == ""
 
 
-@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
-def test_wide_text_with_a_few_nul_low_bytes_is_still_told(encoding: str) -> None:
-    """VX-SEC-15: a character whose own byte is NUL (the ideographic space U+3000 between
-    Japanese and English words) leaves a few NULs in the other places; mostly ASCII text
-    around it is still UTF-16 without a mark."""
-    line = "Osaka\u3000team\u3000notes: ship the release build on Friday.\u3000\n"
-    assert packed.packed_kind((line * 10).encode(encoding)) == encoding
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_the_ascii_runs_of_wide_text_are_read_whatever_surrounds_them(encoding: str) -> None:
+    """VX-SEC-15: each run of ASCII between other characters (ideographic spaces, Cyrillic) is
+    read out as a line, eight characters and more; seven are too short to be a secret."""
+    line = "Osaka\u3000team\u3000notes: ship the release build on Friday.\u3000срок\u3000seven77"  # noqa: RUF001
+    runs = packed.wide_ascii(line.encode(encoding).decode("latin-1"))
+    assert runs.split("\n") == ["notes: ship the release build on Friday."]
+    eight = "\u3000eight888\u3000".encode(encoding).decode("latin-1")
+    assert packed.wide_ascii(eight) == "eight888"
+
+
+def test_what_a_scan_of_bytes_sees_is_the_text_then_its_wide_runs() -> None:
+    """VX-SEC-15: the finder reads the bytes as they are; only when it finds nothing there, and
+    only if they hold wide text, the runs of it."""
+    seen: list[str] = []
+
+    def finder(text: str) -> str | None:
+        seen.append(text)
+        return "wide" if text == "wide text here" else None
+
+    assert packed.find_in_bytes("plain", finder) is None
+    assert seen == ["plain"]
+    wide = "wide text here".encode("utf-16-le").decode("latin-1")
+    assert packed.find_in_bytes(wide, finder) == "wide"
+    assert seen == ["plain", wide, "wide text here"]
+    assert packed.find_in_bytes(wide, lambda text: "as it is") == "as it is"
 
 
 def test_exactly_the_deepest_nesting_is_unpacked() -> None:

@@ -37,7 +37,13 @@ from typing import Any
 from django.conf import settings
 
 from runtime.credentials import credential_location, find_secret, is_secret_path
-from runtime.packed import PACKED_MAX_INPUT, Unscannable, packed_kind, secret_in_packed
+from runtime.packed import (
+    PACKED_MAX_INPUT,
+    Unscannable,
+    find_in_bytes,
+    packed_kind,
+    secret_in_packed,
+)
 from runtime.tools.params import Choice, Integer, Key, Param, Text, check_declaration
 
 SCOPE_WIDE_DIR = "_scope"
@@ -646,14 +652,19 @@ def _secret_in(handle: Any, info: os.stat_result, name: str) -> str | None:
         return _SECRET_SCANS[identity]
     kind, tail = None, ""
     handle.seek(0)
+
+    def find(text: str) -> str | None:
+        return find_secret(text, filename=name)
+
     while kind is None and (chunk := handle.read(_SCAN_CHUNK)):
-        # Latin-1 maps each byte to one character: the detector sees ASCII as it is.
+        # Latin-1 maps each byte to one character: the detector sees ASCII as it is, and ASCII
+        # in UTF-16 or UTF-32 as runs of characters between NULs.
         text = tail + chunk.decode("latin-1")
         cut = text.rfind("\n") + 1 or max(len(text) - _SCAN_OVERLAP, 0)
         text, tail = text[:cut], text[cut:]
-        kind = find_secret(text, filename=name)
+        kind = find_in_bytes(text, find)
     if kind is None and tail:
-        kind = find_secret(tail, filename=name)
+        kind = find_in_bytes(tail, find)
     if kind is None:
         kind = _secret_in_packed(handle, info, name)
     if len(_SECRET_SCANS) >= _SECRET_SCANS_MAX:
