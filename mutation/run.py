@@ -47,7 +47,6 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "validate_grant",
         "_require_string_list",
         # Two live personas of one owner never share an address (VX-GRANT-5).
-        "_validate_persona",
         "_address_holder",
     ),
     # Who may write what of an owner's identity, and the OIDC account rule (VX-ID-1, VX-ID-4).

@@ -144,6 +144,7 @@ def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
     assert run.patterns("stamps/validation.py") == ["stamps.validation.*"]
     rules = run.patterns("personas/services/validation.py")
     assert "personas.services.validation.x_validate_scope__mutmut_*" in rules
+    assert "personas.services.validation.x__address_holder__mutmut_*" in rules
     assert not any("_validate_persona" in glob for glob in rules)
     assert run.patterns("personas/services/derivation.py") == [
         "personas.services.derivation.x_derive_skills__mutmut_*",
