@@ -14,8 +14,8 @@ from tests.owner_clients import fresh_rate_limits, token_client  # noqa: F401 (a
 pytestmark = pytest.mark.django_db
 
 SEARCH, AGENTS = "/api/ard/search", "/api/ard/agents"
-NOT_ISSUED = "pageToken: pageToken was not issued by this registry"
-ANOTHER_QUERY = "pageToken: pageToken belongs to another query"
+NOT_ISSUED = "pageToken: was not issued by this registry"
+ANOTHER_QUERY = "pageToken: belongs to another query"
 # A query whose digest is pinned below: mixed case, a repeated word, a non-ASCII one, and keys
 # that JSON would write in another order unless sorted.
 PINNED_SEARCH = {

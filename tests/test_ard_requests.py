@@ -27,7 +27,7 @@ NOT_A_FIELD = "is not a field ARD defines here"
 NOT_A_PATH = "is not a field path this registry filters on"
 VALUE_LENGTH = "values are 1 to 253 characters, without NUL"
 VALUE_TYPE = "values are strings, or arrays of strings"
-NOT_ISSUED = "pageToken was not issued by this registry"
+NOT_ISSUED = "was not issued by this registry"
 BAD_TOKEN = "must be a token this registry issued"
 TOO_LONG = "must be at most 1000 characters, without NUL"
 
@@ -174,6 +174,14 @@ UNREADABLE = "type = '" + "x" * 80  # a quote that never closes, past the 60 cha
         (AGENTS, {"filter": "createdAfter = '2026-01-01'"}, "filter", "createdAfter takes >"),
         (AGENTS, {"filter": "updatedAfter = '2026-01-01'"}, "filter", "updatedAfter takes >"),
         (AGENTS, {"filter": "type > 'x'"}, "filter", "type takes ="),
+        # The dates filter strictly after: `>=` would promise the moment itself.
+        (AGENTS, {"filter": "createdAfter >= '2026-01-01'"}, "filter", "createdAfter takes >"),
+        (AGENTS, {"filter": "type >= 'x'"}, "filter", "type takes ="),
+        # An alias and its field are one field: neither clause may silently replace the other.
+        (AGENTS, clauses("publisher = a.example", "publisherId = b.example"), "filter",
+         "publisherId is given twice (as publisher)"),
+        (AGENTS, clauses("publisherId = a.example", "publisher = b.example"), "filter",
+         "publisher is given twice"),
         (AGENTS, clauses("type = a", "type = b"), "filter", "type is given twice"),
         (AGENTS, clauses("createdAfter > 2026-01-01", "createdAfter > 2026-02-01"), "filter",
          "createdAfter is given twice"),

@@ -33,10 +33,10 @@ def read_token(token: str, query: dict[str, Any]) -> list[Any]:
     try:
         payload = signing.loads(token, salt=SALT)
     except (signing.BadSignature, ValueError, UnicodeError):
-        raise BadToken("pageToken was not issued by this registry") from None
+        raise BadToken("was not issued by this registry") from None
     if not isinstance(payload, dict) or payload.get("q") != query_digest(query):
-        raise BadToken("pageToken belongs to another query")
+        raise BadToken("belongs to another query")
     after = payload.get("after")
     if not isinstance(after, list) or len(after) != 2 or not isinstance(after[1], int):
-        raise BadToken("pageToken was not issued by this registry")
+        raise BadToken("was not issued by this registry")
     return after

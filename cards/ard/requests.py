@@ -243,16 +243,21 @@ def read_listing(params: QueryDict) -> Listing:
             raise Invalid("filter", f"cannot read {clause[:60]!r}: write field = 'value'")
         name, op, raw = match["field"], match["op"], match["value"]
         value = raw[1:-1] if raw[:1] in "'\"" else raw
-        if (op != "=") != (name in _DATES):
-            raise Invalid("filter", f"{name} takes {'>' if name in _DATES else '='}")
-        if name in dates or name in filters or (name == "displayName" and display_name):
-            raise Invalid("filter", f"{name} is given twice")
-        if name in _DATES:
-            dates[name] = _instant(value, name)
-        elif name == "displayName":
+        # The dates filter strictly after (createdAfter), so `>=` would promise what they omit.
+        wanted = ">" if name in _DATES else "="
+        if op != wanted:
+            raise Invalid("filter", f"{name} takes {wanted}")
+        # An alias and its field are one field: given both, neither may silently win.
+        key = _LIST_ALIASES.get(name, name)
+        if key in dates or key in filters or (key == "displayName" and display_name):
+            raise Invalid(
+                "filter", f"{name} is given twice" + (f" (as {key})" if key != name else "")
+            )
+        if key in _DATES:
+            dates[key] = _instant(value, key)
+        elif key == "displayName":
             display_name = _value(value, "filter.displayName")
         else:
-            key = _LIST_ALIASES.get(name, name)
             filters.update(read_filter({key: value.split(",")}, "filter"))
     order_by = params.get("orderBy", "createdAt")
     parts = order_by.split()
