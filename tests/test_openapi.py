@@ -45,6 +45,16 @@ UNDOCUMENTED |= {
     "/api/ard/explore",
     "/api/ard/agents",
 }
+# Likewise a persona's remote MCP endpoint (the MCP specification's streamable HTTP transport)
+# and the OAuth 2.1 authorization server for it (RFC 6749, 7009, 8414, 9728), serving/.
+UNDOCUMENTED |= {
+    "/mcp/{persona_uuid}",
+    "/.well-known/oauth-protected-resource/mcp/{persona_uuid}",
+    "/.well-known/oauth-authorization-server",
+    "/oauth/authorize/",
+    "/oauth/token/",
+    "/oauth/revoke/",
+}
 
 
 @pytest.fixture(autouse=True)

@@ -294,6 +294,9 @@ VIRGO_DIRECTORY_RATE_LIMIT = env_rate("VIRGO_DIRECTORY_RATE_LIMIT", "120/m")
 VIRGO_MUTATION_RATE_LIMIT = env_rate("VIRGO_MUTATION_RATE_LIMIT", "120/m")
 VIRGO_TOKEN_RATE_LIMIT = env_rate("VIRGO_TOKEN_RATE_LIMIT", "10/m")
 VIRGO_CHANNEL_CALLBACK_RATE_LIMIT = env_rate("VIRGO_CHANNEL_CALLBACK_RATE_LIMIT", "600/m")
+# Calls to personas' remote MCP endpoints per source address (serving/): an agent host's calls
+# are paced by its model, so this bounds a flood, not an agent.
+VIRGO_MCP_RATE_LIMIT = env_rate("VIRGO_MCP_RATE_LIMIT", "1200/m")
 # Failed password sign-ins (admin and token) per username and per source address in a window of
 # VIRGO_SIGNIN_LOCKOUT_SECONDS; once either is spent, sign-in is refused until it ends
 # (virgo.signin).
@@ -378,6 +381,8 @@ INSTALLED_APPS = [
     "settling",
     "runtime",
     "channel",
+    "serving",
+    "oauth2_provider",
     "virgo",
 ]
 
@@ -405,6 +410,39 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "virgo.urls"
+
+# Pages that need a signed-in owner (the consent page of serving.oauth) send others to sign in.
+LOGIN_URL = "/admin/login/"
+
+# Virgo as the OAuth 2.1 authorization server of its personas' remote MCP endpoints (serving/,
+# VX-REMOTE-1), on django-oauth-toolkit: authorization code with PKCE (S256 only), each token
+# bound to one persona's resource (RFC 8707, held by serving.oauth), short-lived, stored as its
+# SHA-256 alone (RFC 9700), the issuer named in every authorization response (RFC 9207), refresh
+# tokens rotated and a reused one ending its family.
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "Call the persona's tools, as its stamp allows"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("VIRGO_MCP_TOKEN_SECONDS", 600),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("VIRGO_MCP_REFRESH_SECONDS", 30 * 24 * 3600),
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "OAUTH2_VALIDATOR_CLASS": "serving.oauth.PersonaResourceValidator",
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # The issuer is the installation, whichever host name a request came in by.
+    "OIDC_ISS_ENDPOINT": VIRGO_PUBLIC_BASE_URL,
+}
 WSGI_APPLICATION = "virgo.wsgi.application"
 # WSGI layers virgo.wsgi puts in front of Django, outermost first: the public card's fast path
 # answers current cards from memory before Django is entered.

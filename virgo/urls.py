@@ -24,6 +24,9 @@ urlpatterns = [
     path("api/channel/", include("channel.urls")),
     path("api/", include("personas.urls")),
     path("api/", include("runtime.urls")),
+    # Each persona's tools over MCP, and Virgo as the authorization server for them (serving/).
+    path("", include("serving.urls")),
+    path("", include("serving.oauth_urls")),
 ]
 
 handler400 = "virgo.errors.bad_request"

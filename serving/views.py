@@ -1,0 +1,81 @@
+"""A persona's tools over the network (VX-REMOTE-1, VX-REMOTE-2): its MCP endpoint, and the
+metadata that tells a client where to get a token for it. Thin: serving.access decides who may
+call, runtime.mcp_server what is served, and runtime.handler every call."""
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.views import OAuthProtectedResourceMetadataView
+
+from personas.models import Persona
+from runtime.mcp_server import build_server
+from runtime.stamp import StampUnavailable
+from serving import transport
+from serving.access import Refused, check_access
+from serving.resources import SCOPE, resource_url
+from virgo import limits
+
+NO_ENDPOINT = {"error": "not_found", "detail": "no persona has this MCP endpoint"}
+
+
+def too_many(seconds: int, detail: str) -> JsonResponse:
+    response = JsonResponse({"error": "rate_limited", "detail": detail}, status=429)
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+@csrf_exempt
+def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpResponse:
+    # A bearer token, never a cookie, authorizes a call, so there is nothing for CSRF to forge.
+    seconds = limits.address_retry_after(request, group="mcp", rate=settings.VIRGO_MCP_RATE_LIMIT)
+    if seconds is not None:
+        return too_many(seconds, "Too many MCP requests from this address.")
+    persona = Persona.objects.select_related("agent__owner").filter(uuid=persona_uuid).first()
+    if persona is None:
+        return JsonResponse(NO_ENDPOINT, status=404)
+    try:
+        check_access(request, persona)
+    except Refused as refused:
+        response = JsonResponse(
+            {"error": refused.error or "unauthorized", "detail": refused.reason},
+            status=refused.status,
+        )
+        response["WWW-Authenticate"] = refused.challenge(persona)
+        return response
+    if persona.revoked_at is not None:
+        return JsonResponse(
+            {"error": "gone", "detail": "the persona is revoked: its tools are served to nobody"},
+            status=410,
+        )
+    try:
+        server = build_server(persona)
+    except StampUnavailable as unavailable:
+        return JsonResponse({"error": "unavailable", "detail": unavailable.reason}, status=503)
+    return transport.answer(server, request)
+
+
+class PersonaResourceMetadata(OAuthProtectedResourceMetadataView):
+    """RFC 9728 metadata of one persona's endpoint, at the path-inserted well-known address."""
+
+    persona_uuid: uuid.UUID
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.persona_uuid = kwargs["persona_uuid"]
+        if not Persona.objects.filter(uuid=self.persona_uuid).exists():
+            return JsonResponse(NO_ENDPOINT, status=404)
+        return super().get(request)
+
+    def get_resource(self, request: HttpRequest) -> str:
+        return resource_url(self.persona_uuid)
+
+    def get_authorization_servers(self, request: HttpRequest) -> list[str]:
+        return [settings.VIRGO_PUBLIC_BASE_URL]
+
+    def get_scopes_supported(self) -> list[str]:
+        return [SCOPE]
+
+    def get_resource_name(self) -> str:
+        return "The tools of a Virgo persona"

@@ -1,0 +1,353 @@
+"""VX-REMOTE-1, VX-REMOTE-2: a persona's tools served by the web tier over MCP streamable HTTP, to
+the holder of a token its owner granted for that persona alone.
+
+In-process, with Django's test client as the agent host and the browser both: the authorization
+code flow with PKCE and a resource indicator, the endpoint's challenge and metadata, and every
+token the endpoint must refuse. The `mcp` SDK's own OAuth client runs the same flow against a
+live virgo-web in tests/test_remote_mcp_live.py.
+"""
+
+import base64
+import hashlib
+import html
+import json
+import secrets
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application, RefreshToken
+
+from personas.services import persona_revoke
+from runtime.stamp import load_active_stamp
+from serving.resources import metadata_url, resource_url
+from tests.factories import make_owner
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
+from tests.runtime_support import standing_persona
+
+pytestmark = pytest.mark.django_db
+
+REDIRECT = "http://127.0.0.1:8765/callback"
+PROTOCOL = "2025-11-25"
+
+
+def public_client(owner: Any, **fields: Any) -> Application:
+    return Application.objects.create(
+        name="Agent host",
+        user=owner,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris=REDIRECT,
+        **fields,
+    )
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def authorize_query(app: Application, challenge: str, resources: list[str], **extra: str) -> str:
+    params = [
+        ("response_type", "code"),
+        ("client_id", app.client_id),
+        ("redirect_uri", REDIRECT),
+        ("scope", "mcp"),
+        ("state", "st4te"),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256"),
+        *(("resource", resource) for resource in resources),
+        *extra.items(),
+    ]
+    return "/oauth/authorize/?" + urlencode(params)
+
+
+def consent(
+    browser: Client, app: Application, resources: list[str], **extra: str
+) -> tuple[str, str]:
+    """The owner's browser approves the client: the code it is sent back with, and the verifier."""
+    verifier, challenge = pkce()
+    page = browser.get(authorize_query(app, challenge, resources, **extra))
+    assert page.status_code == 200, page.content[:500]
+    form = page.context["form"]
+    posted = browser.post(
+        "/oauth/authorize/",
+        {**{f.name: f.value() or "" for f in form.hidden_fields()}, "allow": "Allow"},
+    )
+    assert posted.status_code == 302, posted.content[:500]
+    answer = parse_qs(urlsplit(posted["Location"]).query)
+    assert answer["state"] == ["st4te"]
+    assert answer["iss"] == [settings.VIRGO_PUBLIC_BASE_URL]
+    return answer["code"][0], verifier
+
+
+def exchange(app: Application, code: str, verifier: str, **extra: str) -> Any:
+    return Client().post(
+        "/oauth/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT,
+            "client_id": app.client_id,
+            "code_verifier": verifier,
+            **extra,
+        },
+    )
+
+
+def granted(persona: Any) -> tuple[Application, dict[str, Any]]:
+    """A client its owner approved for `persona`: the tokens it was given."""
+    owner = persona.agent.owner
+    browser = Client()
+    browser.force_login(owner)
+    app = public_client(owner)
+    code, verifier = consent(browser, app, [resource_url(persona.uuid)])
+    tokens = exchange(app, code, verifier, resource=resource_url(persona.uuid))
+    assert tokens.status_code == 200, tokens.content
+    return app, tokens.json()
+
+
+def rpc(
+    persona: Any, method: str, params: dict[str, Any] | None = None, token: str | None = None
+) -> Any:
+    headers = {
+        "HTTP_ACCEPT": "application/json, text/event-stream",
+        "HTTP_MCP_PROTOCOL_VERSION": PROTOCOL,
+    }
+    if token is not None:
+        headers["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    return Client().post(
+        f"/mcp/{persona.uuid}", json.dumps(body), content_type="application/json", **headers
+    )
+
+
+def test_the_endpoint_lists_exactly_the_stamps_tools_to_a_token_its_owner_granted() -> None:
+    """VX-REMOTE-1, VX-REMOTE-2: code flow with PKCE and the persona's resource; the endpoint
+    lists exactly tools[].name of the active stamp, in its order (the fourth consumer)."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    assert tokens["token_type"] == "Bearer" and "refresh_token" in tokens
+    assert tokens["expires_in"] <= 600
+    listed = rpc(persona, "tools/list", token=tokens["access_token"])
+    assert listed.status_code == 200, listed.content
+    names = [tool["name"] for tool in listed.json()["result"]["tools"]]
+    assert names == list(load_active_stamp(persona).mcp_tools)
+
+
+def test_a_call_is_decided_by_the_handler_and_audited() -> None:
+    """VX-REMOTE-2: a remote tools/call runs through runtime.handler.handle: a tool the stamp
+    does not list is a protocol error, a listed one answers as locally."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    token = tokens["access_token"]
+    unknown = rpc(persona, "tools/call", {"name": "deploy_release", "arguments": {}}, token)
+    assert unknown.json()["error"]["message"] == (
+        "Unknown tool: deploy_release is not listed for this persona"
+    )
+    listed = rpc(
+        persona, "tools/call", {"name": "workspace_list", "arguments": {"path": "."}}, token
+    )
+    result = listed.json()["result"]
+    assert result["structuredContent"]["ok"] is True, result
+
+
+def test_tokens_are_stored_as_their_hash_alone() -> None:
+    """VX-REMOTE-1: neither the access token nor the refresh token is stored; their SHA-256 is."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    access = AccessToken.objects.get()
+    refresh = RefreshToken.objects.get()
+    assert (access.token, refresh.token) == ("", "")
+    assert access.token_checksum == hashlib.sha256(tokens["access_token"].encode()).hexdigest()
+    assert access.resource == [resource_url(persona.uuid)]
+
+
+def test_without_a_token_the_answer_names_the_resource_metadata() -> None:
+    """VX-REMOTE-1: 401 with the RFC 9728 pointer and the scope; the document it names binds the
+    resource to Virgo as its authorization server."""
+    persona = standing_persona()
+    refused = rpc(persona, "tools/list")
+    assert refused.status_code == 401
+    assert refused["WWW-Authenticate"] == (
+        f'Bearer resource_metadata="{metadata_url(persona.uuid)}", scope="mcp"'
+    )
+    document = Client().get(urlsplit(metadata_url(persona.uuid)).path).json()
+    assert document["resource"] == resource_url(persona.uuid)
+    assert document["authorization_servers"] == [settings.VIRGO_PUBLIC_BASE_URL]
+    assert document["scopes_supported"] == ["mcp"]
+
+
+def test_the_authorization_server_metadata_offers_only_what_it_accepts() -> None:
+    """VX-REMOTE-1: RFC 8414 metadata: the installation as issuer, S256 alone, iss in every
+    authorization response, no implicit or password grant."""
+    metadata = Client().get("/.well-known/oauth-authorization-server").json()
+    base = settings.VIRGO_PUBLIC_BASE_URL
+    assert metadata["issuer"] == base
+    assert metadata["authorization_endpoint"] == f"{base}/oauth/authorize/"
+    assert metadata["token_endpoint"] == f"{base}/oauth/token/"
+    assert metadata["code_challenge_methods_supported"] == ["S256"]
+    assert metadata["authorization_response_iss_parameter_supported"] is True
+    assert not {"implicit", "password"} & set(metadata["grant_types_supported"])
+
+
+def refusal(response: Any) -> tuple[int, str]:
+    return response.status_code, response["WWW-Authenticate"]
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(lambda token, persona: token.revoke(), id="revoked"),
+        pytest.param(
+            lambda token, persona: AccessToken.objects.filter(pk=token.pk).update(
+                expires=timezone.now() - timedelta(seconds=1)
+            ),
+            id="expired",
+        ),
+        pytest.param(
+            lambda token, persona: AccessToken.objects.filter(pk=token.pk).update(
+                resource=[resource_url(standing_persona(persona.agent.owner).uuid)]
+            ),
+            id="another-persona",
+        ),
+        pytest.param(
+            lambda token, persona: AccessToken.objects.filter(pk=token.pk).update(resource=[]),
+            id="unrestricted",
+        ),
+        pytest.param(
+            lambda token, persona: AccessToken.objects.filter(pk=token.pk).update(
+                resource=[resource_url(persona.uuid) + "/"]
+            ),
+            id="another-audience",
+        ),
+        pytest.param(
+            lambda token, persona: (
+                type(persona.agent.owner)
+                .objects.filter(pk=persona.agent.owner_id)
+                .update(is_active=False)
+            ),
+            id="owner-closed",
+        ),
+    ],
+)
+def test_a_token_that_does_not_stand_for_this_persona_is_refused(spoil: Any) -> None:
+    """VX-REMOTE-1, VX-REMOTE-2: revoked, expired, bound to another persona or to no resource or
+    another audience, or its owner's account closed: the very next call is refused, 401
+    invalid_token with the metadata pointer."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 200
+    spoil(AccessToken.objects.get(), persona)
+    status, challenge = refusal(rpc(persona, "tools/list", token=tokens["access_token"]))
+    assert status == 401
+    assert 'error="invalid_token"' in challenge
+    assert f'resource_metadata="{metadata_url(persona.uuid)}"' in challenge
+
+
+def test_a_revoked_persona_serves_nobody_and_its_tokens_cannot_be_refreshed() -> None:
+    """VX-REMOTE-2: revoking the persona ends the next call (410) and every refresh."""
+    persona = standing_persona()
+    app, tokens = granted(persona)
+    persona_revoke(
+        persona=persona, actor=persona.agent.owner, reason_code="retired", reason="done", via="test"
+    )
+    assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 410
+    refreshed = Client().post(
+        "/oauth/token/",
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "client_id": app.client_id,
+        },
+    )
+    assert refreshed.status_code == 400
+    assert refreshed.json()["error"] == "invalid_target"
+
+
+def test_a_refreshed_token_stays_bound_to_its_persona() -> None:
+    """VX-REMOTE-1: refreshing gives a new token for the same resource, and the old refresh
+    token is spent."""
+    persona = standing_persona()
+    app, tokens = granted(persona)
+    refresh = {
+        "grant_type": "refresh_token",
+        "refresh_token": tokens["refresh_token"],
+        "client_id": app.client_id,
+    }
+    renewed = Client().post("/oauth/token/", refresh)
+    assert renewed.status_code == 200, renewed.content
+    assert rpc(persona, "tools/list", token=renewed.json()["access_token"]).status_code == 200
+    assert Client().post("/oauth/token/", refresh).status_code == 400
+
+
+def test_only_the_owner_consents_and_only_to_one_of_their_personas() -> None:
+    """VX-REMOTE-1: another owner signed in, no resource, two resources, a URL that is no
+    persona's endpoint: each is refused on the consent page, with the reason."""
+    persona = standing_persona()
+    stranger = make_owner()
+    browser = Client()
+    browser.force_login(stranger)
+    app = public_client(stranger)
+    _, challenge = pkce()
+    for resources, reason in [
+        ([resource_url(persona.uuid)], "only the persona's owner, signed in, can grant access"),
+        ([], "name exactly one resource"),
+        ([resource_url(persona.uuid)] * 2, "name exactly one resource"),
+        ([settings.VIRGO_PUBLIC_BASE_URL + "/api/"], "is not the MCP endpoint of a persona"),
+    ]:
+        page = browser.get(authorize_query(app, challenge, resources))
+        assert page.status_code == 400
+        assert reason in html.unescape(page.content.decode())
+    assert not AccessToken.objects.exists()
+
+
+def test_an_earlier_consent_never_stands_in_for_this_one() -> None:
+    """VX-REMOTE-1: a client the owner approved for one persona asks for another with
+    approval_prompt=auto: the consent page is shown, not a code; a client set to skip
+    authorization is refused outright."""
+    persona = standing_persona()
+    other = standing_persona(persona.agent.owner)
+    app, _ = granted(persona)
+    browser = Client()
+    browser.force_login(persona.agent.owner)
+    _, challenge = pkce()
+    page = browser.get(
+        authorize_query(app, challenge, [resource_url(other.uuid)], approval_prompt="auto")
+    )
+    assert page.status_code == 200 and "authorizationForm" in page.content.decode()
+    Application.objects.filter(pk=app.pk).update(skip_authorization=True)
+    page = browser.get(authorize_query(app, challenge, [resource_url(other.uuid)]))
+    assert page.status_code == 400
+    assert "skip the owner's consent" in html.unescape(page.content.decode())
+
+
+def test_a_code_cannot_be_exchanged_for_another_persona() -> None:
+    """VX-REMOTE-1: the token request may narrow the granted resource, never name another."""
+    persona = standing_persona()
+    other = standing_persona(persona.agent.owner)
+    browser = Client()
+    browser.force_login(persona.agent.owner)
+    app = public_client(persona.agent.owner)
+    code, verifier = consent(browser, app, [resource_url(persona.uuid)])
+    answer = exchange(app, code, verifier, resource=resource_url(other.uuid))
+    assert (answer.status_code, answer.json()["error"]) == (400, "invalid_target")
+
+
+def test_the_endpoint_and_the_token_endpoint_are_rate_limited(settings: Any) -> None:
+    """VX-REMOTE-1: each address has a budget of calls and of token requests; past it, 429 with
+    Retry-After, before any token is looked up."""
+    settings.VIRGO_MCP_RATE_LIMIT = "2/m"
+    settings.VIRGO_TOKEN_RATE_LIMIT = "1/m"
+    persona = standing_persona()
+    assert [rpc(persona, "tools/list").status_code for _ in range(3)] == [401, 401, 429]
+    limited = rpc(persona, "tools/list")
+    assert int(limited["Retry-After"]) >= 1
+    asked = [Client().post("/oauth/token/", {"grant_type": "refresh_token"}) for _ in range(2)]
+    assert [answer.status_code for answer in asked] == [400, 429]
+    assert asked[1]["Cache-Control"] == "no-store"
