@@ -1,0 +1,185 @@
+"""VX-REMOTE-1, VX-REMOTE-2: the `mcp` SDK's own client, with its own OAuth support,
+calls a persona's tools on a real virgo-web (production settings, PostgreSQL, Redis).
+
+The agent host here is the SDK alone: it is given the endpoint's URL and a client id, nothing of
+the installation. From the endpoint's 401 it finds the metadata, the authorization server, runs
+the code flow with PKCE and the resource indicator (the owner's consent is given by a browser
+session signed in with the owner's password), lists and calls the tools, and refreshes its token
+when it expires. Revoking the persona refuses its next call.
+"""
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from oauth2_provider.models import Application
+from pydantic import AnyUrl
+
+from personas.services import persona_revoke
+from runtime.stamp import load_active_stamp
+from serving.resources import resource_url
+from tests.live import RedisServer, WebServer
+from tests.owner_clients import PASSWORD, form_data
+from tests.runtime_support import standing_persona
+from tests.test_quarantine_live import deployment_env
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("live_postgres"),
+]
+
+REDIRECT = "http://127.0.0.1:8765/callback"
+
+
+class HostStorage:
+    """What the agent host keeps: the client id it was given, and its tokens."""
+
+    def __init__(self, client_id: str) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client = OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[AnyUrl(REDIRECT)],
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope="mcp",
+        )
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class OwnersBrowser:
+    """The owner's browser: signed in to the admin with the password, it approves the client on
+    the consent page the authorization URL opens, and hands back what the redirect carried."""
+
+    def __init__(self, base_url: str, username: str) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=30)
+        login = self.http.get("/admin/login/")
+        signed_in = self.http.post(
+            "/admin/login/",
+            data={**form_data(login, "login-form"), "username": username, "password": PASSWORD},
+        )
+        assert signed_in.status_code == 302, signed_in.text[:500]
+        self.answer: dict[str, list[str]] = {}
+        self.consent_pages: list[str] = []
+
+    async def approve(self, authorization_url: str) -> None:
+        page = self.http.get(authorization_url)
+        assert page.status_code == 200, page.text[:500]
+        self.consent_pages.append(page.text)
+        posted = self.http.post(
+            urlsplit(authorization_url).path,
+            data={**form_data(page, "authorizationForm"), "allow": "Allow"},
+        )
+        assert posted.status_code == 302, posted.text[:500]
+        self.answer = parse_qs(urlsplit(posted.headers["Location"]).query)
+
+    async def callback(self) -> tuple[str, str | None]:
+        return self.answer["code"][0], self.answer.get("state", [None])[0]
+
+
+@pytest.fixture
+def web(private_redis: RedisServer, tmp_path: Path, settings: Any) -> Iterator[WebServer]:
+    env = deployment_env(private_redis, VIRGO_MCP_TOKEN_SECONDS="3", WEB_CONCURRENCY="2")
+    # Plain HTTP on loopback: the owner's browser must get its session and CSRF cookies back.
+    env.update(SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0")
+    server = WebServer(tmp_path, env)
+    # The installation's one public base URL (VX-SCALE-4) is this server's: resources name it.
+    server.env["VIRGO_PUBLIC_BASE_URL"] = settings.VIRGO_PUBLIC_BASE_URL = server.base_url
+    server.start()
+    yield server
+    server.stop()
+
+
+async def session_calls(url: str, provider: OAuthClientProvider) -> tuple[list[str], Any]:
+    async with (
+        httpx.AsyncClient(auth=provider, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = await session.list_tools()
+        called = await session.call_tool("workspace_list", {"path": "."})
+    return [tool.name for tool in listed.tools], called
+
+
+def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer) -> None:
+    """VX-REMOTE-1, VX-REMOTE-2: discovery from the 401, consent, PKCE and the resource; the
+    tools listed are exactly the stamp's; a call runs; an expired token is refreshed by the SDK
+    without asking the owner again; revoking the persona refuses the next call."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    # Hashed as a production installation hashes (the test settings' MD5 is not one of its).
+    owner.password = PBKDF2PasswordHasher().encode(PASSWORD, secrets.token_hex(8), iterations=1000)
+    owner.save(update_fields=["password"])
+    app = Application.objects.create(
+        name="Build host",
+        user=owner,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris=REDIRECT,
+    )
+    url = resource_url(persona.uuid)
+    browser = OwnersBrowser(web.base_url, owner.get_username())
+    storage = HostStorage(app.client_id)
+    provider = OAuthClientProvider(
+        server_url=url,
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(REDIRECT)], scope="mcp", token_endpoint_auth_method="none"
+        ),
+        storage=storage,
+        redirect_handler=browser.approve,
+        callback_handler=browser.callback,
+    )
+
+    try:
+        names, called = asyncio.run(session_calls(url, provider))
+    finally:
+        browser.http.close()
+
+    assert names == list(load_active_stamp(persona).mcp_tools)
+    assert called.structuredContent["ok"] is True, called
+    assert len(browser.consent_pages) == 1 and persona.name in browser.consent_pages[0]
+    assert browser.answer["iss"] == [web.base_url]
+    first = storage.tokens
+    assert first is not None and first.refresh_token
+
+    # Past its three seconds the token is refreshed, without asking the owner again.
+    asyncio.run(asyncio.sleep(3.5))
+    names_again, _ = asyncio.run(session_calls(url, provider))
+    assert names_again == names
+    assert storage.tokens is not None and storage.tokens.access_token != first.access_token
+    assert len(browser.consent_pages) == 1
+
+    persona_revoke(persona=persona, actor=owner, reason_code="retired", reason="done", via="test")
+    refused = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={
+            "Authorization": f"Bearer {storage.tokens.access_token}",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=30,
+    )
+    assert refused.status_code == 410
