@@ -65,13 +65,16 @@ def _event(
     name = actor_name or name_of(user) or context.operator
     if persona is not None and agent is None:
         agent = persona.agent
+    data = data or {}
+    if context.connection:
+        data = {**data, "connection": context.connection}
     return AuditEvent(
         kind=kind,
         actor=user,
         actor_name=name[:150],
         persona=persona,
         agent=agent,
-        data=data or {},
+        data=data,
         channel=channel or context.channel,
         correlation_id=(context.correlation_id if correlation_id is None else correlation_id)[:200],
     )

@@ -61,3 +61,12 @@ def check_access(request: HttpRequest, persona: Persona) -> AbstractAccessToken:
     if SCOPE not in token.scope.split():
         raise Refused(403, f"the token lacks the {SCOPE} scope", "insufficient_scope")
     return token
+
+
+def connection_label(token: AbstractAccessToken) -> str:
+    """How the audit trail names the client a call came from: the application the owner
+    approved, by name and client id (what the admin shows and revokes)."""
+    application = token.application
+    if application is None:
+        return f"OAuth token {token.pk}"
+    return f"{application.name} (OAuth client {application.client_id})"

@@ -14,9 +14,9 @@ from personas.models import Persona
 from runtime.mcp_server import build_server
 from runtime.stamp import StampUnavailable
 from serving import transport
-from serving.access import Refused, check_access
+from serving.access import Refused, check_access, connection_label
 from serving.resources import SCOPE, resource_url
-from virgo import limits
+from virgo import auditing, limits
 
 NO_ENDPOINT = {"error": "not_found", "detail": "no persona has this MCP endpoint"}
 
@@ -37,7 +37,7 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
     if persona is None:
         return JsonResponse(NO_ENDPOINT, status=404)
     try:
-        check_access(request, persona)
+        token = check_access(request, persona)
     except Refused as refused:
         response = JsonResponse(
             {"error": refused.error or "unauthorized", "detail": refused.reason},
@@ -54,7 +54,8 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
         server = build_server(persona)
     except StampUnavailable as unavailable:
         return JsonResponse({"error": "unavailable", "detail": unavailable.reason}, status=503)
-    return transport.answer(server, request)
+    with auditing.connection(connection_label(token)):
+        return transport.answer(server, request)
 
 
 class PersonaResourceMetadata(OAuthProtectedResourceMetadataView):

@@ -22,12 +22,13 @@ from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
+from personas.models import AuditEvent
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.resources import metadata_url, resource_url
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
-from tests.runtime_support import standing_persona
+from tests.runtime_support import call, standing_persona
 
 pytestmark = pytest.mark.django_db
 
@@ -351,3 +352,20 @@ def test_the_endpoint_and_the_token_endpoint_are_rate_limited(settings: Any) -> 
     asked = [Client().post("/oauth/token/", {"grant_type": "refresh_token"}) for _ in range(2)]
     assert [answer.status_code for answer in asked] == [400, 429]
     assert asked[1]["Cache-Control"] == "no-store"
+
+
+def test_the_audit_trail_names_the_connection_a_call_came_through() -> None:
+    """VX-REMOTE-2: a remote call's events are the handler's, as a local call's are, and also
+    name the client whose token it held; a local call's name none."""
+    persona = standing_persona()
+    app, tokens = granted(persona)
+    outside = {"name": "workspace_read", "arguments": {"path": "../../etc/passwd"}}
+    answer = rpc(persona, "tools/call", outside, tokens["access_token"])
+    assert answer.json()["result"]["structuredContent"]["ok"] is False
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.CALL_REFUSED)
+    assert event.channel == "runtime"
+    assert event.data["connection"] == f"Agent host (OAuth client {app.client_id})"
+    assert event.data["tool"] == "workspace_read"
+    call(persona, "workspace_read", {"path": "../../etc/passwd"})
+    local = AuditEvent.objects.filter(kind=AuditEvent.Kind.CALL_REFUSED).exclude(pk=event.pk).get()
+    assert "connection" not in local.data

@@ -8,7 +8,8 @@ no service takes a `channel` argument it could be given wrong:
 - a management command (`virgo <command>`, call_command): `cli`, one new id per command, and the
   operating-system account that ran it, the actor of what no Virgo user did (a key rotation);
 - a Celery task (virgo.celery): `task`, the task's id;
-- a tool call (runtime.handler): `runtime`, the call's correlation id.
+- a tool call (runtime.handler): `runtime`, the call's correlation id; one that came to a
+  persona's remote endpoint (serving/) also names its connection, the client whose token it held.
 
 An inner entry point inside an outer one (a command calling another, a task run eagerly inside
 a request) takes over until it ends, then the outer one is back.
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import wraps
 from typing import Any
 
@@ -47,6 +48,8 @@ class AuditContext:
     correlation_id: str
     # Who acted when no Virgo account did: the OS account of a command, "" otherwise.
     operator: str = ""
+    # The remote client whose token a tool call came with (serving/), "" for a local call.
+    connection: str = ""
 
 
 _current: ContextVar[AuditContext | None] = ContextVar("virgo_audit_context", default=None)
@@ -66,6 +69,17 @@ def entered(channel: str, correlation_id: str, *, operator: str = "") -> Iterato
     token = _current.set(context)
     try:
         yield context
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def connection(label: str) -> Iterator[AuditContext]:
+    """The same entry point, on behalf of a remote client: every event recorded in it names the
+    connection (VX-REMOTE-2)."""
+    token = _current.set(replace(current(), connection=label[:200]))
+    try:
+        yield _current.get()  # type: ignore[misc]
     finally:
         _current.reset(token)
 
