@@ -11,6 +11,7 @@ for this one.
 from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -98,6 +99,7 @@ class PersonaAuthorizationView(AuthorizationView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
+        context.update(admin.site.each_context(self.request))
         context["persona"] = self.persona
         context["title"] = "Grant access to a persona's tools"
         return context
@@ -122,7 +124,7 @@ class PersonaAuthorizationView(AuthorizationView):
         return render(
             request,
             "serving/authorize_refused.html",
-            {"title": "Access not granted", "reason": reason},
+            {**admin.site.each_context(request), "title": "Access not granted", "reason": reason},
             status=400,
         )
 

@@ -3,8 +3,9 @@
 An owner with a few personas (one listed, one whose grant waits on its diff page, one revoked,
 long names among them) signs in and opens each page an owner meets: the landing page, the
 index, the persona list, a persona's form, "from an agent card", the diff page, the revoke page,
-the audit trail and the directory. The list must fit the screen with every column showing;
-every Virgo page must have the admin's breadcrumbs, and each form page its submit row. A
+the audit trail, the clients and connections of remote access, the consent page a client's
+authorization request opens, and the directory. The list must fit the screen with every column
+showing; every Virgo page must have the admin's breadcrumbs, and each form page its submit row. A
 screenshot of every page is saved under the test artifacts folder (VIRGO_ARTIFACTS_DIR, else
 tmp/artifacts/walk-*.png) for a person to look at; no page may violate its CSP, log an error or
 load anything from elsewhere.
@@ -17,11 +18,13 @@ from playwright.sync_api import Page, expect
 
 from personas import services
 from personas.models import GrantProposal
+from serving.resources import resource_url
 from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
 from tests.factories import make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.runtime_support import standing_persona
 from tests.test_browser_admin import sign_in
+from tests.test_remote_mcp import authorize_query, granted, pkce, public_client
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +56,11 @@ def walker() -> dict[str, Any]:
         )
     assert change.proposal is not None
     revoked_event = revoked.audit_events.get(kind="revoked").pk
+    # A client of Ada's host holds a connection to the listed persona; another asks for one.
+    granted(listed)
+    asking = public_client(ada, name="Laptop agent host")
     return {
+        "authorize": authorize_query(asking, pkce()[1], [resource_url(listed.uuid)]),
         "listed": listed.pk,
         "listed_name": listed.name,
         "proposal": change.proposal.pk,
@@ -152,6 +159,28 @@ def test_an_owner_walks_every_page_at_1280_px(walker: dict[str, Any], browsers: 
         expect(ada.locator("dl.audit-details")).to_contain_text("replaced by the release")
         assert ada.evaluate("document.documentElement.scrollWidth") <= WIDTH
         shot("audit-event")
+
+        ada.goto("/admin/serving/connection/")
+        admin_page(ada, form=False)
+        expect(ada.locator("#result_list")).to_contain_text(walker["listed_name"])
+        fits_the_screen(ada)
+        shot("connections")
+
+        ada.goto("/admin/serving/client/")
+        admin_page(ada, form=False)
+        expect(ada.locator("#result_list")).to_contain_text("Laptop agent host")
+        fits_the_screen(ada)
+        shot("clients")
+
+        ada.goto("/admin/serving/client/add/")
+        admin_page(ada, form=True)
+        shot("client-add")
+
+        ada.goto(walker["authorize"])
+        admin_page(ada, form=True)
+        expect(ada.locator("#authorizationForm")).to_contain_text(walker["listed_name"])
+        assert ada.evaluate("document.documentElement.scrollWidth") <= WIDTH
+        shot("consent")
 
         ada.goto("/api/directory/")
         admin_page(ada, form=False)

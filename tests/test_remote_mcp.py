@@ -37,8 +37,8 @@ PROTOCOL = "2025-11-25"
 
 
 def public_client(owner: Any, **fields: Any) -> Application:
+    fields.setdefault("name", "Agent host")
     return Application.objects.create(
-        name="Agent host",
         user=owner,
         client_type=Application.CLIENT_PUBLIC,
         authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,

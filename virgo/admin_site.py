@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 # What owners author, then what the factory and the runtime record about it.
-APP_ORDER = ("personas", "stamps", "cards", "runtime", "channel")
+APP_ORDER = ("personas", "stamps", "cards", "runtime", "channel", "serving")
 # Within an app, what is opened most first; the rest by name.
 MODEL_ORDER = {
     "personas": (
@@ -28,6 +28,7 @@ MODEL_ORDER = {
         "RegisteredAddress",
         "Skill",
     ),
+    "serving": ("Connection", "Client"),
 }
 
 

@@ -442,6 +442,13 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
     # The issuer is the installation, whichever host name a request came in by.
     "OIDC_ISS_ENDPOINT": VIRGO_PUBLIC_BASE_URL,
+    # Owners see their clients and connections as serving's (serving.admin); the toolkit's own
+    # lists are a superuser's.
+    "APPLICATION_ADMIN_CLASS": "serving.admin.SuperuserOnlyAdmin",
+    "REFRESH_TOKEN_ADMIN_CLASS": "serving.admin.SuperuserOnlyAdmin",
+    "ACCESS_TOKEN_ADMIN_CLASS": "serving.admin.SuperuserOnlyAdmin",
+    "GRANT_ADMIN_CLASS": "serving.admin.SuperuserOnlyAdmin",
+    "ID_TOKEN_ADMIN_CLASS": "serving.admin.SuperuserOnlyAdmin",
 }
 WSGI_APPLICATION = "virgo.wsgi.application"
 # WSGI layers virgo.wsgi puts in front of Django, outermost first: the public card's fast path

@@ -1,0 +1,103 @@
+"""VX-REMOTE-1, VX-REMOTE-2: what an owner sees of remote access in the admin: the clients they
+registered and the connections those hold to their personas, each revocable there, and nothing
+of another owner's."""
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from oauth2_provider.models import Application, RefreshToken
+
+from tests.factories import make_owner
+from tests.owner_clients import form_data
+from tests.runtime_support import standing_persona
+from tests.test_remote_mcp import granted, public_client, rpc
+
+pytestmark = pytest.mark.django_db
+
+CLIENTS = "/admin/serving/client/"
+CONNECTIONS = "/admin/serving/connection/"
+
+
+def browser(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_owner_registers_a_client_that_can_never_skip_consent() -> None:
+    """VX-REMOTE-1: the client is the owner's, public, authorization code with PKCE; a posted
+    skip_authorization or grant type is not the owner's to choose."""
+    owner = make_owner()
+    admin = browser(owner)
+    page = admin.get(CLIENTS + "add/")
+    assert page.status_code == 200
+    posted = admin.post(
+        CLIENTS + "add/",
+        {
+            **form_data(page, "client_form"),
+            "name": "Build host",
+            "redirect_uris": "http://127.0.0.1:8765/callback",
+            "skip_authorization": "on",
+            "authorization_grant_type": "client-credentials",
+            "client_type": "confidential",
+        },
+    )
+    assert posted.status_code == 302, posted.content[:800]
+    client = Application.objects.get(name="Build host")
+    assert client.user == owner
+    assert (client.client_type, client.authorization_grant_type) == (
+        Application.CLIENT_PUBLIC,
+        Application.GRANT_AUTHORIZATION_CODE,
+    )
+    assert client.skip_authorization is False
+
+
+def test_an_owner_sees_and_revokes_their_connections_and_no_one_elses() -> None:
+    """VX-REMOTE-2: the connection names the client and the persona; revoking it in the admin
+    refuses the client's next call and its next refresh; another owner sees neither the client
+    nor the connection."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    app, tokens = granted(persona)
+    stranger = make_owner()
+    public_client(stranger, name="Stranger's host")
+
+    listed = browser(owner).get(CONNECTIONS)
+    assert listed.status_code == 200
+    assert persona.name in listed.content.decode() and "Agent host" in listed.content.decode()
+    assert "Stranger" not in browser(owner).get(CLIENTS).content.decode()
+    theirs = browser(stranger)
+    assert persona.name not in theirs.get(CONNECTIONS).content.decode()
+    connection = RefreshToken.objects.get()
+    assert theirs.get(f"{CONNECTIONS}{connection.pk}/change/").status_code in (302, 403, 404)
+    theirs.post(CONNECTIONS, {"action": "revoke", "_selected_action": [connection.pk]})
+    assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 200
+
+    revoked = browser(owner).post(
+        CONNECTIONS, {"action": "revoke", "_selected_action": [connection.pk]}
+    )
+    assert revoked.status_code == 302
+    assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 401
+    refreshed = Client().post(
+        "/oauth/token/",
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "client_id": app.client_id,
+        },
+    )
+    assert refreshed.status_code == 400
+    assert persona.name not in browser(owner).get(CONNECTIONS).content.decode()
+
+
+def test_the_toolkits_inner_records_are_a_superusers_alone() -> None:
+    """Authorization codes, access tokens and ID tokens are not listed to an owner."""
+    owner = make_owner()
+    admin = browser(owner)
+    index = admin.get("/admin/").content.decode()
+    assert "Remote access" in index and "Connections" in index and "Clients" in index
+    for model in ("grant", "accesstoken", "idtoken", "application", "refreshtoken"):
+        assert admin.get(f"/admin/oauth2_provider/{model}/").status_code == 403
+    superuser = browser(make_owner(is_superuser=True))
+    assert superuser.get("/admin/oauth2_provider/accesstoken/").status_code == 200
