@@ -328,6 +328,11 @@ def _current_generation_revoked() -> models.Exists:
     )
 
 
+def mcp_url(persona_uuid: uuid.UUID) -> str:
+    """A persona's remote MCP endpoint, under the installation's public base URL."""
+    return f"{settings.VIRGO_PUBLIC_BASE_URL}/mcp/{persona_uuid}"
+
+
 class Persona(models.Model):
     """A scoped face of one agent (SPEC-0009 "Persona Record")."""
 
@@ -415,6 +420,11 @@ class Persona(models.Model):
     @property
     def card_url(self) -> str:
         return settings.VIRGO_PUBLIC_BASE_URL + self.card_path
+
+    @property
+    def mcp_url(self) -> str:
+        """Its tools over the network (serving/): also the resource its tokens are bound to."""
+        return mcp_url(self.uuid)
 
     @property
     def discovery_url(self) -> str:

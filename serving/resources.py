@@ -9,13 +9,15 @@ import uuid
 
 from django.conf import settings
 
+from personas.models import mcp_url
+
 ENDPOINT_PREFIX = "/mcp/"
 METADATA_PREFIX = "/.well-known/oauth-protected-resource"
 SCOPE = "mcp"
 
 
 def resource_url(persona_uuid: uuid.UUID) -> str:
-    return f"{settings.VIRGO_PUBLIC_BASE_URL}{ENDPOINT_PREFIX}{persona_uuid}"
+    return mcp_url(persona_uuid)
 
 
 def metadata_url(persona_uuid: uuid.UUID) -> str:

@@ -30,6 +30,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.fresh_checkout import REPO, clean_environment, make_fresh_checkout
 from tests.live import free_port, wait_until
+from tests.test_remote_mcp_live import OwnersBrowser
 
 pytestmark = pytest.mark.live
 
@@ -73,6 +74,16 @@ class MadeRun:
 
     def reviewer(self) -> str:
         return re.search(r"mcp serve --persona ([0-9a-f-]{36})", self.output).group(1)
+
+    def client_id(self) -> str:
+        return re.search(r"serving\.connect \S+ --client-id (\S+)", self.output).group(1)
+
+    def new_password(self) -> str:
+        """The demo owner's password, made anew as make run's reset command makes it (the
+        password make run printed is reset by that command, which this test runs too)."""
+        done = run_in_a_new_shell(".venv/bin/virgo load_demo --new-password", self)
+        assert done.returncode == 0, done.stderr
+        return re.search(r"^Demo owner: demo / (\S+) ", done.stdout, re.MULTILINE).group(1)
 
     def agent_id(self) -> str:
         with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
@@ -165,6 +176,7 @@ def filled(line: str, made_run: MadeRun) -> str:
     if "persona revoke" in line:
         uuid, generation = made_run.revocable()
         line = line.replace("<uuid>", uuid).replace("<n>", str(generation))
+    line = line.replace("<client-id>", made_run.client_id())
     return line.replace("<uuid>", made_run.reviewer()).replace("<id>", made_run.agent_id())
 
 
@@ -187,6 +199,37 @@ def serve_lists_tools(line: str, made_run: MadeRun) -> list[str]:
     return anyio.run(listed)
 
 
+def connect_lists_tools(line: str, made_run: MadeRun) -> list[str]:
+    """The remote endpoint's host client, in a new shell: the first time it prints the consent
+    URL, which the demo owner's browser (signed in with make run's password) allows and follows
+    back to the client's loopback port; then, or on the tokens kept from before, it lists the
+    persona's tools."""
+    process = subprocess.Popen(
+        ["bash", "-o", "pipefail", "-c", line],
+        cwd=made_run.checkout,
+        env=made_run.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    listed = [first.strip()]
+    if first.startswith("Open this URL"):
+        password = made_run.new_password()
+        browser = OwnersBrowser(f"http://127.0.0.1:{made_run.port}", "demo", password)
+        try:
+            anyio.run(browser.approve, process.stdout.readline().strip())
+            assert browser.http.get(browser.location).status_code == 200
+        finally:
+            browser.http.close()
+        listed = []
+    # Read through the text streams: communicate() would read past what readline() buffered.
+    rest, errors = process.stdout.read(), process.stderr.read() if process.stderr else ""
+    assert process.wait(timeout=COMMAND_TIMEOUT) == 0, f"`{line}` exited:\n{errors}"
+    return listed + rest.split()
+
+
 def run_in_a_new_shell(line: str, made_run: MadeRun) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", line],
@@ -201,6 +244,9 @@ def run_in_a_new_shell(line: str, made_run: MadeRun) -> subprocess.CompletedProc
 def assert_works(line: str, made_run: MadeRun) -> subprocess.CompletedProcess[str] | None:
     if " mcp serve " in line and "--http" not in line:
         assert serve_lists_tools(line, made_run) == made_run.stamp_tools(made_run.reviewer())
+        return None
+    if "serving.connect" in line and "--call" not in line:
+        assert connect_lists_tools(line, made_run) == made_run.stamp_tools(made_run.reviewer())
         return None
     done = run_in_a_new_shell(line, made_run)
     said = f"`{line}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
@@ -220,8 +266,9 @@ def test_make_run_writes_the_settings_file_once(made_run: MadeRun) -> None:
 
 
 def test_every_command_make_run_prints_works_in_a_new_shell(made_run: MadeRun) -> None:
-    """VX-OPS-1: each command line `make run` printed (the MCP server, its config, the
-    allowlist, the password reset) works as printed in a clean environment."""
+    """VX-OPS-1, VX-REMOTE-1: each command line `make run` printed (the MCP server, its config,
+    the allowlist, the password reset, the remote endpoint's host client) works as printed in a
+    clean environment."""
     printed = [
         match.group(1)
         for line in made_run.output.splitlines()

@@ -7,6 +7,7 @@ token the endpoint must refuse. The `mcp` SDK's own OAuth client runs the same f
 live virgo-web in tests/test_remote_mcp_live.py.
 """
 
+import asyncio
 import base64
 import hashlib
 import html
@@ -16,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import httpx
 import pytest
 from django.conf import settings
 from django.test import Client
@@ -25,6 +27,7 @@ from oauth2_provider.models import AccessToken, Application, RefreshToken
 from personas.models import AuditEvent
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
+from serving.connect import Redirect, issuer_of
 from serving.resources import metadata_url, resource_url
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
@@ -369,3 +372,39 @@ def test_the_audit_trail_names_the_connection_a_call_came_through() -> None:
     call(persona, "workspace_read", {"path": "../../etc/passwd"})
     local = AuditEvent.objects.filter(kind=AuditEvent.Kind.CALL_REFUSED).exclude(pk=event.pk).get()
     assert "connection" not in local.data
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        ("code=c0de&state=s&iss=https%3A%2F%2Fvirgo.example.org", None),
+        ("code=c0de&state=s&iss=https%3A%2F%2Fevil.example", "the code came from"),
+        ("code=c0de&state=s", "the code came from"),
+        ("error=access_denied&error_description=Denied&state=s", "did not grant access: Denied"),
+    ],
+)
+@pytest.mark.django_db(False)
+def test_the_host_takes_a_code_only_from_its_own_authorization_server(
+    query: str, refused: str | None
+) -> None:
+    """VX-REMOTE-1: serving.connect's loopback redirect exchanges a code only when the answer
+    names the installation the endpoint belongs to as its issuer (RFC 9207), and says so when
+    the owner denied."""
+    redirect = Redirect(issuer_of("https://virgo.example.org/mcp/1c9d0b37"))
+    try:
+        assert httpx.get(f"{redirect.uri}?{query}").status_code == 200
+        if refused is None:
+            assert asyncio.run(redirect.code()) == ("c0de", "s")
+        else:
+            with pytest.raises(SystemExit, match=refused):
+                asyncio.run(redirect.code())
+    finally:
+        redirect.close()
+
+
+@pytest.mark.django_db(False)
+def test_only_a_personas_endpoint_is_connected_to() -> None:
+    """VX-REMOTE-1: the host names the endpoint it was given, or refuses before any request."""
+    for endpoint in ("https://virgo.example.org/", "ftp://virgo.example.org/mcp/x", "/mcp/x"):
+        with pytest.raises(SystemExit, match="is not a persona's endpoint"):
+            issuer_of(endpoint)

@@ -9,7 +9,11 @@ when it expires. Revoking the persona refuses its next call.
 """
 
 import asyncio
+import json
+import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,7 @@ from pydantic import AnyUrl
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.resources import resource_url
-from tests.live import RedisServer, WebServer
+from tests.live import REPO, RedisServer, WebServer
 from tests.owner_clients import PASSWORD, form_data
 from tests.runtime_support import standing_persona
 from tests.test_quarantine_live import deployment_env
@@ -73,12 +77,12 @@ class OwnersBrowser:
     """The owner's browser: signed in to the admin with the password, it approves the client on
     the consent page the authorization URL opens, and hands back what the redirect carried."""
 
-    def __init__(self, base_url: str, username: str) -> None:
+    def __init__(self, base_url: str, username: str, password: str = PASSWORD) -> None:
         self.http = httpx.Client(base_url=base_url, timeout=30)
         login = self.http.get("/admin/login/")
         signed_in = self.http.post(
             "/admin/login/",
-            data={**form_data(login, "login-form"), "username": username, "password": PASSWORD},
+            data={**form_data(login, "login-form"), "username": username, "password": password},
         )
         assert signed_in.status_code == 302, signed_in.text[:500]
         self.answer: dict[str, list[str]] = {}
@@ -93,7 +97,8 @@ class OwnersBrowser:
             data={**form_data(page, "authorizationForm"), "allow": "Allow"},
         )
         assert posted.status_code == 302, posted.text[:500]
-        self.answer = parse_qs(urlsplit(posted.headers["Location"]).query)
+        self.location = posted.headers["Location"]
+        self.answer = parse_qs(urlsplit(self.location).query)
 
     async def callback(self) -> tuple[str, str | None]:
         return self.answer["code"][0], self.answer.get("state", [None])[0]
@@ -183,3 +188,88 @@ def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer
         timeout=30,
     )
     assert refused.status_code == 410
+
+
+def host_environment(home: Path) -> dict[str, str]:
+    """An agent host's shell: a PATH and a HOME, nothing of the installation."""
+    return {"PATH": os.environ["PATH"], "HOME": str(home)}
+
+
+def test_an_agent_host_connects_holding_a_token_and_nothing_else(
+    web: WebServer, tmp_path: Path
+) -> None:
+    """VX-REMOTE-3, VX-REMOTE-1: `python -m serving.connect` runs with a PATH and a HOME only
+    (no database, broker, SECRET_KEY or signing key); it prints the consent URL, takes the code
+    on a loopback port of its choosing, lists exactly the stamp's tools, and keeps its tokens in
+    a file only its account reads; the next run calls a tool on them without asking again."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    owner.password = PBKDF2PasswordHasher().encode(PASSWORD, secrets.token_hex(8), iterations=1000)
+    owner.save(update_fields=["password"])
+    app = Application.objects.create(
+        name="Build host",
+        user=owner,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/callback",
+    )
+    home = tmp_path / "host"
+    home.mkdir()
+    connect = [
+        sys.executable,
+        "-m",
+        "serving.connect",
+        persona.mcp_url,
+        "--client-id",
+        app.client_id,
+    ]
+    process = subprocess.Popen(
+        connect,
+        cwd=REPO,
+        env=host_environment(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("Open this URL")
+    browser = OwnersBrowser(web.base_url, owner.get_username())
+    try:
+        asyncio.run(browser.approve(process.stdout.readline().strip()))
+        # The browser follows the redirect to the host's loopback port.
+        assert browser.http.get(browser.location).status_code == 200
+    finally:
+        browser.http.close()
+    # Read through the text streams: communicate() would read past what readline() buffered.
+    listed, errors = process.stdout.read(), process.stderr.read() if process.stderr else ""
+    assert process.wait(timeout=60) == 0, errors
+    assert listed.split() == list(load_active_stamp(persona).mcp_tools)
+
+    tokens = home / ".config" / "virgo" / "remote" / f"{persona.uuid}.json"
+    assert tokens.stat().st_mode & 0o777 == 0o600
+    called = subprocess.run(
+        [*connect, "--call", "workspace_list", "--arguments", '{"path": "."}'],
+        cwd=REPO,
+        env=host_environment(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["ok"] is True
+
+
+def test_the_host_client_needs_nothing_of_the_installation() -> None:
+    """VX-REMOTE-3: serving.connect imports the mcp SDK and httpx, none of Django or Virgo."""
+    imported = subprocess.run(
+        [sys.executable, "-c", "import serving.connect, sys; print(' '.join(sys.modules))"],
+        cwd=REPO,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert imported.returncode == 0, imported.stderr
+    loaded = {name.split(".")[0] for name in imported.stdout.split()}
+    assert not loaded & {"django", "virgo", "personas", "runtime", "stamps", "cards", "settling"}
+    assert "mcp" in loaded

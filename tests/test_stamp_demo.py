@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.test import Client
+from oauth2_provider.models import Application
 
 from personas.models import Persona
 from stamps import profiles
@@ -79,3 +80,22 @@ def test_the_demo_password_is_printed_when_made_and_kept_by_every_later_run(
     assert new is not None and new.group(1) != password.group(1)
     assert authenticate(username="demo", password=password.group(1)) is None
     assert authenticate(username="demo", password=new.group(1)) is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_owner_has_one_agent_host_client_the_demo_never_changes() -> None:
+    """VX-REMOTE-1, VX-OPS-9: the demo registers the demo owner's public client for the remote
+    endpoint once and prints the command that uses it; a later run leaves the owner's edits."""
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    [client] = Application.objects.all()
+    assert client.user.username == "demo" and client.client_type == Application.CLIENT_PUBLIC
+    reviewer = Persona.objects.get(name="Reviewer")
+    assert (
+        f"Remote:     .venv/bin/python -m serving.connect {reviewer.mcp_url} "
+        f"--client-id {client.client_id}"
+    ) in out.getvalue()
+    Application.objects.filter(pk=client.pk).update(redirect_uris="http://127.0.0.1:9000/cb")
+    call_command("load_demo", stdout=io.StringIO())
+    [kept] = Application.objects.all()
+    assert (kept.pk, kept.redirect_uris) == (client.pk, "http://127.0.0.1:9000/cb")

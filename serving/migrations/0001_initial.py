@@ -4,38 +4,35 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('oauth2_provider', '0022_refreshtoken_token_family_index'),
+        ("oauth2_provider", "0022_refreshtoken_token_family_index"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Client',
-            fields=[
-            ],
+            name="Client",
+            fields=[],
             options={
-                'verbose_name': 'client',
-                'verbose_name_plural': 'clients',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "client",
+                "verbose_name_plural": "clients",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('oauth2_provider.application',),
+            bases=("oauth2_provider.application",),
         ),
         migrations.CreateModel(
-            name='Connection',
-            fields=[
-            ],
+            name="Connection",
+            fields=[],
             options={
-                'verbose_name': 'connection',
-                'verbose_name_plural': 'connections',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "connection",
+                "verbose_name_plural": "connections",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('oauth2_provider.refreshtoken',),
+            bases=("oauth2_provider.refreshtoken",),
         ),
     ]

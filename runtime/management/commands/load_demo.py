@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from oauth2_provider.models import Application
 
 from personas import services
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
@@ -36,6 +37,7 @@ def class_and(persona_class: str, verbs: list[str]) -> list[str]:
 
 
 DEMO_DOMAIN = "demo.virgo.example"
+DEMO_CLIENT = "Demo agent host"
 # Registered for the owner's next personas, as a moderator would: README's walk copies the
 # Reviewer from a snapshot and makes a persona from a card, and two personas of one owner never
 # share an address (VX-GRANT-5).
@@ -98,6 +100,7 @@ class Command(BaseCommand):
                 personas[spec["name"]] = self._persona(agent, spec, personas)
             for path in SPARE_ADDRESSES:
                 RegisteredAddress.objects.get_or_create(path=path)
+            client = self._client(owner)
         base = settings.VIRGO_PUBLIC_BASE_URL
         if password:
             self.stdout.write(f"Demo owner: demo / {password} (printed only now)")
@@ -122,6 +125,25 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Allowlist:  {command(f'launch --persona {reviewer} --print-allowlist')}"
         )
+        self.stdout.write(
+            f"Remote:     .venv/bin/python -m serving.connect "
+            f"{personas[DEMO_PERSONAS[0]['name']].mcp_url} --client-id {client.client_id}"
+        )
+
+    def _client(self, owner: Any) -> Application:
+        """The demo owner's agent host client for the remote endpoint (README: over the
+        network): made once, then left as the owner keeps it."""
+        client = Application.objects.filter(user=owner, name=DEMO_CLIENT).first()
+        if client is None:
+            client = Application.objects.create(
+                user=owner,
+                name=DEMO_CLIENT,
+                client_type=Application.CLIENT_PUBLIC,
+                authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+                # Any loopback port (RFC 8252): `serving.connect` listens on one it picks.
+                redirect_uris="http://127.0.0.1/callback",
+            )
+        return client
 
     def _owner(self, *, new_password: bool) -> tuple[Any, str | None]:
         """The demo owner, and their password when it is new (else None: it is kept)."""

@@ -1,0 +1,202 @@
+"""`python -m serving.connect <endpoint> --client-id <id>`: an agent host's way to a persona's
+tools over the network (VX-REMOTE-1, VX-REMOTE-3).
+
+Nothing of the installation is needed here: no database, no settings, no key. The `mcp` SDK's
+own OAuth client finds the authorization server from the endpoint's 401, sends the persona's
+owner to the consent page (the URL is printed, to open in a browser signed in to the admin),
+receives the code on a loopback port (RFC 8252), and exchanges it with PKCE and the resource
+indicator. The tokens are kept in a file only this account can read, refreshed when they
+expire; the owner revoking the connection, the persona or their account ends them.
+
+It lists the persona's tools, one per line, or with `--call` calls one and prints its result.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import AnyUrl
+
+ENDPOINT_MARK = "/mcp/"
+CONSENT_SECONDS = 600
+
+
+class TokenFile:
+    """The SDK's token storage: the client id given, and the tokens in a file of mode 0600."""
+
+    def __init__(self, path: Path, client: OAuthClientInformationFull) -> None:
+        self.path = path
+        self.client = client
+
+    async def get_tokens(self) -> OAuthToken | None:
+        try:
+            return OAuthToken.model_validate_json(self.path.read_bytes())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(tokens.model_dump_json())
+        os.replace(temporary, self.path)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class Redirect:
+    """The loopback end of the redirect: one answer to /callback, its issuer checked (RFC 9207:
+    a code sent back by another authorization server is refused, not exchanged)."""
+
+    def __init__(self, issuer: str, port: int = 0) -> None:
+        self.issuer = issuer
+        self.answer: dict[str, list[str]] = {}
+        self.arrived = threading.Event()
+        redirect = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                if parts.path != "/callback":
+                    self.send_error(404)
+                    return
+                redirect.answer = parse_qs(parts.query)
+                body = b"Virgo: you may close this page and return to the terminal.\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                redirect.arrived.set()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = HTTPServer(("127.0.0.1", port), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_port}/callback"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    async def send_owner(self, authorization_url: str) -> None:
+        print(
+            "Open this URL in a browser signed in to Virgo as the persona's owner, and allow:\n"
+            f"{authorization_url}",
+            flush=True,
+        )
+
+    async def code(self) -> tuple[str, str | None]:
+        if not await asyncio.to_thread(self.arrived.wait, CONSENT_SECONDS):
+            raise SystemExit(f"no answer from the consent page within {CONSENT_SECONDS} s")
+        answer = self.answer
+        if "error" in answer:
+            reason = answer.get("error_description", answer["error"])[0]
+            raise SystemExit(f"the owner did not grant access: {reason}")
+        if answer.get("iss") != [self.issuer]:
+            raise SystemExit(f"the code came from {answer.get('iss')}, not from {self.issuer}")
+        return answer["code"][0], answer.get("state", [None])[0]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def issuer_of(endpoint: str) -> str:
+    """The installation an endpoint URL belongs to: what its authorization server is called."""
+    base, mark, persona = endpoint.rpartition(ENDPOINT_MARK)
+    parts = urlsplit(endpoint)
+    if not mark or not persona or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SystemExit(f"{endpoint!r} is not a persona's endpoint: <base URL>/mcp/<persona uuid>")
+    return base
+
+
+def default_tokens(endpoint: str) -> Path:
+    home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return home / "virgo" / "remote" / f"{endpoint.rpartition(ENDPOINT_MARK)[2]}.json"
+
+
+async def connect(
+    endpoint: str, client_id: str, tokens: Path, port: int, call: str | None, arguments: str
+) -> int:
+    redirect = Redirect(issuer_of(endpoint), port)
+    storage = TokenFile(
+        tokens,
+        OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[AnyUrl(redirect.uri)],
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope="mcp",
+        ),
+    )
+    provider = OAuthClientProvider(
+        server_url=endpoint,
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[AnyUrl(redirect.uri)], scope="mcp", token_endpoint_auth_method="none"
+        ),
+        storage=storage,
+        redirect_handler=redirect.send_owner,
+        callback_handler=redirect.code,
+    )
+    try:
+        async with (
+            httpx.AsyncClient(auth=provider, timeout=60) as http,
+            streamable_http_client(endpoint, http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            if call is None:
+                for tool in (await session.list_tools()).tools:
+                    print(tool.name)
+                return 0
+            result = await session.call_tool(call, json.loads(arguments))
+            print(json.dumps(result.structuredContent or {}, indent=2, ensure_ascii=False))
+            return 1 if result.isError else 0
+    finally:
+        redirect.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.connect", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("endpoint", help="the persona's endpoint: <base URL>/mcp/<persona uuid>")
+    parser.add_argument("--client-id", required=True, help="the client the owner registered")
+    parser.add_argument("--tokens", type=Path, help="where to keep the tokens (0600)")
+    parser.add_argument("--port", type=int, default=0, help="the loopback port of the redirect")
+    parser.add_argument("--call", metavar="TOOL", help="call this tool instead of listing them")
+    parser.add_argument("--arguments", default="{}", help="the call's arguments, as JSON")
+    options = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(
+            connect(
+                options.endpoint,
+                options.client_id,
+                options.tokens or default_tokens(options.endpoint),
+                options.port,
+                options.call,
+                options.arguments,
+            )
+        )
+    return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
