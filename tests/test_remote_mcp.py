@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 from django.utils import timezone
-from oauth2_provider.models import AccessToken, Application, RefreshToken
+from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from personas.models import AuditEvent
 from personas.services import persona_revoke
@@ -408,3 +408,55 @@ def test_only_a_personas_endpoint_is_connected_to() -> None:
     for endpoint in ("https://virgo.example.org/", "ftp://virgo.example.org/mcp/x", "/mcp/x"):
         with pytest.raises(SystemExit, match="is not a persona's endpoint"):
             issuer_of(endpoint)
+
+
+def test_a_stolen_code_is_worth_nothing_without_its_verifier_and_only_once() -> None:
+    """VX-REMOTE-1: PKCE binds the code to the client that asked (a wrong verifier is
+    invalid_grant) and a code is exchanged once."""
+    persona = standing_persona()
+    browser = Client()
+    browser.force_login(persona.agent.owner)
+    app = public_client(persona.agent.owner)
+    code, verifier = consent(browser, app, [resource_url(persona.uuid)])
+    stolen = exchange(app, code, pkce()[0])
+    assert (stolen.status_code, stolen.json()["error"]) == (400, "invalid_grant")
+    assert exchange(app, code, verifier).status_code == 200
+    assert exchange(app, code, verifier).json()["error"] == "invalid_grant"
+
+
+def test_the_consent_page_sends_codes_only_to_registered_redirects_and_s256_only() -> None:
+    """VX-REMOTE-1: an unregistered redirect URI is an error shown on Virgo's page, never a
+    redirect carrying a code; the plain PKCE method is refused."""
+    persona = standing_persona()
+    browser = Client()
+    browser.force_login(persona.agent.owner)
+    app = public_client(persona.agent.owner)
+    _, challenge = pkce()
+    query = authorize_query(app, challenge, [resource_url(persona.uuid)])
+    elsewhere = browser.get(
+        query.replace("127.0.0.1%3A8765%2Fcallback", "attacker.example%2Fcallback")
+    )
+    assert elsewhere.status_code == 400 and "Location" not in elsewhere
+    assert "authorizationForm" not in elsewhere.content.decode()
+    page = browser.get(query.replace("S256", "plain").replace(challenge, "p" * 43))
+    form = page.context["form"]
+    plain = browser.post(
+        "/oauth/authorize/",
+        {**{field.name: field.value() or "" for field in form.hidden_fields()}, "allow": "Allow"},
+    )
+    assert "code=" not in plain.get("Location", "")
+    assert not Grant.objects.exists()
+
+
+def test_a_token_is_read_from_the_authorization_header_alone() -> None:
+    """VX-REMOTE-1: a token in the query string or a form body (which logs and caches keep) is
+    not one: the answer is the 401 for a request without a token."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    in_query = Client().post(
+        f"/mcp/{persona.uuid}?access_token={tokens['access_token']}",
+        json.dumps(body),
+        content_type="application/json",
+    )
+    assert in_query.status_code == 401 and "error=" not in in_query["WWW-Authenticate"]
