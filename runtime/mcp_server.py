@@ -32,6 +32,7 @@ from runtime.tools.params import object_schema
 from runtime.tools.toolkit import Tool
 from stamps.profiles import HUMAN_SURFACE_BUNDLES
 from stamps.registry import HANDLERS
+from virgo import telemetry
 
 SERVER_NAME = "virgo"
 CORRELATION_ARGUMENT = "correlation_id"
@@ -142,9 +143,12 @@ def build_server(persona: Persona) -> Server:
 
     async def on_call_tool(request: types.CallToolRequest) -> types.ServerResult:
         arguments = dict(request.params.arguments or {})
-        result = await sync_to_async(call_tool, thread_sensitive=True)(
-            request.params.name, arguments
-        )
+        meta = request.params.meta.model_dump() if request.params.meta else None
+        # The agent's trace, if its client sent one, is the parent of the call's span.
+        with telemetry.joined(meta):
+            result = await sync_to_async(call_tool, thread_sensitive=True)(
+                request.params.name, arguments
+            )
         return types.ServerResult(
             types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(result, indent=2))],

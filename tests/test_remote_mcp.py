@@ -13,6 +13,7 @@ import hashlib
 import html
 import json
 import secrets
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -23,6 +24,9 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from personas.models import AuditEvent
 from personas.services import persona_revoke
@@ -32,6 +36,8 @@ from serving.resources import metadata_url, resource_url
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
 from tests.runtime_support import call, standing_persona
+from tests.test_tracing import handle_spans
+from virgo import telemetry
 
 pytestmark = pytest.mark.django_db
 
@@ -460,3 +466,45 @@ def test_a_token_is_read_from_the_authorization_header_alone() -> None:
         content_type="application/json",
     )
     assert in_query.status_code == 401 and "error=" not in in_query["WWW-Authenticate"]
+
+
+@pytest.fixture
+def exported() -> Iterator[InMemorySpanExporter]:
+    """Tracing on, its spans kept in memory (as tests/test_tracing.py has it)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = telemetry.install(provider)
+    yield exporter
+    telemetry.install(previous)
+    provider.shutdown()
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize(
+    ("meta", "joins"),
+    [
+        ({"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "tracestate": "agent=1"}, True),
+        ({"traceparent": "not a traceparent"}, False),
+        ({}, False),
+    ],
+)
+def test_the_calls_span_joins_the_agents_trace_from_meta(
+    exported: InMemorySpanExporter, meta: dict[str, str], joins: bool
+) -> None:
+    """VX-REMOTE-2: W3C trace context in the request's `_meta` makes the handle() span a child
+    of the agent's span; a malformed one, or none, leaves the call its own trace."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    params = {"name": "workspace_list", "arguments": {"path": "."}, "_meta": meta}
+    assert rpc(persona, "tools/call", params, tokens["access_token"]).status_code == 200
+    [span] = handle_spans(exported)
+    joined = (
+        format(span.context.trace_id, "032x") == TRACE_ID
+        and span.parent is not None
+        and format(span.parent.span_id, "016x") == PARENT_ID
+    )
+    assert joined is joins

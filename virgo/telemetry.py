@@ -14,7 +14,8 @@ background thread; a process flushes what it holds as it exits.
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -95,3 +96,26 @@ def install(provider: Any) -> Any:
 def tracer(name: str) -> Any:
     """A tracer of the configured provider, or None when tracing is off."""
     return _provider.get_tracer(name) if _provider is not None else None
+
+
+@contextmanager
+def joined(carrier: Mapping[str, Any] | None) -> Iterator[None]:
+    """The caller's trace as the parent of the spans made inside: W3C trace context
+    (`traceparent`, `tracestate`) from `carrier`, an MCP request's `_meta` (VX-REMOTE-2).
+    Nothing when tracing is off or the carrier holds none; a malformed one is ignored."""
+    fields = {
+        key: value
+        for key in ("traceparent", "tracestate")
+        if isinstance(value := (carrier or {}).get(key), str) and len(value) <= 512
+    }
+    if _provider is None or "traceparent" not in fields:
+        yield
+        return
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    token = context.attach(TraceContextTextMapPropagator().extract(fields))
+    try:
+        yield
+    finally:
+        context.detach(token)
