@@ -11,6 +11,7 @@ when it expires. Revoking the persona refuses its next call.
 import asyncio
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from tests.live import REPO, RedisServer, WebServer
 from tests.owner_clients import PASSWORD, form_data
 from tests.runtime_support import standing_persona
 from tests.test_quarantine_live import deployment_env
+from tests.test_serve_services import serve_home, serving  # noqa: F401 (a fixture)
 
 pytestmark = [
     pytest.mark.live,
@@ -273,3 +275,50 @@ def test_the_host_client_needs_nothing_of_the_installation() -> None:
     loaded = {name.split(".")[0] for name in imported.stdout.split()}
     assert not loaded & {"django", "virgo", "personas", "runtime", "stamps", "cards", "settling"}
     assert "mcp" in loaded
+
+
+def connect_in_a_new_shell(line: str, home: Path, owner: tuple[str, str], base_url: str) -> str:
+    """The printed `serving.connect` line in an agent host's shell (a PATH and a HOME), the
+    owner's browser allowing it: what it printed after the consent URL."""
+    process = subprocess.Popen(
+        ["bash", "-c", line],
+        cwd=REPO,
+        env=host_environment(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith("Open this URL")
+    browser = OwnersBrowser(base_url, *owner)
+    try:
+        asyncio.run(browser.approve(process.stdout.readline().strip()))
+        assert browser.http.get(browser.location).status_code == 200
+    finally:
+        browser.http.close()
+    # Read through the text streams: communicate() would read past what readline() buffered.
+    listed, errors = process.stdout.read(), process.stderr.read()
+    assert process.wait(timeout=60) == 0, errors
+    return listed
+
+
+def test_the_sdk_client_connects_to_make_serve_as_it_prints(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """VX-REMOTE-1, VX-REMOTE-3: `make serve` (virgo-web, workers, its own PostgreSQL and
+    Redis) prints the demo host's command; pasted into an agent host's shell and allowed by the
+    demo owner, it lists the Reviewer's tools."""
+    serve = serving(request.getfixturevalue("serve_home"), tmp_path / "serve.log")
+    try:
+        said = serve.said()
+        line = re.search(r"^Remote:\s+(.+)$", said, re.MULTILINE)
+        password = re.search(r"^Demo owner: demo / (\S+) ", said, re.MULTILINE)
+        assert line is not None and password is not None, said
+        home = tmp_path / "host"
+        home.mkdir()
+        listed = connect_in_a_new_shell(
+            line.group(1), home, ("demo", password.group(1)), serve.base
+        )
+        assert "workspace_list" in listed.split() and "complete" in listed.split()
+    finally:
+        serve.stop()
