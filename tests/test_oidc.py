@@ -30,7 +30,8 @@ from tests.factories import make_agent, make_owner, make_persona, run_on_commit
 from tests.oidc_support import Provider, RegisteredClient, issuer_setting
 from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db]
+# `mutation`: its provider is a process of its own that imports nothing of Virgo.
+pytestmark = [pytest.mark.live, pytest.mark.mutation, pytest.mark.django_db]
 
 CALLBACK = "http://testserver/admin/oidc/mock/callback/"
 User = get_user_model()
