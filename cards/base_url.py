@@ -19,7 +19,6 @@ queues the publication of every card under it, which workers configured with it 
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -103,7 +102,7 @@ class Move:
         return self.before != self.after
 
 
-def move_base_url(*, url: str, actor: Any = None) -> Move:
+def move_base_url(*, url: str) -> Move:
     """Make `url` (normalised) the installation's public base URL and queue the publication of
     every card under it; one audit record. ValueError saying why when `url` is not a public base
     URL; moving to the URL recorded already changes nothing."""
@@ -120,9 +119,8 @@ def move_base_url(*, url: str, actor: Any = None) -> Move:
         PublicBaseUrl.objects.update_or_create(
             pk=_ROW, defaults={"url": after, "recorded_at": timezone.now()}
         )
-        audit.record(
-            AuditEvent.Kind.BASE_URL_MOVED, actor=actor, data={"from": before or "", "to": after}
-        )
+        # Moved by an operator at a command line: the audit context names their account.
+        audit.record(AuditEvent.Kind.BASE_URL_MOVED, data={"from": before or "", "to": after})
         queue_after_commit(FAN_OUT_REPUBLISH)
         # The status list names the URL as its issuer: every process renders it again, and one
         # configured with another URL then refuses to.

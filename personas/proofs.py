@@ -72,7 +72,7 @@ def well_known_url(domain: str) -> str:
 
 def may_check(actor: Any, claim: OrganizationDomain) -> bool:
     """The claim's owner checks it, and so may a superuser; nobody else (VX-ID-4)."""
-    if not (getattr(actor, "is_authenticated", False) and getattr(actor, "is_active", False)):
+    if not (actor.is_authenticated and actor.is_active):
         return False
     return claim.owner_id == actor.pk or bool(actor.is_superuser)
 

@@ -314,7 +314,10 @@ def test_a_worker_on_the_other_url_does_not_start_and_a_web_starts_unready(
     with caplog.at_level(logging.ERROR, logger="cards.checks"):
         web_starting.send(sender=None)
     [logged] = [r.getMessage() for r in caplog.records if r.name == "cards.checks"]
-    assert logged.startswith("virgo.E031: ") and A in logged and B in logged
+    refusal = base_url.BaseUrlMismatch(recorded=A, configured=B)
+    assert logged == (
+        f"virgo.E031: {refusal}: /readyz answers 503 and nothing is signed here. {refusal.fix}"
+    )
 
 
 # The deliberate move ---------------------------------------------------------------------------
@@ -363,6 +366,16 @@ def test_the_move_records_the_new_url_and_publishes_every_card_under_it(
     out, _ = command("move-base-url", f"{B}/")
     assert out == f"the public base URL is {B} already: nothing to move\n"
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.BASE_URL_MOVED).count() == 1
+
+
+def test_the_first_move_of_a_new_installation_is_from_nothing(settings: Any) -> None:
+    """VX-SCALE-4: with no URL recorded yet, the move records its URL and its audit record
+    says it came from none."""
+    on(settings, B)
+    command("move-base-url", B)
+    assert base_url.recorded_base_url() == B
+    [event] = AuditEvent.objects.filter(kind=AuditEvent.Kind.BASE_URL_MOVED)
+    assert event.data == {"from": "", "to": B}
 
 
 def test_the_move_from_a_machine_still_on_the_old_url_says_so(
