@@ -260,4 +260,4 @@ def _consumers(stamp: ActiveStamp, tool_name: str) -> dict[str, bool]:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=True)
+    return json.dumps(value, sort_keys=True)

@@ -240,6 +240,7 @@ def _tar_members(data: bytes, budget: _Budget) -> Iterator[bytes]:
                 budget.spend(member.size)
                 handle = archive.extractfile(member)
                 if handle is not None:
-                    yield handle.read(member.size)
+                    # The member's file ends at its declared size, which the budget paid for.
+                    yield handle.read()
     except (tarfile.TarError, OSError, EOFError):
         return

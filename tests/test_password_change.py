@@ -197,10 +197,9 @@ def test_connect_ties_the_rotation_to_the_user_model_alone() -> None:
     rotate the tokens; it listens to the user model only, so saving anything else (a token
     itself) is none of its business."""
     user_model = get_user_model()
-    uid = "virgo.passwords.end_what_the_old_password_opened"
     owner = make_owner()
     # Unhooked first, so that what follows shows connect() itself doing the hooking.
-    pre_save.disconnect(sender=user_model, dispatch_uid=uid)
+    pre_save.disconnect(passwords.end_what_the_old_password_opened, sender=user_model)
     try:
         key = Token.objects.create(user=owner).key
         owner.set_password("changed while unhooked 1")
@@ -214,9 +213,7 @@ def test_connect_ties_the_rotation_to_the_user_model_alone() -> None:
         assert not Token.objects.filter(key=key).exists()
     finally:
         # Hooked again whatever happened above, so no later test runs without the rotation.
-        pre_save.connect(
-            passwords.end_what_the_old_password_opened, sender=user_model, dispatch_uid=uid
-        )
+        pre_save.connect(passwords.end_what_the_old_password_opened, sender=user_model)
 
 
 def test_a_save_that_leaves_the_password_out_keeps_the_tokens_and_reads_nothing() -> None:

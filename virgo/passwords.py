@@ -103,8 +103,5 @@ def _rehashed(instance: Any, stored: str) -> bool:
 
 
 def connect() -> None:
-    pre_save.connect(
-        end_what_the_old_password_opened,
-        sender=get_user_model(),
-        dispatch_uid="virgo.passwords.end_what_the_old_password_opened",
-    )
+    # Connected once per receiver and sender: Django keys a connection by both.
+    pre_save.connect(end_what_the_old_password_opened, sender=get_user_model())
