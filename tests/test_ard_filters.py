@@ -62,6 +62,26 @@ def test_a_filter_reads_the_current_generation_not_an_earlier_one(client: APICli
     assert explored.json()["facets"]["publisher"]["buckets"] == [{"value": HOST, "count": 1}]
 
 
+def test_the_version_filter_is_the_current_generation_written_in_ascii_digits(
+    client: APIClient,
+) -> None:
+    """VX-DISC-2: an entry's version is its persona's current generation; the filter takes it
+    as the entry shows it (ASCII digits) and matches nothing else, a number in other digits
+    included."""
+    agent = make_agent(make_owner("ada"))
+    first = make_persona(agent, name="Quokka One", discoverable=True)
+    second = make_persona(agent, name="Quokka Two", discoverable=True)
+    with run_on_commit():
+        services.persona_update(persona=second, actor=agent.owner, description="Twice")
+    second.refresh_from_db()
+    assert (first.generation, second.generation) == (1, 2)
+    assert found(client, {"version": "1"}) == ["Quokka One"]
+    assert found(client, {"version": "2"}) == ["Quokka Two"]
+    assert found(client, {"version": "3"}) == []
+    assert found(client, {"version": "v2"}) == []
+    assert found(client, {"version": "\u0662"}) == []  # ARABIC-INDIC DIGIT TWO
+
+
 def test_no_entry_carries_an_unverified_organization_attestation(client: APIClient) -> None:
     """VX-DISC-3: an attestation is made only for a proven part of the identity chain, so the
     filter on `organization-unverified` finds nothing, though a chain without a proven domain
