@@ -286,7 +286,7 @@ def read_listing(params: QueryDict) -> Listing:
 
 def _instant(value: str, name: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(value)
     except ValueError:
         raise Invalid(f"filter.{name}", "must be an ISO 8601 date or time") from None
     if moment.tzinfo is None:

@@ -29,9 +29,6 @@ class Installation:
     pk = None
     is_superuser = True
 
-    def __repr__(self) -> str:
-        return "the installation"
-
 
 INSTALLATION = Installation()
 
