@@ -30,15 +30,20 @@ ONE_RESOURCE = (
     "(<base URL>/mcp/<persona uuid>)"
 )
 NOT_THE_OWNER = "only the persona's owner, signed in, can grant access to its tools"
+NOT_YOUR_CLIENT = (
+    "this client was not registered by the persona's owner: register your own agent host in "
+    "the admin (Remote access > Clients)"
+)
 
 
 def grantable_persona(
-    resources: list[str], user: AbstractBaseUser | AnonymousUser | None
+    resources: list[str], user: AbstractBaseUser | AnonymousUser | None, client: Any
 ) -> Persona | str:
-    """The persona `resources` name if `user` may grant access to it, else why not.
+    """The persona `resources` name if `user` may grant `client` access to it, else why not.
 
     Another owner's persona and a persona that does not exist are refused alike, so the answer
-    tells nobody which persona ids exist."""
+    tells nobody which persona ids exist. Only a client its owner registered is granted: a
+    client is named by whoever registers it, and another owner's could call itself anything."""
     if len(resources) != 1:
         return ONE_RESOURCE
     named = persona_uuid_of(resources[0])
@@ -49,6 +54,8 @@ def grantable_persona(
     persona = Persona.objects.select_related("agent").filter(uuid=named).first()
     if persona is None or persona.agent.owner_id != user.pk:
         return NOT_THE_OWNER
+    if client is None or client.user_id != user.pk:
+        return NOT_YOUR_CLIENT
     if persona.revoked_at is not None:
         return "the persona is revoked: its tools are served to nobody"
     return persona
@@ -72,7 +79,9 @@ class PersonaResourceValidator(OAuth2Validator):
         return super()._create_authorization_code(request, code, expires)
 
     def _require_grantable(self, request: Any) -> None:
-        verdict = grantable_persona(list(getattr(request, "resource", None) or []), request.user)
+        verdict = grantable_persona(
+            list(getattr(request, "resource", None) or []), request.user, request.client
+        )
         if isinstance(verdict, str):
             raise errors.CustomOAuth2Error(
                 error="invalid_target", description=verdict, request=request
@@ -106,17 +115,14 @@ class PersonaAuthorizationView(AuthorizationView):
 
     def _refusal(self, request: HttpRequest, resources: list[str]) -> HttpResponse | None:
         client_id = request.GET.get("client_id") or request.POST.get("client_id")
-        if (
-            get_application_model()
-            .objects.filter(client_id=client_id, skip_authorization=True)
-            .exists()
-        ):
+        client = get_application_model().objects.filter(client_id=client_id).first()
+        if client is not None and client.skip_authorization:
             reason = (
                 "this client is set to skip the owner's consent, which Virgo never does: "
                 "clear its skip authorization setting"
             )
         else:
-            verdict = grantable_persona(resources, request.user)
+            verdict = grantable_persona(resources, request.user, client)
             if not isinstance(verdict, str):
                 self.persona = verdict
                 return None

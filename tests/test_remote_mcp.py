@@ -508,3 +508,17 @@ def test_the_calls_span_joins_the_agents_trace_from_meta(
         and format(span.parent.span_id, "016x") == PARENT_ID
     )
     assert joined is joins
+
+
+def test_an_owner_grants_only_a_client_they_registered() -> None:
+    """VX-REMOTE-1: a client is named by whoever registers it; one registered by another owner
+    (here calling itself "Your laptop") is refused on the consent page, before any code."""
+    persona = standing_persona()
+    lure = public_client(make_owner(), name="Your laptop")
+    browser = Client()
+    browser.force_login(persona.agent.owner)
+    _, challenge = pkce()
+    page = browser.get(authorize_query(lure, challenge, [resource_url(persona.uuid)]))
+    assert page.status_code == 400
+    assert "not registered by the persona's owner" in html.unescape(page.content.decode())
+    assert not Grant.objects.exists()
