@@ -22,9 +22,9 @@ from serving.resources import resource_url
 from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
 from tests.factories import make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
+from tests.remote_support import authorize_query, granted, pkce, public_client
 from tests.runtime_support import standing_persona
 from tests.test_browser_admin import sign_in
-from tests.test_remote_mcp import authorize_query, granted, pkce, public_client
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

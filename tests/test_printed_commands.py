@@ -30,7 +30,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.fresh_checkout import REPO, clean_environment, make_fresh_checkout
 from tests.live import free_port, wait_until
-from tests.test_remote_mcp_live import OwnersBrowser
+from tests.remote_support import OwnersBrowser
 
 pytestmark = pytest.mark.live
 

@@ -10,8 +10,8 @@ from oauth2_provider.models import Application, RefreshToken
 
 from tests.factories import make_owner
 from tests.owner_clients import form_data
+from tests.remote_support import granted, public_client, rpc
 from tests.runtime_support import standing_persona
-from tests.test_remote_mcp import granted, public_client, rpc
 
 pytestmark = pytest.mark.django_db
 

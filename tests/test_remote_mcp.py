@@ -8,15 +8,13 @@ live virgo-web in tests/test_remote_mcp_live.py.
 """
 
 import asyncio
-import base64
 import hashlib
 import html
 import json
-import secrets
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -35,106 +33,20 @@ from serving.connect import Redirect, issuer_of
 from serving.resources import metadata_url, resource_url
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
+from tests.remote_support import (
+    authorize_query,
+    consent,
+    exchange,
+    granted,
+    pkce,
+    public_client,
+    rpc,
+)
 from tests.runtime_support import call, standing_persona
 from tests.test_tracing import handle_spans
 from virgo import telemetry
 
 pytestmark = pytest.mark.django_db
-
-REDIRECT = "http://127.0.0.1:8765/callback"
-PROTOCOL = "2025-11-25"
-
-
-def public_client(owner: Any, **fields: Any) -> Application:
-    fields.setdefault("name", "Agent host")
-    return Application.objects.create(
-        user=owner,
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=REDIRECT,
-        **fields,
-    )
-
-
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def authorize_query(app: Application, challenge: str, resources: list[str], **extra: str) -> str:
-    params = [
-        ("response_type", "code"),
-        ("client_id", app.client_id),
-        ("redirect_uri", REDIRECT),
-        ("scope", "mcp"),
-        ("state", "st4te"),
-        ("code_challenge", challenge),
-        ("code_challenge_method", "S256"),
-        *(("resource", resource) for resource in resources),
-        *extra.items(),
-    ]
-    return "/oauth/authorize/?" + urlencode(params)
-
-
-def consent(
-    browser: Client, app: Application, resources: list[str], **extra: str
-) -> tuple[str, str]:
-    """The owner's browser approves the client: the code it is sent back with, and the verifier."""
-    verifier, challenge = pkce()
-    page = browser.get(authorize_query(app, challenge, resources, **extra))
-    assert page.status_code == 200, page.content[:500]
-    form = page.context["form"]
-    posted = browser.post(
-        "/oauth/authorize/",
-        {**{f.name: f.value() or "" for f in form.hidden_fields()}, "allow": "Allow"},
-    )
-    assert posted.status_code == 302, posted.content[:500]
-    answer = parse_qs(urlsplit(posted["Location"]).query)
-    assert answer["state"] == ["st4te"]
-    assert answer["iss"] == [settings.VIRGO_PUBLIC_BASE_URL]
-    return answer["code"][0], verifier
-
-
-def exchange(app: Application, code: str, verifier: str, **extra: str) -> Any:
-    return Client().post(
-        "/oauth/token/",
-        {
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": REDIRECT,
-            "client_id": app.client_id,
-            "code_verifier": verifier,
-            **extra,
-        },
-    )
-
-
-def granted(persona: Any) -> tuple[Application, dict[str, Any]]:
-    """A client its owner approved for `persona`: the tokens it was given."""
-    owner = persona.agent.owner
-    browser = Client()
-    browser.force_login(owner)
-    app = public_client(owner)
-    code, verifier = consent(browser, app, [resource_url(persona.uuid)])
-    tokens = exchange(app, code, verifier, resource=resource_url(persona.uuid))
-    assert tokens.status_code == 200, tokens.content
-    return app, tokens.json()
-
-
-def rpc(
-    persona: Any, method: str, params: dict[str, Any] | None = None, token: str | None = None
-) -> Any:
-    headers = {
-        "HTTP_ACCEPT": "application/json, text/event-stream",
-        "HTTP_MCP_PROTOCOL_VERSION": PROTOCOL,
-    }
-    if token is not None:
-        headers["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-    return Client().post(
-        f"/mcp/{persona.uuid}", json.dumps(body), content_type="application/json", **headers
-    )
 
 
 def test_the_endpoint_lists_exactly_the_stamps_tools_to_a_token_its_owner_granted() -> None:

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -34,7 +33,8 @@ from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.resources import resource_url
 from tests.live import REPO, RedisServer, WebServer
-from tests.owner_clients import PASSWORD, form_data
+from tests.owner_clients import PASSWORD
+from tests.remote_support import REDIRECT, OwnersBrowser, host_environment
 from tests.runtime_support import standing_persona
 from tests.test_quarantine_live import deployment_env
 from tests.test_serve_services import serve_home, serving  # noqa: F401 (a fixture)
@@ -44,8 +44,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("live_postgres"),
 ]
-
-REDIRECT = "http://127.0.0.1:8765/callback"
 
 
 class HostStorage:
@@ -73,37 +71,6 @@ class HostStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.client = client_info
-
-
-class OwnersBrowser:
-    """The owner's browser: signed in to the admin with the password, it approves the client on
-    the consent page the authorization URL opens, and hands back what the redirect carried."""
-
-    def __init__(self, base_url: str, username: str, password: str = PASSWORD) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=30)
-        login = self.http.get("/admin/login/")
-        signed_in = self.http.post(
-            "/admin/login/",
-            data={**form_data(login, "login-form"), "username": username, "password": password},
-        )
-        assert signed_in.status_code == 302, signed_in.text[:500]
-        self.answer: dict[str, list[str]] = {}
-        self.consent_pages: list[str] = []
-
-    async def approve(self, authorization_url: str) -> None:
-        page = self.http.get(authorization_url)
-        assert page.status_code == 200, page.text[:500]
-        self.consent_pages.append(page.text)
-        posted = self.http.post(
-            urlsplit(authorization_url).path,
-            data={**form_data(page, "authorizationForm"), "allow": "Allow"},
-        )
-        assert posted.status_code == 302, posted.text[:500]
-        self.location = posted.headers["Location"]
-        self.answer = parse_qs(urlsplit(self.location).query)
-
-    async def callback(self) -> tuple[str, str | None]:
-        return self.answer["code"][0], self.answer.get("state", [None])[0]
 
 
 @pytest.fixture
@@ -190,11 +157,6 @@ def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer
         timeout=30,
     )
     assert refused.status_code == 410
-
-
-def host_environment(home: Path) -> dict[str, str]:
-    """An agent host's shell: a PATH and a HOME, nothing of the installation."""
-    return {"PATH": os.environ["PATH"], "HOME": str(home)}
 
 
 def test_an_agent_host_connects_holding_a_token_and_nothing_else(
