@@ -8,12 +8,17 @@ admin classes), for a superuser to inspect.
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.shortcuts import render
 
+from personas.models import Persona
+from serving.connections import open_connection
 from serving.models import Client, Connection
-from serving.resources import persona_uuid_of
+from serving.oauth import grantable_persona
+from serving.resources import persona_uuid_of, resource_url
 
 
 def _owner_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -22,6 +27,43 @@ def _owner_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
 
 def _is_staff(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff)
+
+
+class OpenConnectionForm(forms.ModelForm):
+    """A connection the owner opens for a host with no browser: one of their clients, one of
+    their live personas (serving.connections)."""
+
+    host_client = forms.ModelChoiceField(
+        queryset=Client.objects.none(),
+        label="Client",
+        help_text="The agent host that will hold the connection (Remote access > Clients).",
+    )
+    target_persona = forms.ModelChoiceField(
+        queryset=Persona.objects.none(),
+        label="Persona",
+        help_text="The persona whose tools it may call, as its stamp allows.",
+    )
+
+    class Meta:
+        model = Connection
+        fields = ()
+
+    def __init__(self, *args: Any, owner: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+        self.fields["host_client"].queryset = Client.objects.filter(user=owner)
+        self.fields["target_persona"].queryset = Persona.objects.filter(
+            agent__owner=owner, revoked_at__isnull=True
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        client, persona = cleaned.get("host_client"), cleaned.get("target_persona")
+        if client is not None and persona is not None:
+            verdict = grantable_persona([resource_url(persona.uuid)], self.owner, client)
+            if isinstance(verdict, str):
+                raise forms.ValidationError(verdict)
+        return cleaned
 
 
 @admin.register(Client)
@@ -76,6 +118,53 @@ class ConnectionAdmin(admin.ModelAdmin):
     readonly_fields = fields
     actions = ("revoke",)
 
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.fields if obj is not None else ("host_client", "target_persona")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.readonly_fields if obj is not None else ()
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is not None:
+            return super().get_form(request, obj, change=change, **kwargs)
+        owner = request.user
+
+        class OwnersConnectionForm(OpenConnectionForm):
+            def __init__(self, *args: Any, **options: Any) -> None:
+                super().__init__(*args, owner=owner, **options)
+
+        return OwnersConnectionForm
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if change:
+            return
+        obj.user = request.user
+        obj.application = form.cleaned_data["host_client"]
+        request.opened_connection = (  # type: ignore[attr-defined]
+            open_connection(obj, persona=form.cleaned_data["target_persona"]),
+            form.cleaned_data["target_persona"],
+        )
+
+    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: Any = None) -> Any:
+        """The refresh token, shown on this page once: never in a message, which the session
+        or a cookie would keep."""
+        token, persona = request.opened_connection  # type: ignore[attr-defined]
+        # The admin's views are never cached (no-store), this page with them.
+        return render(
+            request,
+            "serving/connection_opened.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Connection opened",
+                "opts": self.opts,
+                "token": token,
+                "persona": persona,
+                "client": obj.application,
+            },
+        )
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # A refresh rotates the family's token: the spent ones are history, not connections.
         queryset = super().get_queryset(request).select_related("application")
@@ -94,7 +183,7 @@ class ConnectionAdmin(admin.ModelAdmin):
         return self.has_view_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+        return _is_staff(request)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -105,8 +194,6 @@ class ConnectionAdmin(admin.ModelAdmin):
 
     @admin.display(description="persona")
     def persona(self, connection: Any) -> str:
-        from personas.models import Persona
-
         resources = list(connection.resource or [])
         named = persona_uuid_of(resources[0]) if len(resources) == 1 else None
         persona = Persona.objects.filter(uuid=named).only("name").first() if named else None

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,34 +33,84 @@ from pydantic import AnyUrl
 
 ENDPOINT_MARK = "/mcp/"
 CONSENT_SECONDS = 600
+EXPIRY_MARGIN = 30
 
 
 class TokenFile:
-    """The SDK's token storage: the client id given, and the tokens in a file of mode 0600."""
+    """The SDK's token storage: the client id given, and the tokens in a file of mode 0600 with
+    the moment their access token expires (the SDK keeps that in memory only)."""
 
     def __init__(self, path: Path, client: OAuthClientInformationFull) -> None:
         self.path = path
         self.client = client
 
-    async def get_tokens(self) -> OAuthToken | None:
+    def _read(self) -> dict[str, Any] | None:
         try:
-            return OAuthToken.model_validate_json(self.path.read_bytes())
+            kept = json.loads(self.path.read_bytes())
         except (FileNotFoundError, ValueError):
             return None
+        return kept if isinstance(kept, dict) and isinstance(kept.get("tokens"), dict) else None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        kept = self._read()
+        try:
+            return OAuthToken.model_validate(kept["tokens"]) if kept else None
+        except ValueError:
+            return None
+
+    def expired(self) -> bool:
+        kept = self._read()
+        expires_at = kept.get("expires_at") if kept else None
+        return isinstance(expires_at, int | float) and expires_at <= time.time()
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
+        # A little early, so that a token is not sent in its last seconds.
+        lifetime = tokens.expires_in
+        expires_at = time.time() + lifetime - EXPIRY_MARGIN if lifetime is not None else None
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as handle:
-            handle.write(tokens.model_dump_json())
+            json.dump({"tokens": tokens.model_dump(), "expires_at": expires_at}, handle)
         os.replace(temporary, self.path)
+
+    def forget(self) -> None:
+        self.path.unlink(missing_ok=True)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self.client
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self.client = client_info
+
+
+async def refresh_if_expired(
+    endpoint: str, client_id: str, storage: TokenFile, http: httpx.AsyncClient
+) -> None:
+    """Tokens kept from an earlier run whose access token has expired are refreshed here, before
+    the SDK sees them: the SDK, new in each run, would take them for current and, refused, send
+    the owner to the consent page again. A refresh refused (the connection, the persona or the
+    account revoked) forgets them, and the owner is asked."""
+    tokens = await storage.get_tokens()
+    if tokens is None or not tokens.refresh_token or not storage.expired():
+        return
+    issuer = issuer_of(endpoint)
+    metadata = (await http.get(f"{issuer}/.well-known/oauth-authorization-server")).json()
+    if metadata.get("issuer") != issuer:
+        raise SystemExit(f"{issuer} answers as the authorization server {metadata.get('issuer')}")
+    answer = await http.post(
+        metadata["token_endpoint"],
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": tokens.refresh_token,
+            "client_id": client_id,
+            "resource": endpoint,
+        },
+    )
+    if answer.status_code != 200:
+        storage.forget()
+        return
+    await storage.set_tokens(OAuthToken.model_validate(answer.json()))
 
 
 class Redirect:
@@ -132,7 +183,13 @@ def default_tokens(endpoint: str) -> Path:
 
 
 async def connect(
-    endpoint: str, client_id: str, tokens: Path, port: int, call: str | None, arguments: str
+    endpoint: str,
+    client_id: str,
+    tokens: Path,
+    port: int,
+    call: str | None,
+    arguments: str,
+    refresh_token: str | None = None,
 ) -> int:
     redirect = Redirect(issuer_of(endpoint), port)
     storage = TokenFile(
@@ -156,6 +213,14 @@ async def connect(
         callback_handler=redirect.code,
     )
     try:
+        if refresh_token is not None and await storage.get_tokens() is None:
+            # Handed over by the owner (Remote access > Connections), once: spent at once for
+            # the first access token, as an expired one would be; later runs keep what it gave.
+            await storage.set_tokens(
+                OAuthToken(access_token="", refresh_token=refresh_token, expires_in=0)
+            )
+        async with httpx.AsyncClient(timeout=60) as plain:
+            await refresh_if_expired(endpoint, client_id, storage, plain)
         async with (
             httpx.AsyncClient(auth=provider, timeout=60) as http,
             streamable_http_client(endpoint, http_client=http) as (read, write, _),
@@ -183,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="the loopback port of the redirect")
     parser.add_argument("--call", metavar="TOOL", help="call this tool instead of listing them")
     parser.add_argument("--arguments", default="{}", help="the call's arguments, as JSON")
+    parser.add_argument(
+        "--refresh-token-file",
+        type=Path,
+        help="a connection the owner opened for this host in the admin: no consent page",
+    )
     options = parser.parse_args(argv)
+    refresh_token = None
+    if options.refresh_token_file is not None:
+        refresh_token = options.refresh_token_file.read_text().strip()
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(
             connect(
@@ -193,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 options.port,
                 options.call,
                 options.arguments,
+                refresh_token,
             )
         )
     return 130

@@ -166,6 +166,16 @@ def test_an_owner_walks_every_page_at_1280_px(walker: dict[str, Any], browsers: 
         fits_the_screen(ada)
         shot("connections")
 
+        ada.goto("/admin/serving/connection/add/")
+        admin_page(ada, form=True)
+        ada.select_option("#id_host_client", label="Laptop agent host")
+        ada.select_option("#id_target_persona", label=walker["listed_name"])
+        ada.click(".submit-row input[name=_save]")
+        expect(ada.locator("#connection-command")).to_contain_text("--refresh-token-file")
+        expect(ada.locator("ol.breadcrumbs")).to_be_visible()
+        assert ada.evaluate("document.documentElement.scrollWidth") <= WIDTH
+        shot("connection-opened")
+
         ada.goto("/admin/serving/client/")
         admin_page(ada, form=False)
         expect(ada.locator("#result_list")).to_contain_text("Laptop agent host")

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from oauth2_provider.models import Application, RefreshToken
 
+from serving.resources import resource_url
 from tests.factories import make_owner
 from tests.owner_clients import form_data
 from tests.remote_support import granted, public_client, rpc
@@ -101,3 +102,54 @@ def test_the_toolkits_inner_records_are_a_superusers_alone() -> None:
         assert admin.get(f"/admin/oauth2_provider/{model}/").status_code == 403
     superuser = browser(make_owner(is_superuser=True))
     assert superuser.get("/admin/oauth2_provider/accesstoken/").status_code == 200
+
+
+def test_an_owner_opens_a_connection_for_a_host_with_no_browser() -> None:
+    """VX-REMOTE-1, VX-REMOTE-3: the owner picks their client and persona; the page shows the
+    refresh token once (kept only as its digest, never in a message or a cookie), which the
+    host spends for an access token bound to that persona alone."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    client = public_client(owner, name="CI runner")
+    admin = browser(owner)
+    page = admin.get(CONNECTIONS + "add/")
+    assert page.status_code == 200
+    opened = admin.post(
+        CONNECTIONS + "add/", {"host_client": client.pk, "target_persona": persona.pk}
+    )
+    assert opened.status_code == 200, opened.content[:800]
+    assert "no-store" in opened["Cache-Control"]
+    token = opened.context["token"]
+    shown = opened.content.decode()
+    assert token in shown and f"--client-id {client.client_id}" in shown
+    assert token not in str(opened.cookies) and token not in str(admin.session.items())
+    assert list(RefreshToken.objects.values_list("token", "resource")) == [
+        ("", [resource_url(persona.uuid)])
+    ]
+    spent = Client().post(
+        "/oauth/token/",
+        {"grant_type": "refresh_token", "refresh_token": token, "client_id": client.client_id},
+    )
+    assert spent.status_code == 200, spent.content
+    assert rpc(persona, "tools/list", token=spent.json()["access_token"]).status_code == 200
+    assert "CI runner" in admin.get(CONNECTIONS).content.decode()
+
+
+def test_a_connection_is_opened_only_for_the_owners_client_and_live_persona() -> None:
+    """VX-REMOTE-1: another owner's client or persona is not offered, and posted anyway is
+    refused with nothing made; a revoked persona is not offered either."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    mine = public_client(owner, name="Mine")
+    stranger = make_owner()
+    theirs = public_client(stranger, name="Theirs")
+    their_persona = standing_persona(stranger)
+    admin = browser(owner)
+    for posted in (
+        {"host_client": theirs.pk, "target_persona": persona.pk},
+        {"host_client": mine.pk, "target_persona": their_persona.pk},
+    ):
+        refused = admin.post(CONNECTIONS + "add/", posted)
+        assert refused.status_code == 200
+        assert "Select a valid choice" in refused.content.decode()
+    assert not RefreshToken.objects.exists()

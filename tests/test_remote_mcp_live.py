@@ -26,11 +26,12 @@ from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from oauth2_provider.models import Application
+from oauth2_provider.models import Application, RefreshToken
 from pydantic import AnyUrl
 
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
+from serving.connections import open_connection
 from serving.resources import resource_url
 from tests.live import REPO, RedisServer, WebServer
 from tests.owner_clients import PASSWORD
@@ -284,3 +285,47 @@ def test_the_sdk_client_connects_to_make_serve_as_it_prints(
         assert "workspace_list" in listed.split() and "complete" in listed.split()
     finally:
         serve.stop()
+
+
+def test_a_host_with_no_browser_connects_on_a_connection_its_owner_opened(
+    web: WebServer, tmp_path: Path
+) -> None:
+    """VX-REMOTE-3, VX-REMOTE-1: the owner opens a connection for a host (serving.connections,
+    the admin's Remote access > Connections); the host, with a PATH, a HOME and that refresh
+    token, lists the persona's tools with no consent page; on a later run, its access token
+    expired, it refreshes it itself rather than send the owner to the consent page again."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    client = Application.objects.create(
+        name="CI runner",
+        user=owner,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/callback",
+    )
+    connection = RefreshToken(user=owner, application=client)
+    handed = tmp_path / "virgo-connection"
+    handed.write_text(open_connection(connection, persona=persona))
+    home = tmp_path / "host"
+    home.mkdir()
+    connect = [
+        sys.executable, "-m", "serving.connect", persona.mcp_url, "--client-id", client.client_id,
+    ]  # fmt: skip
+    first = subprocess.run(
+        [*connect, "--refresh-token-file", str(handed)],
+        cwd=REPO, env=host_environment(home), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == list(load_active_stamp(persona).mcp_tools)
+
+    kept = home / ".config" / "virgo" / "remote" / f"{persona.uuid}.json"
+    tokens = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**tokens, "expires_at": 0}))
+    again = subprocess.run(
+        connect, cwd=REPO, env=host_environment(home), capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 0, again.stderr
+    assert not again.stdout.startswith("Open this URL")
+    renewed = json.loads(kept.read_text())
+    assert renewed["tokens"]["access_token"] != tokens["tokens"]["access_token"]
+    assert renewed["expires_at"] > 0
