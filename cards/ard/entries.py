@@ -65,13 +65,15 @@ def identifier(publisher: str, persona_uuid: object) -> str:
 
 
 def parse_identifier(urn: str) -> tuple[str, str] | None:
-    """(publisher, persona uuid) of one of our identifiers, or None for any other string."""
+    """(publisher, persona uuid) of one of our identifiers, or None for any other string. The
+    publisher is as written: publisher_is compares it in lower case, and an empty one is no
+    publisher's."""
     if not urn.startswith(URN_PREFIX):
         return None
     parts = urn[len(URN_PREFIX) :].split(":")
-    if len(parts) != 3 or parts[1] != NAMESPACE or not parts[0]:
+    if len(parts) != 3 or parts[1] != NAMESPACE:
         return None
-    return parts[0].lower(), parts[2].lower()
+    return parts[0], parts[2].lower()
 
 
 def publisher_of(identity: dict[str, Any] | None) -> str:

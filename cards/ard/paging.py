@@ -20,7 +20,7 @@ class BadToken(Exception):
 
 
 def query_digest(query: dict[str, Any]) -> str:
-    canonical = json.dumps(query, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    canonical = json.dumps(query, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
