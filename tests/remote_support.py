@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import Client
 from oauth2_provider.models import Application
 
@@ -25,12 +26,27 @@ PROTOCOL = "2025-11-25"
 
 def public_client(owner: Any, **fields: Any) -> Application:
     fields.setdefault("name", "Agent host")
+    fields.setdefault("redirect_uris", REDIRECT)
     return Application.objects.create(
         user=owner,
         client_type=Application.CLIENT_PUBLIC,
         authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=REDIRECT,
         **fields,
+    )
+
+
+def signs_in_as_production_does(owner: Any) -> None:
+    """The owner's password hashed as a production installation hashes it: a live server on
+    production settings does not know the test settings' MD5."""
+    owner.password = PBKDF2PasswordHasher().encode(PASSWORD, secrets.token_hex(8), iterations=1000)
+    owner.save(update_fields=["password"])
+
+
+def refresh(app: Application, refresh_token: str) -> Any:
+    """The client's refresh request to the token endpoint, in-process."""
+    return Client().post(
+        "/oauth/token/",
+        {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": app.client_id},
     )
 
 

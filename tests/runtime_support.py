@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from personas.models import Generation, Persona, PersonaClass
 from runtime import transport
@@ -23,6 +26,7 @@ from stamps.profiles import required_tools
 from stamps.services import owner_reference, stamp_inputs
 from stamps.storage import stamp_path, write_stamp_file
 from tests.factories import free_address, make_agent, make_owner, make_persona
+from virgo import telemetry
 from virgo.canonical import composition_hash, sha256_hex, stamp_bytes
 
 _correlations = itertools.count(1)
@@ -220,3 +224,17 @@ def start_standalone(home: Path) -> Standalone:
             _, name, uuid = line.split()
             standalone.personas[name] = uuid
     return standalone
+
+
+@contextmanager
+def in_memory_spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on for the block, its spans kept in memory for the test to read."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = telemetry.install(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.install(previous)
+        provider.shutdown()

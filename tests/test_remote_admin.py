@@ -11,7 +11,7 @@ from oauth2_provider.models import Application, RefreshToken
 from serving.resources import resource_url
 from tests.factories import make_owner
 from tests.owner_clients import form_data
-from tests.remote_support import granted, public_client, rpc
+from tests.remote_support import granted, public_client, refresh, rpc
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
@@ -80,14 +80,7 @@ def test_an_owner_sees_and_revokes_their_connections_and_no_one_elses() -> None:
     )
     assert revoked.status_code == 302
     assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 401
-    refreshed = Client().post(
-        "/oauth/token/",
-        {
-            "grant_type": "refresh_token",
-            "refresh_token": tokens["refresh_token"],
-            "client_id": app.client_id,
-        },
-    )
+    refreshed = refresh(app, tokens["refresh_token"])
     assert refreshed.status_code == 400
     assert persona.name not in browser(owner).get(CONNECTIONS).content.decode()
 
@@ -126,10 +119,7 @@ def test_an_owner_opens_a_connection_for_a_host_with_no_browser() -> None:
     assert list(RefreshToken.objects.values_list("token", "resource")) == [
         ("", [resource_url(persona.uuid)])
     ]
-    spent = Client().post(
-        "/oauth/token/",
-        {"grant_type": "refresh_token", "refresh_token": token, "client_id": client.client_id},
-    )
+    spent = refresh(client, token)
     assert spent.status_code == 200, spent.content
     assert rpc(persona, "tools/list", token=spent.json()["access_token"]).status_code == 200
     assert "CI runner" in admin.get(CONNECTIONS).content.decode()

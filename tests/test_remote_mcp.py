@@ -22,8 +22,6 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from personas.models import AuditEvent
@@ -40,11 +38,11 @@ from tests.remote_support import (
     granted,
     pkce,
     public_client,
+    refresh,
     rpc,
 )
-from tests.runtime_support import call, standing_persona
+from tests.runtime_support import call, in_memory_spans, standing_persona
 from tests.test_tracing import handle_spans
-from virgo import telemetry
 
 pytestmark = pytest.mark.django_db
 
@@ -180,14 +178,7 @@ def test_a_revoked_persona_serves_nobody_and_its_tokens_cannot_be_refreshed() ->
         persona=persona, actor=persona.agent.owner, reason_code="retired", reason="done", via="test"
     )
     assert rpc(persona, "tools/list", token=tokens["access_token"]).status_code == 410
-    refreshed = Client().post(
-        "/oauth/token/",
-        {
-            "grant_type": "refresh_token",
-            "refresh_token": tokens["refresh_token"],
-            "client_id": app.client_id,
-        },
-    )
+    refreshed = refresh(app, tokens["refresh_token"])
     assert refreshed.status_code == 400
     assert refreshed.json()["error"] == "invalid_target"
 
@@ -197,15 +188,10 @@ def test_a_refreshed_token_stays_bound_to_its_persona() -> None:
     token is spent."""
     persona = standing_persona()
     app, tokens = granted(persona)
-    refresh = {
-        "grant_type": "refresh_token",
-        "refresh_token": tokens["refresh_token"],
-        "client_id": app.client_id,
-    }
-    renewed = Client().post("/oauth/token/", refresh)
+    renewed = refresh(app, tokens["refresh_token"])
     assert renewed.status_code == 200, renewed.content
     assert rpc(persona, "tools/list", token=renewed.json()["access_token"]).status_code == 200
-    assert Client().post("/oauth/token/", refresh).status_code == 400
+    assert refresh(app, tokens["refresh_token"]).status_code == 400
 
 
 def test_only_the_owner_consents_and_only_to_one_of_their_personas() -> None:
@@ -382,14 +368,8 @@ def test_a_token_is_read_from_the_authorization_header_alone() -> None:
 
 @pytest.fixture
 def exported() -> Iterator[InMemorySpanExporter]:
-    """Tracing on, its spans kept in memory (as tests/test_tracing.py has it)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    previous = telemetry.install(provider)
-    yield exporter
-    telemetry.install(previous)
-    provider.shutdown()
+    with in_memory_spans() as exporter:
+        yield exporter
 
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

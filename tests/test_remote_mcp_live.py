@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,12 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from oauth2_provider.models import Application, RefreshToken
+from oauth2_provider.models import RefreshToken
 from pydantic import AnyUrl
 
 from personas.services import persona_revoke
@@ -34,8 +32,13 @@ from runtime.stamp import load_active_stamp
 from serving.connections import open_connection
 from serving.resources import resource_url
 from tests.live import REPO, RedisServer, WebServer
-from tests.owner_clients import PASSWORD
-from tests.remote_support import REDIRECT, OwnersBrowser, host_environment
+from tests.remote_support import (
+    REDIRECT,
+    OwnersBrowser,
+    host_environment,
+    public_client,
+    signs_in_as_production_does,
+)
 from tests.runtime_support import standing_persona
 from tests.test_quarantine_live import deployment_env
 from tests.test_serve_services import serve_home, serving  # noqa: F401 (a fixture)
@@ -105,16 +108,8 @@ def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer
     without asking the owner again; revoking the persona refuses the next call."""
     persona = standing_persona()
     owner = persona.agent.owner
-    # Hashed as a production installation hashes (the test settings' MD5 is not one of its).
-    owner.password = PBKDF2PasswordHasher().encode(PASSWORD, secrets.token_hex(8), iterations=1000)
-    owner.save(update_fields=["password"])
-    app = Application.objects.create(
-        name="Build host",
-        user=owner,
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=REDIRECT,
-    )
+    signs_in_as_production_does(owner)
+    app = public_client(owner, name="Build host")
     url = resource_url(persona.uuid)
     browser = OwnersBrowser(web.base_url, owner.get_username())
     storage = HostStorage(app.client_id)
@@ -169,15 +164,8 @@ def test_an_agent_host_connects_holding_a_token_and_nothing_else(
     a file only its account reads; the next run calls a tool on them without asking again."""
     persona = standing_persona()
     owner = persona.agent.owner
-    owner.password = PBKDF2PasswordHasher().encode(PASSWORD, secrets.token_hex(8), iterations=1000)
-    owner.save(update_fields=["password"])
-    app = Application.objects.create(
-        name="Build host",
-        user=owner,
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/callback",
-    )
+    signs_in_as_production_does(owner)
+    app = public_client(owner, name="Build host", redirect_uris="http://127.0.0.1/callback")
     home = tmp_path / "host"
     home.mkdir()
     connect = [
@@ -296,13 +284,7 @@ def test_a_host_with_no_browser_connects_on_a_connection_its_owner_opened(
     expired, it refreshes it itself rather than send the owner to the consent page again."""
     persona = standing_persona()
     owner = persona.agent.owner
-    client = Application.objects.create(
-        name="CI runner",
-        user=owner,
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/callback",
-    )
+    client = public_client(owner, name="CI runner", redirect_uris="http://127.0.0.1/callback")
     connection = RefreshToken(user=owner, application=client)
     handed = tmp_path / "virgo-connection"
     handed.write_text(open_connection(connection, persona=persona))

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runtime.explain import explain
@@ -19,6 +18,7 @@ from runtime.vectors import export
 from tests.runtime_support import (
     RecordingTransport,
     correlation,
+    in_memory_spans,
     recording_transport,
     standing_persona,
     start_standalone,
@@ -44,13 +44,8 @@ def hub() -> Iterator[RecordingTransport]:
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    previous = telemetry.install(provider)
-    yield exporter
-    telemetry.install(previous)
-    provider.shutdown()
+    with in_memory_spans() as exporter:
+        yield exporter
 
 
 def handle_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
