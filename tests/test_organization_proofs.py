@@ -13,6 +13,7 @@ from datetime import timedelta
 from io import StringIO
 from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AnonymousUser
@@ -830,3 +831,41 @@ def test_check_all_with_nothing_to_check_says_so() -> None:
     out = StringIO()
     call_command("organization", "check", "--all", stdout=out)
     assert out.getvalue() == "no claim to check: every claim is approved, or there is none\n"
+
+
+def tls_failure(cause: BaseException) -> httpx.ConnectError:
+    error = httpx.ConnectError("the handshake failed")
+    error.__cause__ = cause
+    return error
+
+
+def certificate_error(verify_message: str | None, reason: str | None) -> ssl.SSLError:
+    error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    error.verify_message, error.reason = verify_message, reason
+    return error
+
+
+def bare_ssl_error() -> ssl.SSLError:
+    error = ssl.SSLError(1, "handshake")
+    error.reason = None
+    return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "said"),
+    [
+        (certificate_error("self-signed certificate", "CERTIFICATE_VERIFY_FAILED"),
+         "TLS failed: its certificate could not be verified (self-signed certificate)"),
+        (certificate_error(None, "CERTIFICATE_VERIFY_FAILED"),
+         "TLS failed: its certificate could not be verified (CERTIFICATE_VERIFY_FAILED)"),
+        (certificate_error(None, None),
+         "TLS failed: its certificate could not be verified (no reason given)"),
+        (bare_ssl_error(), "TLS failed (SSLError)"),
+    ],
+)  # fmt: skip
+def test_a_tls_failure_is_named_with_what_the_handshake_said(
+    cause: BaseException, said: str
+) -> None:
+    """VX-ID-2: the owner reads why a proof could not be fetched over TLS, from the most
+    specific words the handshake left, and never an empty pair of brackets."""
+    assert proofs._wire_problem(tls_failure(cause)) == said
