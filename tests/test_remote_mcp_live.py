@@ -31,15 +31,17 @@ from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.connections import open_connection
 from serving.resources import resource_url
-from tests.live import REPO, RedisServer, WebServer
+from tests.live import REPO, RedisServer, WebServer, unavailable
 from tests.remote_support import (
     REDIRECT,
     OwnersBrowser,
+    granted,
     host_environment,
     public_client,
     signs_in_as_production_does,
 )
 from tests.runtime_support import standing_persona
+from tests.scripted_model import ScriptedAnthropic
 from tests.test_quarantine_live import deployment_env
 from tests.test_serve_services import serve_home, serving  # noqa: F401 (a fixture)
 
@@ -85,6 +87,8 @@ def web(private_redis: RedisServer, tmp_path: Path, settings: Any) -> Iterator[W
     server = WebServer(tmp_path, env)
     # The installation's one public base URL (VX-SCALE-4) is this server's: resources name it.
     server.env["VIRGO_PUBLIC_BASE_URL"] = settings.VIRGO_PUBLIC_BASE_URL = server.base_url
+    # This process's authorization server too, for the grants the tests make in it.
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": server.base_url}
     server.start()
     yield server
     server.stop()
@@ -311,3 +315,57 @@ def test_a_host_with_no_browser_connects_on_a_connection_its_owner_opened(
     renewed = json.loads(kept.read_text())
     assert renewed["tokens"]["access_token"] != tokens["tokens"]["access_token"]
     assert renewed["expires_at"] > 0
+
+
+CLAUDE = REPO / "requirements/agents/node_modules/.bin/claude"
+
+
+def test_claude_code_calls_a_personas_tools_over_the_network(
+    web: WebServer, tmp_path: Path
+) -> None:
+    """VX-REMOTE-2, VX-REMOTE-3: the pinned Claude Code CLI, given only the endpoint's URL and a
+    bearer token in its MCP config, is offered exactly the stamp's tools and calls one, under a
+    scripted model; nothing else of the installation is in its environment."""
+    if not CLAUDE.exists():
+        unavailable(f"{CLAUDE} is missing: `make agents` installs the pinned agent CLIs")
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    tools = list(load_active_stamp(persona).mcp_tools)
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "virgo": {
+                        "type": "http",
+                        "url": persona.mcp_url,
+                        "headers": {"Authorization": f"Bearer {tokens['access_token']}"},
+                    }
+                }
+            }
+        )
+    )
+    home = tmp_path / "host"
+    home.mkdir()
+    turn = [("mcp__virgo__workspace_list", {"path": ""})]
+    with ScriptedAnthropic([turn, "done"]) as model:
+        ran = subprocess.run(
+            [
+                str(CLAUDE), "-p", "work the queue", "--output-format", "json",
+                "--tools", "", "--setting-sources", "", "--strict-mcp-config",
+                "--mcp-config", str(config),
+                "--allowedTools", ",".join(f"mcp__virgo__{name}" for name in tools),
+            ],
+            cwd=home,
+            env={
+                **host_environment(home),
+                "ANTHROPIC_BASE_URL": model.url,
+                "ANTHROPIC_API_KEY": "sk-ant-scripted",
+            },
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    offered = set(model.tool_names_offered()) - {"DeferredToolPlaceholder"}
+    assert offered == {f"mcp__virgo__{name}" for name in tools}
+    [called] = model.calls()
+    assert called["name"] == "mcp__virgo__workspace_list" and not called["is_error"], called
