@@ -24,11 +24,13 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from personas.models import AuditEvent
+from personas.models import AuditEvent, PersonaClass
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.connect import Redirect, issuer_of
 from serving.resources import metadata_url, resource_url
+from stamps.projections import launcher_allowlist, mcp_tool_list
+from stamps.storage import stamp_path
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
 from tests.remote_support import (
@@ -414,3 +416,17 @@ def test_an_owner_grants_only_a_client_they_registered() -> None:
     assert page.status_code == 400
     assert "not registered by the persona's owner" in html.unescape(page.content.decode())
     assert not Grant.objects.exists()
+
+
+@pytest.mark.parametrize("persona_class", list(PersonaClass))
+def test_the_remote_endpoint_is_a_fourth_consumer_naming_the_same_tools(
+    persona_class: str,
+) -> None:
+    """V1-CONS-1, V1-CONS-4, VX-REMOTE-2: for a persona of every class, the remote endpoint
+    lists exactly the tools the stamp file names, as the launcher's allowlist and the local MCP
+    server do: one projection of one file, no list of its own."""
+    persona = standing_persona(persona_class=persona_class)
+    _, tokens = granted(persona)
+    listed = rpc(persona, "tools/list", token=tokens["access_token"]).json()["result"]["tools"]
+    data = stamp_path(persona.uuid, persona.generation).read_bytes()
+    assert tuple(tool["name"] for tool in listed) == launcher_allowlist(data) == mcp_tool_list(data)
