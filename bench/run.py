@@ -38,7 +38,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 WORKERS = 2
 # High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
 NEVER_LIMITING_RATE = "1000000000/m"
-SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard", "secrets")
+SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard", "secrets", "remote")
 # Cards re-signed by the rotation fan-out in the signing section.
 RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
@@ -76,6 +76,10 @@ TARGETS = {
     "worker_ready_100k_vs_1k": "<= 1.2",
     "secret_rules_prefilter_speedup_ordinary": "",
     "secret_rules_prefilter_speedup_100kb": "",
+    "remote_read_calls_per_s": ">= 1000",
+    "remote_read_p99_ms": "",
+    "remote_read_vs_card_get": "",
+    "decide_warm_us": "<= 100",
 }
 # Start-up timings per fleet size: the median of this many starts.
 READY_ROUNDS = 3
@@ -564,6 +568,105 @@ class Bench:
         figures, body = secret_scan.measure()
         self.figures.update(figures)
         self.sections.append(("Secrets scan", body))
+
+    # Remote MCP (serving/) ------------------------------------------------------------------------
+
+    def remote_section(self) -> None:
+        """Allowed read calls to a persona's remote endpoint across the web workers, beside the
+        card GET on the same server in the same rounds; and decide()'s warm time in-process."""
+        from django.utils import timezone
+        from oauth2_provider.models import AccessToken, Application, set_token_value
+
+        from runtime.handler import decide
+
+        if not hasattr(self, "fleet"):
+            from bench.data import make_fleet
+
+            self.fleet = make_fleet()
+        persona = self.fleet.template
+        raw = secrets.token_urlsafe(32)
+        client = Application.objects.create(
+            name="bench host",
+            user=self.fleet.owner,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1/callback",
+        )
+        token = AccessToken(
+            user=self.fleet.owner,
+            application=client,
+            resource=[persona.mcp_url],
+            scope="mcp",
+            expires=timezone.now() + datetime.timedelta(hours=1),
+        )
+        set_token_value(token, raw)
+        token.save()
+        progress("remote: starting Virgo, checking one call")
+        process = self.start_virgo(extra={"VIRGO_MCP_RATE_LIMIT": NEVER_LIMITING_RATE})
+        call = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "workspace_list", "arguments": {"path": "."}},
+            }
+        )
+        headers = {
+            "Authorization": f"Bearer {raw}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        import httpx
+
+        answered = httpx.post(persona.mcp_url, content=call, headers=headers, timeout=30)
+        if answered.status_code != 200 or not answered.json()["result"]["structuredContent"]["ok"]:
+            raise RuntimeError(f"remote call answered {answered.status_code}: {answered.text}")
+        script = self.work / "remote-call.lua"
+        script.write_text(wrk.post_script(call, headers))
+        card = f"http://127.0.0.1:{self.web_port}{persona.card_path}"
+        series = {
+            "remote read call": report.LoadSeries("virgo", "remote read call"),
+            "card GET": report.LoadSeries("virgo", "card GET"),
+        }
+        wrk.run(persona.mcp_url, seconds=2, script=script)  # warm-up, not counted
+        for _ in range(self.args.rounds):
+            series["remote read call"].rounds.append(
+                wrk.run(persona.mcp_url, seconds=self.args.seconds, script=script)
+            )
+            series["card GET"].rounds.append(wrk.run(card, seconds=self.args.seconds))
+        self.procs.stop(process)
+        remote, card_get = series["remote read call"], series["card GET"]
+        self.figures["remote_read_calls_per_s"] = round(remote.requests_per_s)
+        self.figures["remote_read_p99_ms"] = round(
+            statistics.median(r.p99_ms for r in remote.rounds), 1
+        )
+        self.figures["remote_read_vs_card_get"] = report.ratio(
+            remote.requests_per_s, card_get.requests_per_s
+        )
+
+        progress("remote: decide() warm, in this process")
+        arguments = {"path": "."}
+        decide(persona, "workspace_list", arguments, "bench-warm")
+        timings = []
+        for n in range(5):
+            started = time.perf_counter()
+            for i in range(200):
+                decide(persona, "workspace_list", arguments, f"bench-{n}-{i}")
+            timings.append((time.perf_counter() - started) / 200)
+        self.figures["decide_warm_us"] = round(statistics.median(timings) * 1e6)
+        table = report.load_table([remote, card_get])
+        print(table, flush=True)
+        self.sections.append(
+            (
+                "Remote MCP calls",
+                "An allowed read call (`tools/call workspace_list`) to a persona's endpoint with "
+                f"a bearer token, `wrk -t2 -c64 -d{self.args.seconds}s` on {WORKERS} virgo-web "
+                "workers, interleaved with the card GET on the same server; and decide()'s "
+                "time per call in the driver's process (median of 5 x 200 calls, the stamp read "
+                f"and checked each time): {self.figures['decide_warm_us']} us.\n\n" + table,
+            )
+        )
 
     def _hammer(self, card_path: str, etag: str, count: int) -> None:
         """`count` requests on four kept-alive connections, each answer read in full."""
@@ -1161,6 +1264,8 @@ class Bench:
             self.ard_section()
         if "secrets" in self.args.only:
             self.secrets_section()
+        if "remote" in self.args.only:
+            self.remote_section()
         self.finish(time.monotonic() - started)
         return 0
 
@@ -1304,9 +1409,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument(
-        "--only", default=",".join(SECTIONS), help="card,signing,memory,data,fanout,ard,secrets"
-    )
+    parser.add_argument("--only", default=",".join(SECTIONS), help=",".join(SECTIONS))
     parser.add_argument("--no-write", dest="write", action="store_false")
     parser.add_argument("--serve", action="store_true", help="only serve Virgo, for profiling")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -3,6 +3,7 @@
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}
 
@@ -54,13 +55,28 @@ def run(
     connections: int = 64,
     seconds: int = 10,
     headers: dict[str, str] | None = None,
+    script: Path | None = None,
 ) -> WrkResult:
+    """`script`: a wrk Lua script for what a URL and headers cannot say (a POST and its body)."""
     if not url.startswith("http://127.0.0.1:"):
         raise ValueError("load is generated on loopback only")
     command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
+    if script is not None:
+        command += ["-s", str(script)]
     finished = subprocess.run(
         [*command, url], capture_output=True, text=True, timeout=seconds + 60, check=True
     )
     return parse(finished.stdout)
+
+
+def post_script(body: str, headers: dict[str, str]) -> str:
+    """A wrk Lua script sending the same POST each time."""
+
+    def quoted(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ['wrk.method = "POST"', f"wrk.body = {quoted(body)}"]
+    lines += [f"wrk.headers[{quoted(name)}] = {quoted(value)}" for name, value in headers.items()]
+    return "\n".join(lines) + "\n"
