@@ -283,6 +283,9 @@ def _holds_space(op: Any, av: Any) -> bool:
     """Whether one item matches a space: it can run on across words."""
     if op is sre.ANY:
         return True
+    if op is sre.NOT_LITERAL:
+        # A class excluding one character (`[^}]`): Python parses it as this.
+        return av != ord(" ")
     if op is not sre.IN:
         return op is sre.LITERAL and av == ord(" ")
     negated = any(kind is sre.NEGATE for kind, _ in av)
@@ -295,13 +298,20 @@ def _holds_space(op: Any, av: Any) -> bool:
     return named != negated
 
 
+def _unwrapped(items: Parsed) -> Parsed:
+    """A lone group's content (`(?s:.)`, `(.)`), however deep: what a repetition repeats."""
+    while len(items) == 1 and items[0][0] is sre.SUBPATTERN:
+        items = items[0][1][-1]
+    return items
+
+
 def reaches(parsed: Parsed) -> bool:
     """Whether a pattern may run on for more than `REACH` characters of text (`.*`, `[^}]+`,
     `(?s:.){0,1000}`): from each of many starts it then reads most of the text again."""
     for op, av in parsed:
         if op in _REPEATS:
             body = av[2]
-            if av[1] > REACH and len(body) == 1 and _holds_space(*body[0]):
+            if av[1] > REACH and len(item := _unwrapped(body)) == 1 and _holds_space(*item[0]):
                 return True
             inner: list[Parsed] = [body]
         elif op is sre.SUBPATTERN:
