@@ -320,10 +320,14 @@ class IssuerClient(OIDCAuthenticationBackend):
             )
         client_id = self.issuer.client_id
         label = self.issuer.label
+        # The library makes its PyJWK without an algorithm when the JWK names none (RFC 7517
+        # lets it), and PyJWT then takes an RSA key for RS256 only: the key itself is verified
+        # under the one algorithm the token names and the issuer publishes.
+        verifying_key = key.key if isinstance(key, jwt.PyJWK) else key
         try:
             claims = jwt.decode(
                 payload,
-                key,
+                verifying_key,
                 algorithms=[algorithm],
                 audience=client_id,
                 issuer=self.document["issuer"],

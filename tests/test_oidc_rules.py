@@ -563,6 +563,22 @@ def test_an_algorithm_the_issuer_publishes_is_taken(scripted: ScriptedIssuer) ->
     assert client_of(scripted).verify_token(token, nonce="the-nonce")["sub"] == "scripted-sub"
 
 
+@pytest.mark.parametrize("algorithm", ["RS384", "RS512"])
+def test_a_key_that_names_no_algorithm_verifies_what_the_issuer_publishes(
+    scripted: ScriptedIssuer, algorithm: str
+) -> None:
+    """VX-ID-1: a JWK need not name its algorithm (RFC 7517); an issuer that signs with RS384
+    or RS512 and publishes it has its tokens taken, and one it does not publish is refused."""
+    scripted.document["id_token_signing_alg_values_supported"] = [algorithm]
+    scripted.nonce = "the-nonce"
+    token = scripted.id_token(algorithm=algorithm)
+    assert client_of(scripted).verify_token(token, nonce="the-nonce")["sub"] == "scripted-sub"
+    other = "RS512" if algorithm == "RS384" else "RS384"
+    assert refused_token(scripted, scripted.id_token(algorithm=other)) == (
+        f"The ID token is signed with {other!r}; Local ID publishes {algorithm}."
+    )
+
+
 def test_an_unsigned_token_is_refused_as_unsigned(scripted: ScriptedIssuer) -> None:
     """VX-ID-1: `alg: none` is refused as an algorithm the issuer does not sign with, whatever
     key id it names."""
