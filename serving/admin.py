@@ -7,6 +7,7 @@ admin classes), for a superuser to inspect.
 """
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -66,11 +67,34 @@ class OpenConnectionForm(forms.ModelForm):
         return cleaned
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class ClientForm(forms.ModelForm):
+    class Meta:
+        model = Client
+        fields = ("name", "redirect_uris")
+
+    def clean_redirect_uris(self) -> str:
+        """HTTPS, or plain HTTP to this machine's loopback only (RFC 8252's native apps): a code
+        sent anywhere else in the clear could be read on its way."""
+        uris = self.cleaned_data["redirect_uris"]
+        for uri in uris.split():
+            parts = urlsplit(uri)
+            if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+                raise forms.ValidationError(
+                    f"{uri}: plain http is only for a loopback redirect (http://127.0.0.1/...); "
+                    "use https for any other host"
+                )
+        return uris
+
+
 @admin.register(Client)
 class ClientAdmin(admin.ModelAdmin):
     """An agent host's client, registered by the owner whose personas it will ask for: public,
     authorization code with PKCE, its redirect URIs exact; never allowed to skip consent."""
 
+    form = ClientForm
     list_display = ("name", "client_id", "redirect_uris", "created")
     fields = ("name", "client_id", "redirect_uris")
     readonly_fields = ("client_id",)

@@ -378,7 +378,9 @@ def test_production_settings_with_an_issuer_pass_the_deploy_checks(tmp_path: Pat
     )
     done = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "System check identified no issues (0 silenced)." in done.stdout
+    # One warning is silenced, and it alone (decision 276): the toolkit's about allowing http
+    # redirects at all, which agent hosts' loopback redirects need and serving.admin confines.
+    assert "System check identified no issues (1 silenced)." in done.stdout
 
     secret.chmod(0o640)
     refused = manage("check", "--deploy", env=env)

@@ -143,3 +143,28 @@ def test_a_connection_is_opened_only_for_the_owners_client_and_live_persona() ->
         assert refused.status_code == 200
         assert "Select a valid choice" in refused.content.decode()
     assert not RefreshToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("redirect", "refused"),
+    [
+        ("http://127.0.0.1/callback", False),
+        ("http://[::1]:8765/callback", False),
+        ("https://host.example.org/callback", False),
+        ("http://host.example.org/callback", True),
+        ("https://ok.example.org/cb http://10.0.0.5/cb", True),
+    ],
+)
+def test_a_client_redirects_in_the_clear_only_to_loopback(redirect: str, refused: bool) -> None:
+    """VX-REMOTE-1: plain http carries a code only to the host's own loopback (RFC 8252);
+    anywhere else it must be https, or the client is not registered."""
+    admin = browser(make_owner())
+    page = admin.get(CLIENTS + "add/")
+    posted = admin.post(
+        CLIENTS + "add/",
+        {**form_data(page, "client_form"), "name": "Host", "redirect_uris": redirect},
+    )
+    assert (posted.status_code == 200) is refused
+    assert Application.objects.exists() is not refused
+    if refused:
+        assert "plain http is only for a loopback redirect" in posted.content.decode()

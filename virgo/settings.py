@@ -521,6 +521,9 @@ def redis_cache(location: str) -> dict[str, object]:
     }
 
 
+# The toolkit warns that `http` redirect URIs are allowed at all; an agent host's client needs
+# them for its loopback redirect (RFC 8252), and serving.admin refuses `http` to any other host.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 if REDIS_URL:
     CACHES = {"default": redis_cache(REDIS_CACHE_URL)}
 else:
@@ -528,7 +531,7 @@ else:
     # atomic counter for django-ratelimit. It is not shared between processes: outside local
     # mode virgo.E020 refuses it (virgo.checks), so django-ratelimit's own is silenced here.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003", "django_ratelimit.W001"]
+    SILENCED_SYSTEM_CHECKS += ["django_ratelimit.E003", "django_ratelimit.W001"]
 
 RATELIMIT_USE_CACHE = "default"
 RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
