@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.shortcuts import render
 
 from personas.models import Persona
+from runtime.mcp_server import LOOPBACK_HOSTS
 from serving.connections import open_connection
 from serving.models import Client, Connection
 from serving.oauth import grantable_persona
@@ -65,9 +66,6 @@ class OpenConnectionForm(forms.ModelForm):
             if isinstance(verdict, str):
                 raise forms.ValidationError(verdict)
         return cleaned
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 class ClientForm(forms.ModelForm):
