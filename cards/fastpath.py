@@ -32,7 +32,6 @@ is reloaded once Redis answers again. A change made meanwhile drops this process
 once; other processes serve what they hold for at most VIRGO_CARD_PROCESS_CACHE_SECONDS.
 """
 
-import enum
 import io
 import logging
 import os
@@ -42,7 +41,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -57,10 +55,11 @@ from django.middleware.security import SecurityMiddleware
 from django.utils.http import http_date
 from redis.exceptions import NoScriptError
 
-from virgo import metrics
+from virgo import metrics, persona_tokens
 from virgo.clients import client_address
 from virgo.limits import IN_PROCESS, client_key, parse_rate
 from virgo.outages import REDIS_ERRORS, SHARED_CACHE
+from virgo.persona_tokens import Token
 
 # The UUID converter's own pattern, so the fast path claims exactly the URLs the view serves.
 CARD_ROUTE = "a/<uuid:persona_id>/.well-known/agent-card.json"
@@ -77,10 +76,6 @@ LIMIT_NAME = "virgo.agent-card"
 MAX_ENTRIES = 4096
 _KEY_COUNT = "virgo:card-rl:"
 logger = logging.getLogger(__name__)
-_KEY_TOKEN = "virgo:card-token:"
-# Where the embedded default keeps the card tokens, under VIRGO_HOME; a token is 16 hex digits.
-TOKEN_DIRECTORY = "card-tokens"
-_TOKEN_BYTES = 16
 
 # KEYS[1] the address's counter, KEYS[2] the persona's card token; ARGV[1] the window.
 # The window starts at an address's first request: INCR, and EXPIRE only when no TTL is set,
@@ -94,11 +89,6 @@ if ttl < 0 then
 end
 return {count, ttl, redis.call('GET', KEYS[2])}
 """
-
-
-class Token(enum.Enum):
-    # The shared cache could not be read: a token that no token read from it ever equals.
-    UNREAD = "unread"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +125,9 @@ class _Store:
 
     def __init__(self) -> None:
         self.cache = caches[settings.RATELIMIT_USE_CACHE]
-        self.redis = _redis_client(self.cache)
+        self.redis = persona_tokens.redis_client(self.cache)
         self.script = self.redis.register_script(_COUNT_AND_TOKEN) if self.redis else None
-        self.token_files = Path(settings.VIRGO_HOME) / TOKEN_DIRECTORY
+        self.token_files = persona_tokens.token_directory()
         # Tokens outlive every entry stored under them (see the module docstring).
         self.token_ttl = 3 * card_cache_seconds() + 60
         # Each server thread keeps one connection of its own for the script: redis-py's pool,
@@ -148,7 +138,7 @@ class _Store:
         self, address: str, persona: str, window: int
     ) -> tuple[int, int, str | Token | None]:
         count_key = self.cache.make_key(_KEY_COUNT + address)
-        token_key = self.cache.make_key(_KEY_TOKEN + persona)
+        token_key = self.cache.make_key(persona_tokens.KEY_PREFIX + persona)
         if self.script is None:
             count, ttl = self._count_in_process(count_key, window)
             return count, ttl, self._read_token_file(persona)
@@ -209,16 +199,8 @@ class _Store:
             count = 1
         return count, max(int(ends - now + 0.999), 0)
 
-    def _read_token_file(self, persona: str) -> str | None:
-        """The persona's token file, None if none was ever written; unreadable, a token no
-        entry was kept under (so the card comes from the database)."""
-        try:
-            with open(self.token_files / persona, "rb") as handle:
-                return handle.read(_TOKEN_BYTES).decode("ascii", "replace")
-        except FileNotFoundError:
-            return None
-        except OSError:
-            return secrets.token_hex(8)
+    def _read_token_file(self, persona: str) -> str | Token | None:
+        return persona_tokens.read_file(self.token_files, persona)
 
     def _write_token_files(self, personas: Iterable[str]) -> None:
         """A new token for each persona, each file replaced whole (readers see old or new)."""
@@ -248,7 +230,7 @@ class _Store:
             return
         pipeline = self.redis.pipeline(transaction=False)
         for persona in personas:
-            key = self.cache.make_key(_KEY_TOKEN + persona)
+            key = self.cache.make_key(persona_tokens.KEY_PREFIX + persona)
             pipeline.set(key, secrets.token_hex(8), ex=self.token_ttl)
         try:
             pipeline.execute()
@@ -256,13 +238,6 @@ class _Store:
             SHARED_CACHE.failed("card_token", error)
         else:
             SHARED_CACHE.succeeded()
-
-
-def _redis_client(cache: Any) -> Any:
-    """django-redis's raw client, for the script; None for any other backend."""
-    client = getattr(cache, "client", None)
-    get_client = getattr(client, "get_client", None)
-    return get_client(write=True) if get_client is not None else None
 
 
 _store: _Store | None = None
@@ -276,7 +251,7 @@ def _shared() -> _Store:
 
 
 def card_cache_seconds() -> int:
-    return int(getattr(settings, "VIRGO_CARD_PROCESS_CACHE_SECONDS", 60))
+    return persona_tokens.kept_seconds()
 
 
 # Counting -----------------------------------------------------------------------------------------

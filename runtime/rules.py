@@ -119,11 +119,29 @@ def _secret_fields(op: Operation, binding: Binding) -> str | None:
     return None
 
 
+# Argument strings already read and found to hold no secret: the same keys and short values come
+# with call after call. Only strings found clean are kept, so no secret lingers in them.
+_CLEAN_KEPT = 4096
+_CLEAN_LENGTH = 256
+_clean: dict[str, None] = {}
+
+
+def _secret_in(text: str) -> str | None:
+    if text in _clean:
+        return None
+    kind = find_secret(text)
+    if kind is None and len(text) <= _CLEAN_LENGTH:
+        if len(_clean) >= _CLEAN_KEPT:
+            _clean.clear()
+        _clean[text] = None
+    return kind
+
+
 def _secret_values(op: Operation, binding: Binding) -> str | None:
     for key, value in _walk(op.arguments):
-        if isinstance(key, str) and (kind := find_secret(key)):
+        if isinstance(key, str) and (kind := _secret_in(key)):
             return f"an argument's key looks like a secret credential value ({kind})"
-        if isinstance(value, str) and (kind := find_secret(value)):
+        if isinstance(value, str) and (kind := _secret_in(value)):
             where = f"argument {key!r}" if key else "an argument"
             return f"{where} carries what looks like a secret credential value ({kind})"
     return None

@@ -6,15 +6,25 @@ an altered file is refused, not trusted, whatever else in the database was chang
 and its persona is quarantined (stamps.quarantine).
 Only then are the three projections derived (stamps.projections), from those exact bytes.
 Validation of a given hash is done once per process: the same bytes always validate the same way.
+
+A process keeps each persona's verified stamp under its change token (virgo.persona_tokens), read
+before the database is: while the token is unchanged, no generation, standing or revocation of the
+persona has changed, so a call reads only the token and the file's bytes, and compares them with
+the bytes kept (VX-REMOTE-2). A token that moved, a file that differs or is gone, or an entry older
+than VIRGO_CARD_PROCESS_CACHE_SECONDS takes the whole load again. Inside a transaction nothing is
+kept or used: what it reads may yet be rolled back, and its token moves would be too.
 """
 
 import hashlib
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NoReturn
 
 import rfc8785
+from django.core.signals import setting_changed
+from django.db import connections, router
 from django.db.models import F
 
 from personas.models import Generation, Persona
@@ -27,7 +37,9 @@ from stamps.projections import HandlerRule, project
 from stamps.quarantine import FoundBy, is_quarantined, materialise, quarantine, settle
 from stamps.storage import stamp_path
 from stamps.validation import validate_stamp
+from virgo import persona_tokens
 from virgo.canonical import MalformedStamp, parse_strict, stamp_bytes
+from virgo.persona_tokens import Token
 
 
 class StampUnavailable(Exception):
@@ -135,8 +147,58 @@ class ActiveStamp:
 _validated: dict[str, tuple[str, ...]] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    token: str | None
+    expires: float
+    path: Path
+    stamp: ActiveStamp
+
+
+# How many personas' stamps one process keeps; a stamp is a few KB.
+MAX_KEPT = 4096
+_kept: dict[str, _Kept] = {}
+
+
 def load_active_stamp(persona: Persona, *, dry_run: bool = False) -> ActiveStamp:
-    """The verified stamp of the persona's current generation, or StampUnavailable saying why.
+    """The verified stamp of the persona's current generation, or StampUnavailable saying why:
+    the one this process keeps, while the persona's token and the file's bytes are unchanged,
+    else read_active_stamp's."""
+    key = str(persona.uuid)
+    if connections[router.db_for_read(Generation)].in_atomic_block:
+        return read_active_stamp(persona, dry_run=dry_run)
+    token = persona_tokens.read(key)
+    kept = _kept.get(key)
+    if kept is not None and kept.token == token and kept.expires > time.monotonic():
+        try:
+            data = kept.path.read_bytes()
+        except OSError:
+            data = None
+        if data == kept.stamp.data:
+            return kept.stamp
+    stamp = read_active_stamp(persona, dry_run=dry_run)
+    if token is not Token.UNREAD:
+        if key not in _kept and len(_kept) >= MAX_KEPT:
+            _kept.pop(next(iter(_kept)))
+        _kept[key] = _Kept(
+            token=token,
+            expires=time.monotonic() + persona_tokens.kept_seconds(),
+            path=stamp_path(persona.uuid, stamp.generation),
+            stamp=stamp,
+        )
+    return stamp
+
+
+def _forget_kept(**kwargs: Any) -> None:
+    _kept.clear()
+
+
+setting_changed.connect(_forget_kept)
+
+
+def read_active_stamp(persona: Persona, *, dry_run: bool = False) -> ActiveStamp:
+    """The verified stamp of the persona's current generation, from the database and the file,
+    or StampUnavailable saying why.
 
     A file this machine does not have yet is materialised from the stored stamp (the immutable
     row) and served: stamp files are per machine, written where a persona runs (VX-SCALE-2). A
