@@ -17,6 +17,7 @@ a stamp that stops verifying stops the service, call by call.
 import json
 import secrets
 import uuid
+from importlib import metadata
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -35,6 +36,8 @@ from stamps.registry import HANDLERS
 from virgo import telemetry
 
 SERVER_NAME = "virgo"
+# What serverInfo names: Virgo's version, read once (the SDK would read its own on every request).
+SERVER_VERSION = metadata.version("virgo")
 CORRELATION_ARGUMENT = "correlation_id"
 
 _CORRELATION_SCHEMA = {
@@ -109,22 +112,34 @@ def _unavailable(exc: StampUnavailable) -> McpError:
     return McpError(types.ErrorData(code=types.INTERNAL_ERROR, message=exc.reason))
 
 
-def build_server(persona: Persona) -> Server:
-    """The MCP server of one persona. Raises StampUnavailable if its stamp cannot be served."""
+def build_server(persona: Persona, *, one_request: bool = False) -> Server:
+    """The MCP server of one persona. Raises StampUnavailable if its stamp cannot be served.
+
+    A long-lived server (stdio, `--http`) reads the persona's row again for every request;
+    `one_request` (the remote endpoint builds a server per request) uses `persona` as the
+    request just read it. The stamp is loaded for every request either way.
+    """
     load_active_stamp(persona)
-    server: Server = Server(SERVER_NAME, instructions=f"Tools of persona {persona.name}.")
+    server: Server = Server(
+        SERVER_NAME, version=SERVER_VERSION, instructions=f"Tools of persona {persona.name}."
+    )
     persona_pk = persona.pk
+
+    def current() -> tuple[Persona, ActiveStamp]:
+        if one_request:
+            return persona, load_active_stamp(persona)
+        return _current(persona_pk)
 
     def list_tools() -> list[types.Tool]:
         try:
-            _, stamp = _current(persona_pk)
+            _, stamp = current()
         except StampUnavailable as exc:
             raise _unavailable(exc) from None
         return tool_definitions(stamp)
 
     def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            current, stamp = _current(persona_pk)
+            requester, stamp = current()
         except StampUnavailable as exc:
             raise _unavailable(exc) from None
         if name not in stamp.mcp_tools:
@@ -135,7 +150,7 @@ def build_server(persona: Persona) -> Server:
                 )
             )
         correlation_id = arguments.pop(CORRELATION_ARGUMENT, None) or f"mcp-{uuid.uuid4()}"
-        return handle(current, name, arguments, correlation_id)
+        return handle(requester, name, arguments, correlation_id)
 
     async def on_list_tools(request: types.ListToolsRequest) -> types.ServerResult:
         tools = await sync_to_async(list_tools, thread_sensitive=True)()

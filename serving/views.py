@@ -51,7 +51,7 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
             status=410,
         )
     try:
-        server = build_server(persona)
+        server = build_server(persona, one_request=True)
     except StampUnavailable as unavailable:
         return JsonResponse({"error": "unavailable", "detail": unavailable.reason}, status=503)
     with auditing.connection(connection_label(token)):

@@ -702,6 +702,9 @@ LOGGING = {
         # The SDK's resolver logs every card it fetches, whole, at INFO: an import would copy a
         # stranger's bytes (up to the fetch bound) into Virgo's log. Its failures still show.
         "a2a.client.card_resolver": {"level": "WARNING"},
+        # The MCP SDK logs four INFO lines for every request its stateless manager answers (one
+        # per remote call); the audit trail and the metrics already say what each call did.
+        "mcp.server": {"level": "WARNING"},
     },
 }
 
