@@ -67,10 +67,15 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "agent_environment",
         "mcp_servers",
         "prepare_agent_home",
+        "invocation",
+    ),
+    # The files and the environment a launch hands the agent; the loopback server is the live
+    # tests' (tests/test_launch_server.py, test_remote_launch.py).
+    "runtime/handoff.py": (
+        "visible_environment",
         "write_private",
         "write_private_json",
         "remote_mcp_config",
-        "invocation",
     ),
     # The command's refusals and what it prints; `_run` starts the agent (the live tests').
     "runtime/management/commands/launch.py": (

@@ -17,9 +17,10 @@
   secret of the installation, and is removed when the launch ends.
 
 The agent gets an allow-listed environment, never the launcher's own: the basics of a shell
-(AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS, VIRGO_MCP_CONFIG, and
-the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key, say), but for those the
-confined CLI would read to load other settings or code (AgentCli.refused_environment). Whatever
+(runtime.handoff.AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS,
+VIRGO_MCP_CONFIG, and the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key,
+say), but for those the confined CLI would read to load other settings or code
+(AgentCli.refused_environment). Whatever
 else the launcher holds (SECRET_KEY, DATABASE_URL, REDIS_URL, the hub's token and secret) stays
 out.
 
@@ -27,30 +28,29 @@ out.
 the installation's settings, which reach it through an owner-private file (`server.env`, 0600).
 """
 
-import json
-import logging
 import os
-import secrets
-import socket
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
 
 from personas.models import Persona
 from runtime.agent_clis import CLAUDE, MCP_SERVER_NAME, AgentCli
+from runtime.handoff import (
+    LoopbackServer,
+    remote_mcp_config,
+    visible_environment,
+    write_private,
+    write_private_json,
+)
 from runtime.sandbox import Sandbox
 from runtime.stamp import ActiveStamp
 from virgo.envfile import write_env_file
 
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
-LOOPBACK = "127.0.0.1"
-QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")
 
 
 # The personas `launch` and `mcp` may name: any, since whoever runs them holds the installation's
@@ -64,29 +64,6 @@ def allowlist(stamp: ActiveStamp, cli: AgentCli | None = None) -> str:
     return ",".join((cli or CLAUDE).allowlist(stamp.allowlist))
 
 
-# The basics every CLI expects: where programs are, who the user is, the locale and the terminal.
-# Nothing here configures Virgo or carries a credential (SSH_AUTH_SOCK, proxies with passwords
-# and the like pass only when the operator lists them). HOME is the agent's own (agent_home).
-AGENT_ENV_NAMES = frozenset(
-    {
-        "PATH",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "TZ",
-        "LANG",
-        "LANGUAGE",
-        "TERM",
-        "COLORTERM",
-        "TERM_PROGRAM",
-        "TERM_PROGRAM_VERSION",
-        "COLUMNS",
-        "LINES",
-        "NO_COLOR",
-        "FORCE_COLOR",
-    }
-)
-AGENT_ENV_PREFIXES = ("LC_",)
 ENV_FILE_VARIABLE = "VIRGO_ENV_FILE"
 
 
@@ -124,12 +101,7 @@ def passed_names(cli: AgentCli | None = None) -> frozenset[str]:
 
 def agent_environment(environ: Mapping[str, str], cli: AgentCli | None = None) -> dict[str, str]:
     """The part of `environ` the agent may see: the basics and the operator's names."""
-    allowed = AGENT_ENV_NAMES | passed_names(cli)
-    return {
-        name: value
-        for name, value in environ.items()
-        if name in allowed or name.startswith(AGENT_ENV_PREFIXES)
-    }
+    return visible_environment(environ, passed_names(cli))
 
 
 def mcp_servers(persona: Persona, *, dialect: str = "claude") -> dict:
@@ -178,78 +150,19 @@ def prepare_agent_home(persona: Persona) -> Path:
     return agent_home(persona)
 
 
-def write_private(path: Path, text: str) -> Path:
-    """Write `text` owner-private and atomically: a launch never reads half a file."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    return path
-
-
-def write_private_json(path: Path, document: dict[str, Any]) -> Path:
-    return write_private(path, json.dumps(document, indent=2))
-
-
-def remote_mcp_config(url: str, token: str) -> dict[str, Any]:
-    """The MCP config naming the launch's server: its URL and this launch's token, nothing else."""
-    return {
-        "mcpServers": {
-            MCP_SERVER_NAME: {
-                "type": "http",
-                "url": url,
-                "headers": {"Authorization": f"Bearer {token}"},
-            }
-        }
-    }
-
-
-class LaunchServer:
-    """The persona's MCP server for one launch: streamable HTTP on a loopback port bound here
-    (no other process can take it between choosing and binding), answering one token."""
+class LaunchServer(LoopbackServer):
+    """The persona's MCP server for one launch, in this process (runtime.handoff)."""
 
     def __init__(self, persona: Persona) -> None:
         from runtime.mcp_server import build_server
 
-        self.server = build_server(persona)
-        self.token = secrets.token_urlsafe(32)
-        self.socket = socket.create_server((LOOPBACK, 0))
-        self.port: int = self.socket.getsockname()[1]
-        self.url = f"http://{LOOPBACK}:{self.port}/mcp"
-        self._uvicorn: Any = None
-        self._thread: threading.Thread | None = None
+        super().__init__(build_server(persona))
 
     def start(self) -> None:
-        import uvicorn
-
-        from runtime.mcp_server import http_app
-
-        app = http_app(self.server, host=LOOPBACK, port=self.port, token=self.token)
-        # The agent's terminal is the launcher's: the server logs through Django's logging, and
-        # says only what went wrong.
-        for name in QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-        self._uvicorn = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._uvicorn.run, kwargs={"sockets": [self.socket]}, daemon=True
-        )
-        self._thread.start()
-        while not self._uvicorn.started:
-            if not self._thread.is_alive():
-                raise CommandError("the persona's MCP server did not start")
-            threading.Event().wait(0.01)
-
-    def stop(self) -> None:
-        if self._uvicorn is not None:
-            self._uvicorn.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self.socket.close()
+        try:
+            super().start()
+        except RuntimeError as exc:
+            raise CommandError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ a stamp that stops verifying stops the service, call by call.
 """
 
 import json
-import secrets
 import uuid
 from importlib import metadata
 from typing import Any
@@ -182,50 +181,3 @@ async def serve_stdio(server: Server) -> None:
 
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
-
-
-def http_app(server: Server, *, host: str, port: int, token: str) -> Any:
-    """Streamable HTTP at /mcp for loopback clients holding the bearer token.
-
-    Loopback alone would let any local process act as the persona, so every request must carry
-    `Authorization: Bearer <token>`; Host and Origin are checked against the loopback address
-    (DNS rebinding protection of the SDK).
-    """
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    manager = StreamableHTTPSessionManager(
-        app=server,
-        security_settings=TransportSecuritySettings(
-            allowed_hosts=[authority, f"localhost:{port}"],
-            allowed_origins=[f"http://{authority}", f"http://localhost:{port}"],
-        ),
-    )
-    return Starlette(
-        routes=[Route("/mcp", endpoint=_BearerGate(manager, token))],
-        lifespan=lambda app: manager.run(),
-    )
-
-
-class _BearerGate:
-    """An ASGI app (an instance, so Starlette routes raw ASGI to it) that checks the token."""
-
-    def __init__(self, manager: Any, token: str) -> None:
-        self.manager = manager
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from starlette.responses import JSONResponse
-
-        headers = dict(scope.get("headers") or [])
-        if not secrets.compare_digest(headers.get(b"authorization", b""), self.expected):
-            response = JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
-            await response(scope, receive, send)
-            return
-        await self.manager.handle_request(scope, receive, send)

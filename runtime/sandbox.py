@@ -191,6 +191,21 @@ def build(
     )
 
 
+def for_agent_host(*, agent_home: Path, program: str, secrets: Iterable[Path]) -> Sandbox:
+    """The sandbox of a launch on an agent host (serving.launch), where no installation lives:
+    the agent's home alone is writable and its working directory; the credential locations of
+    the operator's home and `secrets` (the launcher's OAuth tokens) are hidden."""
+    operator_home = os.environ.get("HOME")
+    candidates = [*secrets, *(_credential_entries(Path(operator_home)) if operator_home else ())]
+    real_program = _real(Path(program)).parent
+    return Sandbox(
+        writable=(_real(agent_home),),
+        hidden=hidden_paths(candidates, keep=(agent_home,)),
+        workdir=_real(agent_home),
+        restored=(real_program,) if TMP in real_program.parents else (),
+    )
+
+
 TMP = Path("/tmp")
 
 

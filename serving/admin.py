@@ -16,7 +16,7 @@ from django.http import HttpRequest
 from django.shortcuts import render
 
 from personas.models import Persona
-from runtime.mcp_server import LOOPBACK_HOSTS
+from runtime.handoff import LOOPBACK_HOSTS
 from serving.connections import open_connection
 from serving.models import Client, Connection
 from serving.oauth import grantable_persona

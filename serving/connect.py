@@ -19,6 +19,8 @@ import os
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -182,21 +184,43 @@ def default_tokens(endpoint: str) -> Path:
     return home / "virgo" / "remote" / f"{endpoint.rpartition(ENDPOINT_MARK)[2]}.json"
 
 
-async def connect(
+class ConsentNeeded(Exception):
+    """The tokens kept are refused and nobody is here to ask the owner again."""
+
+
+async def _no_owner(authorization_url: str) -> None:
+    raise ConsentNeeded(
+        "the persona's endpoint refused the tokens kept for it (the connection, the persona or "
+        "the owner's account was revoked): connect again with python -m serving.connect"
+    )
+
+
+async def _no_code() -> tuple[str, str | None]:
+    raise ConsentNeeded("no consent page can be answered here")
+
+
+@asynccontextmanager
+async def remote_session(
     endpoint: str,
     client_id: str,
     tokens: Path,
-    port: int,
-    call: str | None,
-    arguments: str,
+    *,
+    port: int = 0,
     refresh_token: str | None = None,
-) -> int:
-    redirect = Redirect(issuer_of(endpoint), port)
+    interactive: bool = True,
+) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session with the persona's endpoint, its tokens kept in `tokens`.
+
+    `interactive` sends the owner to the consent page when no token is kept or the kept ones are
+    refused; otherwise that is ConsentNeeded (an agent's session, mid-launch).
+    """
+    redirect = Redirect(issuer_of(endpoint), port) if interactive else None
+    redirect_uri = redirect.uri if redirect is not None else "http://127.0.0.1/callback"
     storage = TokenFile(
         tokens,
         OAuthClientInformationFull(
             client_id=client_id,
-            redirect_uris=[AnyUrl(redirect.uri)],
+            redirect_uris=[AnyUrl(redirect_uri)],
             token_endpoint_auth_method="none",
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
@@ -206,11 +230,11 @@ async def connect(
     provider = OAuthClientProvider(
         server_url=endpoint,
         client_metadata=OAuthClientMetadata(
-            redirect_uris=[AnyUrl(redirect.uri)], scope="mcp", token_endpoint_auth_method="none"
+            redirect_uris=[AnyUrl(redirect_uri)], scope="mcp", token_endpoint_auth_method="none"
         ),
         storage=storage,
-        redirect_handler=redirect.send_owner,
-        callback_handler=redirect.code,
+        redirect_handler=redirect.send_owner if redirect is not None else _no_owner,
+        callback_handler=redirect.code if redirect is not None else _no_code,
     )
     try:
         if refresh_token is not None and await storage.get_tokens() is None:
@@ -227,15 +251,31 @@ async def connect(
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            if call is None:
-                for tool in (await session.list_tools()).tools:
-                    print(tool.name)
-                return 0
-            result = await session.call_tool(call, json.loads(arguments))
-            print(json.dumps(result.structuredContent or {}, indent=2, ensure_ascii=False))
-            return 1 if result.isError else 0
+            yield session
     finally:
-        redirect.close()
+        if redirect is not None:
+            redirect.close()
+
+
+async def connect(
+    endpoint: str,
+    client_id: str,
+    tokens: Path,
+    port: int,
+    call: str | None,
+    arguments: str,
+    refresh_token: str | None = None,
+) -> int:
+    async with remote_session(
+        endpoint, client_id, tokens, port=port, refresh_token=refresh_token
+    ) as session:
+        if call is None:
+            for tool in (await session.list_tools()).tools:
+                print(tool.name)
+            return 0
+        result = await session.call_tool(call, json.loads(arguments))
+        print(json.dumps(result.structuredContent or {}, indent=2, ensure_ascii=False))
+        return 1 if result.isError else 0
 
 
 def main(argv: list[str] | None = None) -> int:

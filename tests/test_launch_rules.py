@@ -17,15 +17,8 @@ from django.core.management import CommandError, call_command
 from personas.models import AuditEvent
 from runtime import sandbox
 from runtime.agent_clis import CLAUDE, GEMINI
-from runtime.launcher import (
-    MANAGE_PY,
-    agent_home,
-    invocation,
-    mcp_servers,
-    run_directory,
-    write_private,
-    write_private_json,
-)
+from runtime.handoff import write_private, write_private_json
+from runtime.launcher import MANAGE_PY, agent_home, invocation, mcp_servers, run_directory
 from runtime.sandbox import Sandbox, SandboxUnavailable
 from runtime.stamp import load_active_stamp
 from tests.runtime_support import standing_persona

@@ -8,7 +8,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from runtime.launcher import LOOPBACK, LaunchServer
+from runtime.handoff import LOOPBACK
+from runtime.launcher import LaunchServer
 from runtime.stamp import load_active_stamp
 from tests.runtime_support import standing_persona
 

@@ -15,8 +15,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from personas.commandline import persona_argument
 from personas.models import Persona
+from runtime.handoff import LOOPBACK_HOSTS, http_app
 from runtime.launcher import ANY_PERSONA, mcp_servers
-from runtime.mcp_server import LOOPBACK_HOSTS, build_server, http_app, serve_stdio
+from runtime.mcp_server import build_server, serve_stdio
 from runtime.stamp import StampUnavailable, load_active_stamp
 
 CONFINED_ONLY_IN_ITS_TOOLS = (
