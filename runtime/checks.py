@@ -1,5 +1,6 @@
-"""Boot checks of the runtime: its transport (runtime.E001) and the runtime side of the handler
-registry (runtime.W001, runtime.W002).
+"""Boot checks of the runtime: its transport (runtime.E001), the runtime side of the handler
+registry (runtime.W001, runtime.W002) and, deploying, the shared workspace directory
+(runtime.E002).
 
 Without a registered transport (runtime.transport) no confirmation request could reach its
 authority, so a runtime that has none does not start (an error, not a warning).
@@ -14,7 +15,9 @@ VX-OPS-5); `virgo check` names each standing persona and its exact tools (runtim
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import DatabaseError
 
+from runtime import workspace_directory
 from runtime.transport import registered
 from stamps.checks import every_stamp_verified
 from stamps.registry import HANDLERS
@@ -64,3 +67,19 @@ def check_bound_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         )
         for persona, tools in standing_personas_granting(unbound.__contains__)
     ]
+
+
+@register("virgo", deploy=True)
+def check_workspace_directory(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """runtime.E002: this machine's workspace directory is not the one the installation's
+    machines share (runtime.workspace_directory); a database that cannot say is its own
+    checks' to report."""
+    if app_configs is not None and not any(config.name == "runtime" for config in app_configs):
+        return []
+    try:
+        workspace_directory.check_workspaces()
+    except DatabaseError:
+        return []
+    except workspace_directory.NotShared as refused:
+        return [Error(refused.reason, hint=refused.fix, id="runtime.E002")]
+    return []

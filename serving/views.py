@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.views import OAuthProtectedResourceMetadataView
 
 from personas.models import Persona
+from runtime import workspace_directory
 from runtime.mcp_server import build_server
 from runtime.stamp import StampUnavailable
 from serving import transport
@@ -25,6 +26,18 @@ def too_many(seconds: int, detail: str) -> JsonResponse:
     response = JsonResponse({"error": "rate_limited", "detail": detail}, status=429)
     response["Retry-After"] = str(seconds)
     return response
+
+
+_workspaces_claimed = False
+
+
+def claim_workspaces_once() -> None:
+    """The first remote call of this process makes sure its workspaces are the installation's
+    (runtime.workspace_directory); /readyz goes on checking them for the load balancer."""
+    global _workspaces_claimed
+    if not _workspaces_claimed:
+        workspace_directory.claim_workspaces()
+        _workspaces_claimed = True
 
 
 @csrf_exempt
@@ -49,6 +62,12 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
         return JsonResponse(
             {"error": "gone", "detail": "the persona is revoked: its tools are served to nobody"},
             status=410,
+        )
+    try:
+        claim_workspaces_once()
+    except workspace_directory.NotShared as refused:
+        return JsonResponse(
+            {"error": "unavailable", "detail": f"{refused.reason}: {refused.fix}"}, status=503
         )
     try:
         server = build_server(persona, one_request=True)

@@ -54,6 +54,7 @@ def test_readyz_is_ready_on_the_embedded_default(client: Client) -> None:
             "broker": "ok",
             "signing": "ok",
             "base_url": "ok",
+            "workspaces": "ok",
             "static": "ok",
         },
         "failed": [],
@@ -85,6 +86,7 @@ def test_readyz_is_ready_against_postgresql_and_redis(
         "broker": "ok",
         "signing": "ok",
         "base_url": "ok",
+        "workspaces": "ok",
         "static": "ok",
     }
 

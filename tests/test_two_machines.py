@@ -13,6 +13,7 @@ Nothing is mocked: cards are published by a real worker, served by real web proc
 verified by the a2a-sdk's verifier against the JWKS each machine serves.
 """
 
+import json
 import re
 import secrets
 import subprocess
@@ -43,6 +44,8 @@ from tests.live import (
     wait_until,
     worker_args,
 )
+from tests.remote_support import PROTOCOL, granted
+from tests.runtime_support import standing_persona
 from tests.test_card_signatures import peer_verifier, protected_header
 from tests.test_deploy import static_root  # noqa: F401 (the release's static files, a fixture)
 from tests.test_quarantine_live import deployment_env
@@ -353,6 +356,70 @@ def test_a_machine_on_another_public_base_url_fails_its_checks_and_rewrites_noth
     for machine, expected in ((a, []), (b, [503])):
         logged = machine.statuses_logged()
         assert len(logged) >= len(machine.answered)
+        assert [status for status in logged if status >= 500] == expected, (
+            machine.web.log.read_text()
+        )
+
+
+def remote_call(
+    machine: Machine, persona: Persona, token: str, tool: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """A call to the persona's remote endpoint on this machine's web: the tool's result."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL,
+    }
+    with httpx.Client(base_url=machine.web.base_url, timeout=30) as client:
+        answered = client.post(f"/mcp/{persona.uuid}", json=body, headers=headers)
+    machine.answered.append((f"/mcp/{persona.uuid}", answered.status_code))
+    assert answered.status_code == 200, (machine.name, answered.text[:500])
+    return answered.json()["result"]["structuredContent"]
+
+
+def test_a_personas_workspace_is_one_whichever_machine_answers(
+    machines: tuple[Machine, Machine], tmp_path: Path, settings: Any
+) -> None:
+    """VX-REMOTE-2, decision 275: with one directory at `$VIRGO_HOME/workspaces` on both
+    machines, what a remote call on A writes, a remote call on B reads. A machine whose
+    directory is its own instead fails /readyz (`workspaces`) and `virgo check --deploy`
+    (runtime.E002) while A's passes; neither web answers another 5xx."""
+    a, b = machines
+    shared = tmp_path / "shared-workspaces"
+    shared.mkdir(mode=0o700)
+    for machine in machines:
+        (machine.home / "workspaces").symlink_to(shared, target_is_directory=True)
+    together(a.web.start, b.web.start)
+    # This process grants the token, as the installation's authorization server.
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": PUBLIC_ORIGIN}
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    token = tokens["access_token"]
+    note = {"path": "memory/two-machines.md", "content": "written on A"}
+    assert remote_call(a, persona, token, "workspace_write", note)["ok"]
+    read = remote_call(b, persona, token, "workspace_read", {"path": note["path"]})
+    assert read["ok"] and "written on A" in json.dumps(read), read
+    assert list(shared.rglob("two-machines.md"))
+
+    (b.home / "workspaces").unlink()
+    (b.home / "workspaces").mkdir(mode=0o700)
+    # (Both are unready for `signing` too: this process signed the card under a key of its
+    # own, which the machines cannot open. Only the workspaces tell them apart.)
+    readiness = b.get("/readyz", status=503).json()
+    assert readiness["checks"]["workspaces"] == "failed: NotShared"
+    assert a.get("/readyz", status=503).json()["checks"]["workspaces"] == "ok"
+    checked = b.virgo("check", "--deploy")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "runtime.E002" in checked.stderr
+    assert f"{b.home / 'workspaces'} has no marker" in checked.stderr
+    for machine, expected in ((a, [503]), (b, [503])):
+        logged = machine.statuses_logged()
         assert [status for status in logged if status >= 500] == expected, (
             machine.web.log.read_text()
         )

@@ -5,7 +5,8 @@ never gets a healthy web process restarted. /readyz says whether this process ca
 now: the database, the cache (where rate limits are counted) and the Celery broker all answer,
 it can open the keys that sign cards (`signing`) and its static files are collected (`static`,
 both VX-SCALE-2), and it is configured with the installation's public base URL (`base_url`,
-VX-SCALE-4: a process on another signs nothing);
+VX-SCALE-4: a process on another signs nothing), and its workspace directory is the one the
+installation's machines share (`workspaces`, decision 275);
 it also reports the owed-work backlog (stamps, cards, recomputes owed), which never fails it.
 A 503 names the failing checks; details of the failure go to the log, never to the response.
 
@@ -108,12 +109,19 @@ def check_base_url() -> None:
     _ask_the_app(settings.VIRGO_BASE_URL_READINESS)
 
 
+def check_workspaces() -> None:
+    """This machine's workspace directory is the installation's shared one
+    (settings.VIRGO_WORKSPACES_READINESS)."""
+    _ask_the_app(settings.VIRGO_WORKSPACES_READINESS)
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     "database": check_database,
     "cache": check_cache,
     "broker": check_broker,
     "signing": check_signing,
     "base_url": check_base_url,
+    "workspaces": check_workspaces,
     # VX-SCALE-2: without its collected static files every admin page would be a 500.
     "static": check_static_files,
 }

@@ -268,6 +268,8 @@ VIRGO_SIGNING_READINESS = "cards.keys.check_can_sign"
 # The function raising when this process's public base URL is not the installation's (/readyz,
 # VX-SCALE-4).
 VIRGO_BASE_URL_READINESS = "cards.base_url.check_base_url"
+# Whether this machine's workspace directory is the one every machine shares (decision 275).
+VIRGO_WORKSPACES_READINESS = "runtime.workspace_directory.check_workspaces"
 # The function saying what a persona change does to its grant (stamps.grant), from the stamp
 # rules: personas.services holds a change that widens it for the owner's review and refuses one
 # that would leave the persona unable to stand.

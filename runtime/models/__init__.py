@@ -1,5 +1,6 @@
 """What the runtime must remember, by record family: what the handler remembers of each call
-(models.enforcement), snapshot imports (models.snapshots), and the records the persona tools
+(models.enforcement), snapshot imports (models.snapshots), the installation's shared workspace
+directory (models.installation), and the records the persona tools
 work on (models.coordination, work, decisions, runs, webhooks).
 
 Every row of the tool records belongs to one owner (the installation a persona acts in) and is
@@ -16,6 +17,7 @@ from runtime.models.enforcement import (
     PromptRegistryEntry,
     RefusalRecord,
 )
+from runtime.models.installation import WorkspaceDirectory
 from runtime.models.runs import Artifact, ConversationArchive, Run, RunEvent
 from runtime.models.snapshots import ArchivedStamp, SnapshotImport
 from runtime.models.webhooks import Webhook, WebhookDelivery
@@ -43,4 +45,5 @@ __all__ = [
     "WakeMarker",
     "Webhook",
     "WebhookDelivery",
+    "WorkspaceDirectory",
 ]
