@@ -60,7 +60,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "cards/views.py": ("_gone",),
     # What a launch gives the agent; its MCP server's thread and the process it waits on are
     # the live tests' (tests/test_launch_server.py, test_launch_sandbox.py, test_agent_claude.py).
-    "runtime/launcher.py": (
+    "serving/launcher.py": (
         "allowlist",
         "server_settings",
         "passed_names",
@@ -71,14 +71,14 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     ),
     # The files and the environment a launch hands the agent; the loopback server is the live
     # tests' (tests/test_launch_server.py, test_remote_launch.py).
-    "runtime/handoff.py": (
+    "serving/handoff.py": (
         "visible_environment",
         "write_private",
         "write_private_json",
         "remote_mcp_config",
     ),
     # The command's refusals and what it prints; `_run` starts the agent (the live tests').
-    "runtime/management/commands/launch.py": (
+    "serving/management/commands/launch.py": (
         "Command.handle",
         "Command._agent_command",
         "Command._confinement",

@@ -37,6 +37,11 @@ def agent_argument(reference: str, *, among: QuerySet[Agent], flag: str = "") ->
         raise _usage(flag, problem) from None
 
 
+# The personas `launch`, `mcp` and `explain` may name: any, since whoever runs them holds the
+# installation's database and keys (the stamp, not the command line, is what confines a persona).
+ANY_PERSONA = Persona.objects.select_related("agent__owner")
+
+
 def persona_argument(reference: str, *, among: QuerySet[Persona], flag: str = "") -> Persona:
     try:
         return persona_by_reference(reference, among=among)

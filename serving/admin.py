@@ -16,8 +16,8 @@ from django.http import HttpRequest
 from django.shortcuts import render
 
 from personas.models import Persona
-from runtime.handoff import LOOPBACK_HOSTS
 from serving.connections import open_connection
+from serving.handoff import LOOPBACK_HOSTS
 from serving.models import Client, Connection
 from serving.oauth import grantable_persona
 from serving.resources import persona_uuid_of, resource_url

@@ -1,6 +1,6 @@
 """A persona's tools over the network (VX-REMOTE-1, VX-REMOTE-2): its MCP endpoint, and the
 metadata that tells a client where to get a token for it. Thin: serving.access decides who may
-call, runtime.mcp_server what is served, and runtime.handler every call."""
+call, serving.mcp_server what is served, and runtime.handler every call."""
 
 import uuid
 from typing import Any
@@ -12,10 +12,10 @@ from oauth2_provider.views import OAuthProtectedResourceMetadataView
 
 from personas.models import Persona
 from runtime import workspace_directory
-from runtime.mcp_server import build_server
 from runtime.stamp import StampUnavailable
 from serving import transport
 from serving.access import Refused, check_access, connection_label
+from serving.mcp_server import build_server
 from serving.resources import SCOPE, resource_url
 from virgo import auditing, limits
 

@@ -1,4 +1,4 @@
-"""How runtime.agent_clis reads an owner's arguments to an agent CLI and knows the CLI (VX-CONF-1):
+"""How serving.agent_clis reads an owner's arguments to an agent CLI and knows the CLI (VX-CONF-1):
 checked against the options known to be harmless, so an option nobody looked at is refused."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent_clis import (
+from serving.agent_clis import (
     CLAUDE,
     GEMINI,
     RefusedArgument,

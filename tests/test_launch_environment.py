@@ -22,8 +22,8 @@ from dotenv import dotenv_values
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from runtime.launcher import agent_home, invocation, mcp_servers
 from runtime.stamp import load_active_stamp
+from serving.launcher import agent_home, invocation, mcp_servers
 from tests.runtime_support import Standalone, standing_persona, start_standalone
 
 SERVER_SECRETS = {

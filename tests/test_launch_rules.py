@@ -15,12 +15,12 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from personas.models import AuditEvent
-from runtime import sandbox
-from runtime.agent_clis import CLAUDE, GEMINI
-from runtime.handoff import write_private, write_private_json
-from runtime.launcher import MANAGE_PY, agent_home, invocation, mcp_servers, run_directory
-from runtime.sandbox import Sandbox, SandboxUnavailable
 from runtime.stamp import load_active_stamp
+from serving import sandbox
+from serving.agent_clis import CLAUDE, GEMINI
+from serving.handoff import write_private, write_private_json
+from serving.launcher import MANAGE_PY, agent_home, invocation, mcp_servers, run_directory
+from serving.sandbox import Sandbox, SandboxUnavailable
 from tests.runtime_support import standing_persona
 
 

@@ -1,4 +1,4 @@
-"""The MCP server a launch runs for its agent (runtime.launcher.LaunchServer), in this process:
+"""The MCP server a launch runs for its agent (serving.launcher.LaunchServer), in this process:
 streamable HTTP on a loopback port it bound itself, answering only the launch's token (VX-CONF-2),
 listing exactly the stamp's tools."""
 
@@ -8,9 +8,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from runtime.handoff import LOOPBACK
-from runtime.launcher import LaunchServer
 from runtime.stamp import load_active_stamp
+from serving.handoff import LOOPBACK
+from serving.launcher import LaunchServer
 from tests.runtime_support import standing_persona
 
 

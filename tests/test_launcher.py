@@ -12,10 +12,10 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from personas.models import AuditEvent
-from runtime import sandbox
-from runtime.agent_clis import CLAUDE, GEMINI
-from runtime.launcher import agent_home, allowlist, invocation
 from runtime.stamp import load_active_stamp
+from serving import sandbox
+from serving.agent_clis import CLAUDE, GEMINI
+from serving.launcher import agent_home, allowlist, invocation
 from stamps.projections import launcher_allowlist
 from stamps.storage import stamp_path
 from tests.factories import stop_standing, update_persona

@@ -10,7 +10,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
-from runtime.management.commands.mcp import CONFINED_ONLY_IN_ITS_TOOLS
+from serving.management.commands.mcp import CONFINED_ONLY_IN_ITS_TOOLS
 from tests.runtime_support import Standalone, start_standalone
 
 pytestmark = pytest.mark.live

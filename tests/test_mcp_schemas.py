@@ -22,11 +22,11 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from personas.models import Persona, PersonaClass
 from runtime import confirmations
-from runtime.mcp_server import build_server
 from runtime.models import DecisionRecord
 from runtime.stamp import load_active_stamp
 from runtime.tools.params import Id, Text
 from runtime.tools.toolkit import Tool, takes
+from serving.mcp_server import build_server
 from stamps.registry import HANDLERS
 from tests.channel_support import OPS, SURFACE_CLASSES
 from tests.factories import make_agent, make_owner

@@ -12,10 +12,10 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from personas.models import PersonaClass
 from runtime import confirmations
-from runtime.launcher import allowlist
-from runtime.mcp_server import build_server
 from runtime.models import DecisionRecord
 from runtime.stamp import StampUnavailable, load_active_stamp
+from serving.launcher import allowlist
+from serving.mcp_server import build_server
 from stamps.projections import handler_table, launcher_allowlist, mcp_tool_list
 from stamps.storage import stamp_path
 from tests.runtime_support import standing_persona

@@ -155,8 +155,8 @@ def test_modules_are_the_configured_ones_and_services_only_its_rules() -> None:
         "composition_of" in glob for glob in run.patterns("personas/services/derivation.py")
     )
     # A method is named as mutmut names its mutants: xǁClassǁmethod.
-    command = run.patterns("runtime/management/commands/launch.py")
-    assert "runtime.management.commands.launch.xǁCommandǁ_confinement__mutmut_*" in command
+    command = run.patterns("serving/management/commands/launch.py")
+    assert "serving.management.commands.launch.xǁCommandǁ_confinement__mutmut_*" in command
     assert not any("_run" in glob for glob in command)
 
 

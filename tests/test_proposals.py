@@ -18,9 +18,9 @@ from rest_framework.test import APIClient
 
 from personas import services
 from personas.models import GrantProposal, Persona, PersonaClass
-from runtime.mcp_server import build_server
 from runtime.snapshot import export_persona
 from runtime.stamp import StampUnavailable, load_active_stamp
+from serving.mcp_server import build_server
 from stamps.storage import stamp_path
 from tests.factories import (
     CLASS_ADDRESSES,

@@ -1,5 +1,5 @@
-"""`python -m serving.launch`: an agent CLI on an agent host, confined to a persona's tools served
-over the network (VX-REMOTE-3, VX-CONF-1, VX-CONF-2).
+"""`python -m serving.remote_launch`: an agent CLI on an agent host, confined to a persona's
+tools served over the network (VX-REMOTE-3, VX-CONF-1, VX-CONF-2).
 
 The host has a PATH, a HOME and the refresh token its owner handed over; the pinned Claude Code
 CLI runs under a scripted model in bubblewrap, offered exactly the stamp's tools through the
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from oauth2_provider.models import RefreshToken
 
-from runtime import sandbox as sandboxes
 from runtime.stamp import load_active_stamp
-from serving import launch
+from serving import remote_launch as launch
+from serving import sandbox as sandboxes
 from serving.connections import open_connection
 from tests.live import REPO, WebServer, unavailable
 from tests.remote_support import host_environment, public_client
@@ -41,10 +41,10 @@ def test_claude_code_on_an_agent_host_reaches_the_stamps_tools_and_no_token(
     web: WebServer,  # noqa: F811 (the fixture)
     tmp_path: Path,
 ) -> None:
-    """VX-REMOTE-3, VX-REMOTE-2, VX-CONF-1: launched by serving.launch with a PATH, a HOME and a
-    connection's refresh token, Claude Code is offered exactly the stamp's tools and calls one
-    through the relay; its built-in tools are gone, so it cannot read the launcher's tokens;
-    neither they nor the handed-over refresh token reach the model; its MCP config is gone
+    """VX-REMOTE-3, VX-REMOTE-2, VX-CONF-1: launched by serving.remote_launch with a PATH, a
+    HOME and a connection's refresh token, Claude Code is offered exactly the stamp's tools and
+    calls one through the relay; its built-in tools are gone, so it cannot read the launcher's
+    tokens; neither they nor the handed-over refresh token reach the model; its MCP config is gone
     once it ends."""
     if not CLAUDE.exists():
         unavailable(f"{CLAUDE} is missing: `make agents` installs the pinned agent CLIs")
@@ -66,7 +66,7 @@ def test_claude_code_on_an_agent_host_reaches_the_stamps_tools_and_no_token(
     with ScriptedAnthropic([turn, "done"]) as model:
         ran = subprocess.run(
             [
-                sys.executable, "-m", "serving.launch", persona.mcp_url,
+                sys.executable, "-m", "serving.remote_launch", persona.mcp_url,
                 "--client-id", client.client_id, "--refresh-token-file", str(handed),
                 "--", str(CLAUDE), "-p", "work the queue", "--output-format", "json",
             ],
@@ -149,7 +149,7 @@ def test_a_passed_name_the_cli_would_load_settings_from_is_refused(
 ) -> None:
     """VX-CONF-1: VIRGO_LAUNCH_PASS_ENV may not hand the agent a name its CLI reads to load
     other settings or code."""
-    from runtime.agent_clis import GEMINI
+    from serving.agent_clis import GEMINI
 
     refused = sorted(GEMINI.refused_environment)[0]
     with pytest.raises(launch.Refused, match=f"names {refused}"):

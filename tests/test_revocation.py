@@ -34,9 +34,9 @@ from personas.services import (
     skill_save,
 )
 from runtime import confirmations, registry
-from runtime.mcp_server import build_server
 from runtime.models import DecisionRecord, PromptRegistryEntry
 from runtime.stamp import StampUnavailable, load_active_stamp
+from serving.mcp_server import build_server
 from settling.publication import publish_generation
 from settling.reconciliation import owed_personas, reconcile
 from stamps.quarantine import quarantined_personas, restore

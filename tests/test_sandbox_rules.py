@@ -1,4 +1,4 @@
-"""The rules runtime.sandbox builds a launch's sandbox from (VX-CONF-2), without starting one:
+"""The rules serving.sandbox builds a launch's sandbox from (VX-CONF-2), without starting one:
 what is hidden, what stays writable, and bwrap's command line. tests/test_launch_sandbox.py runs
 the real bwrap."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from runtime import sandbox
-from runtime.sandbox import Sandbox, SandboxUnavailable, build, hidden_paths, secret_locations
+from serving import sandbox
+from serving.sandbox import Sandbox, SandboxUnavailable, build, hidden_paths, secret_locations
 
 
 def test_the_command_line_hides_before_it_binds_and_runs_the_command_last(tmp_path: Path) -> None:

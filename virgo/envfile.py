@@ -1,7 +1,7 @@
 """Owner-private environment files: settings a process reads from a file, not from its parent.
 
 Two files are read, both by virgo.settings before anything else: the one VIRGO_ENV_FILE names (the
-launcher writes one for the MCP server it configures, runtime.launcher, so the server's connection
+launcher writes one for the MCP server it configures, serving.launcher, so the server's connection
 settings and secrets never pass through the agent's environment; `make serve` writes one for the
 commands an operator runs beside it), then the installation's own, `$VIRGO_HOME/virgo.env`, which
 `make run` writes (`python -m virgo.envfile embedded`: the embedded flag and a generated

@@ -361,7 +361,7 @@ VIRGO_RECOMPUTE_BATCH_SIZE = env_int("VIRGO_RECOMPUTE_BATCH_SIZE", 500)
 # Processes `virgo check` verifies the stamp files in (stamps.checks): the cores it may use.
 VIRGO_CHECK_PROCESSES = env_int("VIRGO_CHECK_PROCESSES", os.process_cpu_count() or 1)
 # Names of further environment variables `virgo launch` passes to the agent (its own API key...);
-# the agent gets no other variable of the launcher's environment (runtime.launcher).
+# the agent gets no other variable of the launcher's environment (serving.launcher).
 VIRGO_LAUNCH_PASS_ENV = env_list("VIRGO_LAUNCH_PASS_ENV")
 
 INSTALLED_APPS = [

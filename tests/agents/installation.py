@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import sandbox
+from serving import sandbox
 from tests.live import unavailable
 from tests.runtime_support import REPO, Standalone, start_standalone
 

@@ -11,9 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from personas.commandline import EXIT_USAGE, persona_argument
+from personas.commandline import ANY_PERSONA, EXIT_USAGE, persona_argument
 from runtime.explain import explain
-from runtime.launcher import ANY_PERSONA
 
 
 class Command(BaseCommand):

@@ -2,8 +2,9 @@
 loopback MCP server the agent calls (its tools are served from outside the agent), the
 owner-private files that name that server, and the environment the agent may see.
 
-Nothing here reads Django's settings or the database: `virgo launch` (runtime.launcher) and
-`python -m serving.launch` (an agent host holding a token only, VX-REMOTE-3) use the same pieces.
+Nothing here reads Django's settings or the database: `virgo launch` (serving.launcher) and
+`python -m serving.remote_launch` (an agent host holding a token only, VX-REMOTE-3) use the same
+pieces.
 """
 
 import json
@@ -18,7 +19,7 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 
-from runtime.agent_clis import MCP_SERVER_NAME
+from serving.agent_clis import MCP_SERVER_NAME
 
 LOOPBACK = "127.0.0.1"
 QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")

@@ -27,8 +27,8 @@ from typing import Any
 
 from django.conf import settings
 
-from runtime.agent_clis import WorksIn
 from runtime.credentials import credential_location
+from serving.agent_clis import WorksIn
 
 BWRAP = "bwrap"
 INSTALL_HINT = "install bubblewrap (apt-get install bubblewrap)"

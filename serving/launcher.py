@@ -4,10 +4,10 @@
 `mcp__virgo__<name>` for each `tools[].name`, comma-separated. `virgo launch --persona <name> --
 <agent command...>` runs the agent:
 
-- confined (VX-CONF-1): a CLI Virgo knows (runtime.agent_clis) gets the arguments and the files in
+- confined (VX-CONF-1): a CLI Virgo knows (serving.agent_clis) gets the arguments and the files in
   its home that leave it exactly the stamp's tools and nothing from its settings sources; any
   other command is refused unless the owner passes `--unconfined`, which is warned and audited;
-- sandboxed (VX-CONF-2): in bubblewrap (runtime.sandbox), where the installation's secrets are
+- sandboxed (VX-CONF-2): in bubblewrap (serving.sandbox), where the installation's secrets are
   not visible and only the persona's workspace and the agent's own home are writable; where the
   sandbox cannot be set up the launch is refused unless the owner passes `--no-sandbox`, which
   is warned and audited;
@@ -17,7 +17,7 @@
   secret of the installation, and is removed when the launch ends.
 
 The agent gets an allow-listed environment, never the launcher's own: the basics of a shell
-(runtime.handoff.AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS,
+(serving.handoff.AGENT_ENV_NAMES, the locale's LC_*), VIRGO_PERSONA, VIRGO_ALLOWED_TOOLS,
 VIRGO_MCP_CONFIG, and the names the operator lists in VIRGO_LAUNCH_PASS_ENV (its model API key,
 say), but for those the confined CLI would read to load other settings or code
 (AgentCli.refused_environment). Whatever
@@ -38,24 +38,19 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from personas.models import Persona
-from runtime.agent_clis import CLAUDE, MCP_SERVER_NAME, AgentCli
-from runtime.handoff import (
+from runtime.stamp import ActiveStamp
+from serving.agent_clis import CLAUDE, MCP_SERVER_NAME, AgentCli
+from serving.handoff import (
     LoopbackServer,
     remote_mcp_config,
     visible_environment,
     write_private,
     write_private_json,
 )
-from runtime.sandbox import Sandbox
-from runtime.stamp import ActiveStamp
+from serving.sandbox import Sandbox
 from virgo.envfile import write_env_file
 
 MANAGE_PY = Path(settings.BASE_DIR) / "manage.py"
-
-
-# The personas `launch` and `mcp` may name: any, since whoever runs them holds the installation's
-# database and keys (the runtime's stamp, not the command line, is what confines a persona).
-ANY_PERSONA = Persona.objects.select_related("agent__owner")
 
 
 def allowlist(stamp: ActiveStamp, cli: AgentCli | None = None) -> str:
@@ -151,10 +146,10 @@ def prepare_agent_home(persona: Persona) -> Path:
 
 
 class LaunchServer(LoopbackServer):
-    """The persona's MCP server for one launch, in this process (runtime.handoff)."""
+    """The persona's MCP server for one launch, in this process (serving.handoff)."""
 
     def __init__(self, persona: Persona) -> None:
-        from runtime.mcp_server import build_server
+        from serving.mcp_server import build_server
 
         super().__init__(build_server(persona))
 

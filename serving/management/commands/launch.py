@@ -11,19 +11,18 @@ from typing import Any, NamedTuple
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from personas import audit
-from personas.commandline import EXIT_USAGE, persona_argument
+from personas.commandline import ANY_PERSONA, EXIT_USAGE, persona_argument
 from personas.models import AuditEvent, Persona
-from runtime import sandbox as sandboxes
-from runtime.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
-from runtime.launcher import (
-    ANY_PERSONA,
+from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
+from serving import sandbox as sandboxes
+from serving.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
+from serving.launcher import (
     LaunchServer,
     allowlist,
     invocation,
     passed_names,
     prepare_agent_home,
 )
-from runtime.stamp import ActiveStamp, StampUnavailable, load_active_stamp
 from virgo import auditing
 
 

@@ -1,5 +1,6 @@
-"""`python -m serving.launch <endpoint> --client-id <id> -- <agent command...>`: an agent CLI on
-an agent host, confined to a persona's tools served over the network (VX-REMOTE-3, VX-CONF-1).
+"""`python -m serving.remote_launch <endpoint> --client-id <id> -- <agent command...>`: an
+agent CLI on an agent host, confined to a persona's tools served over the network (VX-REMOTE-3,
+VX-CONF-1).
 
 What `virgo launch` does on the installation, done where the installation is not: no database,
 no settings, no key. The launcher holds the OAuth tokens (serving.connect's file, refreshed as
@@ -7,7 +8,7 @@ they expire) and runs a loopback MCP server for the agent that answers only a to
 this launch and passes each request on to the persona's endpoint; the agent's MCP config names
 that loopback server, so the agent never holds a token of the installation's authorization
 server, and its tools are exactly those the endpoint lists (the persona's stamp). The CLI is
-confined as on the installation (runtime.agent_clis), and runs in bubblewrap where the tokens'
+confined as on the installation (serving.agent_clis), and runs in bubblewrap where the tokens'
 directory and the credential locations of the operator's home are hidden, unless the owner
 passes `--no-sandbox`.
 """
@@ -27,16 +28,16 @@ from typing import Any
 from mcp import ClientSession, types
 from mcp.server.lowlevel import Server
 
-from runtime import sandbox as sandboxes
-from runtime.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
-from runtime.handoff import (
+from serving import sandbox as sandboxes
+from serving.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
+from serving.connect import ENDPOINT_MARK, default_tokens, issuer_of, remote_session
+from serving.handoff import (
     LoopbackServer,
     remote_mcp_config,
     visible_environment,
     write_private,
     write_private_json,
 )
-from serving.connect import ENDPOINT_MARK, default_tokens, issuer_of, remote_session
 
 EXIT_USAGE = 2
 PASS_ENV = "VIRGO_LAUNCH_PASS_ENV"
@@ -215,7 +216,7 @@ def launch(options: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m serving.launch", description=__doc__.split("\n\n")[0]
+        prog="python -m serving.remote_launch", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("endpoint", help="the persona's endpoint: <base URL>/mcp/<persona uuid>")
     parser.add_argument("--client-id", required=True, help="the client the owner registered")

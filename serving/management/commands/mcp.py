@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from personas.commandline import persona_argument
+from personas.commandline import ANY_PERSONA, persona_argument
 from personas.models import Persona
-from runtime.handoff import LOOPBACK_HOSTS, http_app
-from runtime.launcher import ANY_PERSONA, mcp_servers
-from runtime.mcp_server import build_server, serve_stdio
 from runtime.stamp import StampUnavailable, load_active_stamp
+from serving.handoff import LOOPBACK_HOSTS, http_app
+from serving.launcher import mcp_servers
+from serving.mcp_server import build_server, serve_stdio
 
 CONFINED_ONLY_IN_ITS_TOOLS = (
     "note: a client this configures is confined only in the tools Virgo's server gives it; its "
