@@ -157,6 +157,33 @@ class ImportOutcome:
     experience_entries: int = 0
     overlay_entries: int = 0
     skipped: list[str] = field(default_factory=list)
+    # The archive's name, when one of the owner's personas holds it and the import took another.
+    renamed_from: str | None = None
+
+
+NAME_LENGTH = Persona._meta.get_field("name").max_length or 120
+
+
+def _import_name(archived: str, actor: Any, name: str | None) -> str:
+    """The imported persona's name: `name` if the owner gave one, else the archive's; one the
+    owner's personas do not already have, so that a name given on the command line still
+    names one persona (`launch --persona`, `explain`, `persona export`)."""
+    taken = set(Persona.objects.filter(agent__owner=actor).values_list("name", flat=True))
+    if name is not None:
+        if name in taken:
+            raise SnapshotError(
+                f"--name: {name} is already the name of one of your personas; choose another"
+            )
+        return name
+    if archived not in taken:
+        return archived
+    number = 2
+    while True:
+        suffix = f" {number}"
+        candidate = archived[: NAME_LENGTH - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+        number += 1
 
 
 def _lead(plan: Plan, actor: Any, owning_lead: Persona | _ArchivedLead | None) -> Any:
@@ -201,12 +228,15 @@ def import_persona(
     actor: Any,
     owning_lead: Persona | _ArchivedLead | None = ARCHIVED_LEAD,
     address: str | None = None,
+    name: str | None = None,
 ) -> ImportOutcome:
     """Create a new persona of `agent` from a snapshot, on behalf of that agent's owner.
 
     `owning_lead`, when given, replaces the lead the archive names (None: no lead); `address`
     the address it names (which the owner's live persona may hold: the source of a copy made on
-    the same installation). Raises SnapshotError (or PermissionDenied) with nothing written.
+    the same installation); `name` the name it names. Without `name`, an archived name one of
+    the owner's personas holds becomes the first free "<name> 2", "<name> 3"... and the outcome
+    says so (`renamed_from`). Raises SnapshotError (or PermissionDenied) with nothing written.
     """
     if not (actor.is_authenticated and agent.owner_id == actor.pk):
         raise PermissionDenied("only the agent's owner may import a persona onto it")
@@ -214,7 +244,11 @@ def import_persona(
     plan = plan_import(read, actor)
     lead = _lead(plan, actor, owning_lead)
     with transaction.atomic(), auditing.channel(auditing.IMPORT):
+        archived_name = plan.fields["name"]
         overrides = {} if address is None else {"address": address}
+        chosen = _import_name(archived_name, actor, name)
+        if chosen != archived_name:
+            overrides["name"] = chosen
         change = _create_persona(plan, agent, actor, lead, overrides)
         persona = change.persona
         record = SnapshotImport.objects.create(
@@ -259,6 +293,7 @@ def import_persona(
         experience_entries=len(plan.experience),
         overlay_entries=len(plan.overlay),
         skipped=plan.skipped,
+        renamed_from=archived_name if name is None and chosen != archived_name else None,
     )
 
 

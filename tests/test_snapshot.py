@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from cards.models import PublishedCard
 from personas import services
+from personas.commandline import ANY_PERSONA, persona_argument
 from personas.models import Persona, PersonaClass
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
@@ -495,7 +496,8 @@ def test_another_owners_persona_as_lead_is_refused_naming_owning_lead(tmp_path: 
             "persona", "import", str(crafted), "--agent", str(agent.pk), "--lead", "none",
             "--address", copy, stdout=io.StringIO(),
         )  # fmt: skip
-    assert Persona.objects.filter(name=deputy.name, owning_lead=None).count() == 1
+    imported = agent.personas.latest("pk")
+    assert imported.name.startswith(deputy.name) and imported.owning_lead is None
 
 
 @pytest.mark.parametrize(
@@ -1397,6 +1399,43 @@ def test_the_export_and_import_commands(tmp_path: Path) -> None:
         )  # fmt: skip
     assert f"(archived as {persona.uuid})" in out.getvalue()
     assert agent.personas.count() == 2
+
+
+def test_an_import_never_takes_a_name_the_owner_already_uses(tmp_path: Path) -> None:
+    """VX-OPS-11: importing a copy on the owner's own installation names it "<name> 2" and says
+    so, so the name still picks one persona (`launch --persona`, `explain`, `persona export`);
+    `--name` chooses another, and a name already in use is refused naming the option."""
+    persona = standing_persona()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    agent = persona.agent
+    out = io.StringIO()
+    with run_on_commit():
+        call_command(
+            "persona", "import", str(archive), "--agent", str(agent.pk),
+            "--address", copy_address(archive, agent), stdout=out,
+        )  # fmt: skip
+    copy = agent.personas.exclude(pk=persona.pk).get()
+    assert copy.name == f"{persona.name} 2"
+    assert (
+        f"Named {persona.name} 2: one of your personas is already called {persona.name} "
+        "(rename it in the admin, or import with --name)."
+    ) in out.getvalue()
+    assert persona_argument(persona.name, among=ANY_PERSONA) == persona
+    with pytest.raises(CommandError, match=f"--name: {persona.name} 2 is already the name"):
+        call_command(
+            "persona", "import", str(archive), "--agent", str(agent.pk),
+            "--name", f"{persona.name} 2", "--address", copy_address(archive, agent),
+        )  # fmt: skip
+    with run_on_commit():
+        call_command(
+            "persona", "import", str(archive), "--agent", str(agent.pk), "--name", "Critic",
+            "--address", copy_address(archive, agent), stdout=io.StringIO(),
+        )  # fmt: skip
+    assert agent.personas.filter(name="Critic").exists()
+    third = import_persona(
+        archive, agent=agent, actor=agent.owner, address=copy_address(archive, agent)
+    )
+    assert (third.persona.name, third.renamed_from) == (f"{persona.name} 3", persona.name)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,10 @@ from django.core.management import call_command
 from django.test import Client
 from oauth2_provider.models import Application
 
-from personas.models import Persona
+from personas import services
+from personas.models import AuditEvent, Generation, Persona
 from stamps import profiles
+from tests.factories import update_persona
 
 
 @pytest.mark.django_db(transaction=True)
@@ -99,3 +101,47 @@ def test_the_demo_owner_has_one_agent_host_client_the_demo_never_changes() -> No
     call_command("load_demo", stdout=io.StringIO())
     [kept] = Application.objects.all()
     assert (kept.pk, kept.redirect_uris) == (client.pk, "http://127.0.0.1:9000/cb")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_never_undoes_what_the_owner_changed() -> None:
+    """VX-OPS-9: after the owner edits the Reviewer (a description, its grant narrowed, its
+    ask-first verbs cleared, delisted), renames the Deployer and narrows the agent's queues,
+    the next `make run` (load_demo) keeps every change, makes no persona or generation, and
+    records no audit event; a persona the owner deleted is made again, as missing."""
+    call_command("load_demo", stdout=io.StringIO())
+    reviewer = Persona.objects.get(name="Reviewer")
+    owner = reviewer.agent.owner
+    narrowed = [verb for verb in reviewer.verb_subset if verb != "claim"]
+    update_persona(
+        reviewer, description="Reviews only my repositories.", verb_subset=narrowed,
+        ask_first_verbs=[],
+    )  # fmt: skip
+    services.persona_set_discoverable(persona=reviewer, actor=owner, discoverable=False, via="t")
+    deployer = Persona.objects.get(name="Deployer")
+    update_persona(deployer, name="Shipper")
+    agent = reviewer.agent
+    services.agent_update(agent=agent, actor=owner, granted_queues=["reviews", "deploys"])
+    before = {
+        "events": AuditEvent.objects.count(),
+        "personas": list(Persona.objects.order_by("pk").values_list("pk", "name", "generation")),
+        "generations": Generation.objects.count(),
+    }
+
+    call_command("load_demo", stdout=io.StringIO())
+    assert AuditEvent.objects.count() == before["events"]
+    assert Generation.objects.count() == before["generations"]
+    assert (
+        list(Persona.objects.order_by("pk").values_list("pk", "name", "generation"))
+        == (before["personas"])
+    )
+    reviewer.refresh_from_db()
+    assert reviewer.description == "Reviews only my repositories."
+    assert "claim" not in reviewer.verb_subset and reviewer.ask_first_verbs == []
+    assert reviewer.discoverable is False
+    agent.refresh_from_db()
+    assert agent.granted_queues == ["reviews", "deploys"]
+
+    Persona.objects.filter(name="Shipper").delete()
+    call_command("load_demo", stdout=io.StringIO())
+    assert Persona.objects.filter(name="Deployer", revoked_at=None).exists()

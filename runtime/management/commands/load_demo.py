@@ -5,11 +5,13 @@ persona-capability-surface v1) plus its SPEC-0009 verbs, and the deployer is the
 owning lead, so deputy-scope confirmations of the reviewer are routed to it: the reviewer asks
 first before it completes a todo (its owner's "ask first" verbs), and the deployer answers.
 
-The demo owner's password is made, and printed, once: when the owner is created, or when
-`--new-password` asks for a new one. Every other run (each `make run` and `make serve` start)
-leaves it as it is. The commands it prints work pasted into a new shell in the checkout: the
-settings they need are in VIRGO_HOME/virgo.env, or in the file VIRGO_ENV_FILE names, which each
-printed command then names too (`make serve` sets it).
+Each run (each `make run` and `make serve` start) creates what is missing and changes nothing
+that exists (VX-OPS-9): an owner who widened the Reviewer, rewrote a description, delisted a
+persona or narrowed the agent's grant finds it so after the next start, and a run that creates
+nothing records nothing. The demo owner's password is made, and printed, once: when the owner is
+created, or when `--new-password` asks for a new one. The commands it prints work pasted into a
+new shell in the checkout: the settings they need are in VIRGO_HOME/virgo.env, or in the file
+VIRGO_ENV_FILE names, which each printed command then names too (`make serve` sets it).
 """
 
 import os
@@ -21,6 +23,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.db.models import Q
 from oauth2_provider.models import Application
 
 from personas import services
@@ -81,7 +84,10 @@ def command(arguments: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo owner, agent and personas, and print how to reach them."
+    help = (
+        "Create the demo owner, agent and personas where they are missing (nothing that exists "
+        "is changed), and print how to reach them."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -154,17 +160,16 @@ class Command(BaseCommand):
         if created or new_password or not user.has_usable_password():
             password = secrets.token_urlsafe(12)
             user.set_password(password)
-        user.is_staff = True
-        user.save()
-        identity, _ = OwnerIdentity.objects.update_or_create(
+            user.save(update_fields=["password"])
+        identity, made = OwnerIdentity.objects.get_or_create(
             user=user, defaults={"display_name": "Demo Owner"}
         )
-        # Nobody can publish a token on the demo's domain: the installation vouches for it,
-        # as a superuser may for any owner (the audit trail says so).
-        claim = services.organization_claim(owner=user, domain=DEMO_DOMAIN)
-        if not claim.is_verified:
-            services.organization_approve(claim=claim, actor=services.INSTALLATION)
-        if identity.organization_domain_id != claim.pk:
+        if made or identity.organization_domain_id is None:
+            # Nobody can publish a token on the demo's domain: the installation vouches for it,
+            # as a superuser may for any owner (the audit trail says so).
+            claim = services.organization_claim(owner=user, domain=DEMO_DOMAIN)
+            if not claim.is_verified:
+                services.organization_approve(claim=claim, actor=services.INSTALLATION)
             services.owner_identity_update(user=user, organization_domain=claim)
         return user, password
 
@@ -172,16 +177,14 @@ class Command(BaseCommand):
         verbs = sorted({verb for spec in DEMO_PERSONAS for verb in spec["verb_subset"]})
         queues = sorted({queue for spec in DEMO_PERSONAS for queue in spec["queues"]})
         agent = Agent.objects.filter(owner=owner, name="demo-agent").first()
-        if agent is None:
-            return services.agent_create(
-                owner=owner,
-                name="demo-agent",
-                granted_verbs=verbs,
-                granted_queues=queues,
-                self_description="A general-purpose coding agent (self-described).",
-            )
-        return services.agent_update(
-            agent=agent, actor=owner, granted_verbs=verbs, granted_queues=queues
+        if agent is not None:
+            return agent
+        return services.agent_create(
+            owner=owner,
+            name="demo-agent",
+            granted_verbs=verbs,
+            granted_queues=queues,
+            self_description="A general-purpose coding agent (self-described).",
         )
 
     def _persona(self, agent: Agent, spec: dict[str, Any], made: dict[str, Persona]) -> Persona:
@@ -189,11 +192,15 @@ class Command(BaseCommand):
         spec = {**spec}
         if "owning_lead" in spec:
             spec["owning_lead"] = made[spec["owning_lead"]]
-        persona = agent.personas.filter(name=spec["name"]).first()
-        if persona is None:
-            persona = services.persona_create(agent=agent, actor=agent.owner, **spec)
-        else:
-            persona = services.persona_update(persona=persona, actor=agent.owner, **spec)
+        # The owner's, renamed or moved, is still the demo's: by its name or its address.
+        persona = (
+            agent.personas.filter(Q(name=spec["name"]) | Q(address__path=spec["address"]))
+            .order_by("-pk")
+            .first()
+        )
+        if persona is not None:
+            return persona
+        persona = services.persona_create(agent=agent, actor=agent.owner, **spec)
         return services.persona_set_discoverable(
             persona=persona, actor=agent.owner, discoverable=True, via="load_demo"
         )

@@ -152,6 +152,13 @@ class Command(BaseCommand):
             ),
         )
         restore.add_argument(
+            "--name",
+            help=(
+                "the imported persona's name in place of the archive's (by default the "
+                "archive's, or '<name> 2' when one of your personas has it)"
+            ),
+        )
+        restore.add_argument(
             "--address",
             help=(
                 "a registered address in place of the one the archive names (which one of "
@@ -286,6 +293,7 @@ class Command(BaseCommand):
                 actor=agent.owner,
                 owning_lead=lead,
                 address=options["address"],
+                name=options["name"],
             )
         except ValidationError as exc:
             raise CommandError(self._explain(exc)) from None
@@ -298,6 +306,11 @@ class Command(BaseCommand):
             f"stamps kept as history; {outcome.experience_entries} learned choices and "
             f"{outcome.overlay_entries} class-overlay entries wait for review in the admin."
         )
+        if outcome.renamed_from is not None:
+            self.stdout.write(
+                f"Named {persona.name}: one of your personas is already called "
+                f"{outcome.renamed_from} (rename it in the admin, or import with --name)."
+            )
         for skipped in outcome.skipped:
             self.stdout.write(f"Skipped: {skipped}")
         persona.refresh_from_db()
