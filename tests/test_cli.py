@@ -38,6 +38,20 @@ class Installation:
             raise AssertionError(f"virgo {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
         return result
 
+    def django(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """One of Django's own commands, which are manage.py's (VX-OPS-10)."""
+        result = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+        if result.returncode != 0:
+            raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
     def stamp_file(self) -> Path:
         [path] = (self.home / "personas").glob("*/generations/*/CAPABILITY-STAMP.json")
         return path
@@ -45,7 +59,7 @@ class Installation:
     def approve_proposals(self) -> None:
         """Approve every pending grant proposal as its persona's owner, through the service the
         admin's diff page confirms with: the command line only proposes (VX-REV-1)."""
-        self.run("shell", "-c", APPROVE)
+        self.django("shell", "-c", APPROVE)
 
 
 APPROVE = """
@@ -76,8 +90,8 @@ def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
         PYTHONUNBUFFERED="1",
     )
     installed = Installation(home, env)
-    installed.run("migrate", "--noinput", "-v", "0")
-    installed.run("createsuperuser", "--noinput", "--username", "root", "--email", "r@x.example")
+    installed.django("migrate", "--noinput", "-v", "0")
+    installed.django("createsuperuser", "--noinput", "--username", "root", "--email", "r@x.example")
     return installed
 
 
@@ -186,7 +200,7 @@ def test_virgo_persona_import_of_a_bad_archive_is_one_line_and_status_1(
             "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
             "--queues", "inbox", "--prompt", "You answer for me.",
         )  # fmt: skip
-        virgo("shell", "-c", APPROVE)
+        installation.approve_proposals()
     [persona] = [path.name for path in (installation.home / "personas").iterdir()]
     archive = tmp_path / "secretary.tar.gz"
     exported = virgo("persona", "export", persona, str(archive))

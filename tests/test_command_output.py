@@ -21,6 +21,7 @@ from stamps.models import CapabilityStamp
 from tests.factories import make_agent, make_owner, make_persona
 
 VIRGO = Path(sys.executable).with_name("virgo")
+REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 120
 
 
@@ -118,6 +119,19 @@ class Installation:
         assert done.returncode == 0, done.stderr
         return done
 
+    def django(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """One of Django's own commands, which are manage.py's (VX-OPS-10)."""
+        done = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), *args],
+            env=self.env,
+            cwd=self.home.parent,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
     def on_a_terminal(self, *args: str) -> tuple[str, str]:
         """stdout piped, stderr a terminal: what each received."""
         controller, terminal = pty.openpty()
@@ -158,8 +172,8 @@ def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
         "LOG_LEVEL": "WARNING",
     }
     installed = Installation(home, env)
-    installed.run("migrate", "--noinput", "-v", "0")
-    installed.run("createsuperuser", "--noinput", "--username", "root", "--email", "r@x.example")
+    installed.django("migrate", "--noinput", "-v", "0")
+    installed.django("createsuperuser", "--noinput", "--username", "root", "--email", "r@x.example")
     installed.run(
         "persona", "add", "--owner", "root", "--agent", "main", "--create-agent",
         "--queues", "inbox", "--prompt", "You answer for me.",

@@ -20,6 +20,14 @@ from tests.live import REPO, free_port
 TIMEOUT = 120
 
 
+# Django's own commands are manage.py's, not `virgo`'s (VX-OPS-10): they fail the same way.
+DJANGO_COMMANDS = frozenset({"migrate", "shell"})
+
+
+def program_of(command: list[str]) -> str:
+    return "manage.py" if command[0] in DJANGO_COMMANDS else "virgo"
+
+
 def virgo(database_url: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
@@ -31,8 +39,9 @@ def virgo(database_url: str, home: Path, *args: str) -> subprocess.CompletedProc
         "DATABASE_URL": database_url,
         "LOG_LEVEL": "WARNING",
     }
+    program = [str(REPO / "manage.py")] if args[0] in DJANGO_COMMANDS else ["-m", "virgo.cli"]
     return subprocess.run(
-        [sys.executable, "-m", "virgo.cli", *args],
+        [sys.executable, *program, *args],
         env=env,
         cwd=home,
         capture_output=True,
@@ -71,7 +80,8 @@ def test_a_database_nobody_listens_on_is_one_line(command: list[str], tmp_path: 
     port = free_port()
     done = virgo(f"postgres://virgo:secret-pw@127.0.0.1:{port}/virgo", tmp_path, *command)
     line = one_line(done)
-    assert line.startswith(f"virgo: cannot reach the database 127.0.0.1:{port}/virgo (")
+    where = f"127.0.0.1:{port}/virgo"
+    assert line.startswith(f"{program_of(command)}: cannot reach the database {where} (")
     assert "Connection refused" in line
     assert line.endswith("): start it, or set DATABASE_URL to a database that answers")
     assert "secret-pw" not in line
@@ -94,7 +104,7 @@ def test_a_database_never_migrated_is_one_line(command: list[str], tmp_path: Pat
     path.touch()
     line = one_line(virgo(f"sqlite:///{path}", tmp_path, *command))
     assert line.startswith(f"virgo: the database {path} is not migrated (")
-    assert line.endswith(" migrations not applied): run `virgo migrate`")
+    assert line.endswith(" migrations not applied): run `manage.py migrate`")
 
 
 def test_a_missing_agent_command_is_one_line(tmp_path: Path) -> None:

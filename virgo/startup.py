@@ -19,7 +19,7 @@ plan), so that a database error of any other cause keeps its traceback: that one
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from django.core.exceptions import ImproperlyConfigured
@@ -73,7 +73,7 @@ def database_problem() -> str | None:
     if unapplied:
         return (
             f"the database {where} is not migrated ({len(unapplied)} migrations not applied): "
-            "run `virgo migrate`"
+            "run `manage.py migrate`"
         )
     return None
 
@@ -89,13 +89,19 @@ def load_settings(program: str) -> None:
         exit_misconfigured(program, error)
 
 
-def run_management(program: str, argv: Sequence[str]) -> None:
-    """Django's command line (`virgo`, `manage.py`), its configuration errors in one line."""
+def run_management(
+    program: str, argv: Sequence[str], execute: Callable[[list[str]], None] | None = None
+) -> None:
+    """A management command line (`manage.py`: Django's; `virgo`: `execute`, Virgo's own), its
+    configuration and database errors in one line."""
     load_settings(program)
     from django.core.management import execute_from_command_line
 
     try:
-        execute_from_command_line([program, *argv])
+        if execute is None:
+            execute_from_command_line([program, *argv])
+        else:
+            execute(list(argv))
     except ImproperlyConfigured as error:
         exit_misconfigured(program, error)
     except DatabaseError:

@@ -26,7 +26,9 @@ class Command(BaseCommand):
         actions.add_parser(
             "move-base-url",
             help="Record URL as the public base URL and publish every card again under it.",
-        ).add_argument("url", metavar="URL")
+        ).add_argument(
+            "url", metavar="URL", help="the new public base URL, e.g. https://virgo.example.org"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "base-url":

@@ -67,7 +67,9 @@ class Command(BaseCommand):
             ("retire", "End a retiring key's grace now: out of the JWKS, off every card."),
             ("revoke", "Withdraw a key at once (a new one replaces an active key)."),
         ):
-            actions.add_parser(name, help=text).add_argument("kid")
+            actions.add_parser(name, help=text).add_argument(
+                "kid", help="the key's id, as `keys list` shows it"
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]

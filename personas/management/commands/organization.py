@@ -34,8 +34,10 @@ class Command(BaseCommand):
         which.add_argument("--all", action="store_true", help="every claim but the approved ones")
         actions.add_parser("list", help="Every claim: domain, owner, standing.")
         approve = actions.add_parser("approve", help="Approve one owner's claim by hand.")
-        approve.add_argument("domain")
-        approve.add_argument("--owner", required=True, metavar="USERNAME")
+        approve.add_argument("domain", help="the domain the owner claimed")
+        approve.add_argument(
+            "--owner", required=True, metavar="USERNAME", help="the owner whose claim it is"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         claims = OrganizationDomain.objects.select_related("owner").order_by("domain", "pk")

@@ -85,8 +85,8 @@ def command(arguments: str) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Create the demo owner, agent and personas where they are missing (nothing that exists "
-        "is changed), and print how to reach them."
+        "Create what is missing of the demo, and print how to reach it. The demo owner, agent "
+        "and personas are made where missing; nothing that exists is changed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

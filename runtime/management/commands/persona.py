@@ -92,10 +92,17 @@ class Command(BaseCommand):
             action="store_true",
             help="create the agent if missing, granting exactly this persona's verbs and queues",
         )
-        add.add_argument("--name")
+        add.add_argument(
+            "--name", help="the persona's name (required but for an installation's first persona)"
+        )
         add.add_argument("--address", help="canonical registered address, e.g. work/core/lead")
         add.add_argument("--register-address", action="store_true", help=REGISTER_ADDRESS_HELP)
-        add.add_argument("--class", dest="persona_class", choices=PersonaClass.values)
+        add.add_argument(
+            "--class",
+            dest="persona_class",
+            choices=PersonaClass.values,
+            help="its class, which fixes its required tools (required but for the first persona)",
+        )
         add.add_argument(
             "--verbs",
             type=_names,
@@ -105,8 +112,10 @@ class Command(BaseCommand):
         prompt = add.add_mutually_exclusive_group(required=True)
         prompt.add_argument("--prompt", help="the system prompt, authored by you")
         prompt.add_argument("--prompt-file", type=Path, help="a file holding the system prompt")
-        add.add_argument("--description", default="")
-        add.add_argument("--graph-namespace", default="")
+        add.add_argument("--description", default="", help="one line its card shows peers")
+        add.add_argument(
+            "--graph-namespace", default="", help="the namespace of its knowledge-graph entries"
+        )
         add.add_argument(
             "--surfaces",
             type=_names,
@@ -125,7 +134,9 @@ class Command(BaseCommand):
         add.add_argument(
             "--lead", help="the owning project-lead persona, the owner's: its id, uuid or name"
         )
-        add.add_argument("--discoverable", action="store_true")
+        add.add_argument(
+            "--discoverable", action="store_true", help="list it in the directory at once"
+        )
 
         export = actions.add_parser(
             "export", help="write a snapshot of a persona, its generations, stamps and experience"
@@ -183,7 +194,11 @@ class Command(BaseCommand):
         )
         card.add_argument("--register-address", action="store_true", help=REGISTER_ADDRESS_HELP)
         card.add_argument(
-            "--class", dest="persona_class", required=True, choices=PersonaClass.values
+            "--class",
+            dest="persona_class",
+            required=True,
+            choices=PersonaClass.values,
+            help="the class the persona takes (a card does not say it)",
         )
 
         revoke = actions.add_parser(

@@ -38,7 +38,7 @@ class Plan(NamedTuple):
 
 class Command(BaseCommand):
     help = (
-        "Start an agent CLI confined to the persona's stamped tools, in a sandbox where the "
+        "Start an agent CLI confined to a persona's stamped tools. It runs in a sandbox where the "
         "installation's secrets are not visible, with its MCP server outside."
     )
 
@@ -68,7 +68,11 @@ class Command(BaseCommand):
             help="Run an agent command Virgo does not know how to confine: its own tools and "
             "settings stay. Warned and audited.",
         )
-        parser.add_argument("agent_command", nargs=argparse.REMAINDER)
+        parser.add_argument(
+            "agent_command",
+            nargs=argparse.REMAINDER,
+            help="after --: the agent CLI and its arguments, e.g. -- claude -p 'work the queue'",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         command = [] if options["print_allowlist"] else self._agent_command(options)

@@ -39,8 +39,10 @@ class Command(BaseCommand):
         serve.add_argument(
             "--http", action="store_true", help="Streamable HTTP at http://HOST:PORT/mcp."
         )
-        serve.add_argument("--host", default="127.0.0.1", choices=LOOPBACK_HOSTS)
-        serve.add_argument("--port", type=int, default=8765)
+        serve.add_argument(
+            "--host", default="127.0.0.1", choices=LOOPBACK_HOSTS, help="with --http: where"
+        )
+        serve.add_argument("--port", type=int, default=8765, help="with --http: the port")
         config = sub.add_parser(
             "config", help="Print the mcpServers block that starts the persona's server."
         )

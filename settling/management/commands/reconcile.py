@@ -22,8 +22,9 @@ from virgo import progress
 
 class Command(BaseCommand):
     help = (
-        "Find every persona whose current generation is owed its stamp or its card (a queued "
-        "task was lost: the broker was down, a worker died) and build them. Idempotent."
+        "Build every stamp and card owed (a queued task was lost). It finds each persona whose "
+        "current generation is owed its stamp or its card (the broker was down, a worker died) "
+        "and builds them. Idempotent."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,7 +35,13 @@ class Command(BaseCommand):
             metavar="SECONDS",
             help="leave alone generations younger than this (default 0: everything owed now)",
         )
-        parser.add_argument("--batch-size", type=int, default=None, metavar="N")
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            metavar="N",
+            help="how many personas one pass settles (default: the installation's setting)",
+        )
         parser.add_argument(
             "--dry-run", action="store_true", help="list what is owed without building it"
         )

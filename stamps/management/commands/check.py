@@ -51,6 +51,9 @@ class Command(check.Command):
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
+        for action in parser._actions:
+            if action.dest == "args":
+                action.help = "only these apps' checks (default: every app's)"
         parser.add_argument(
             "--json",
             action="store_true",

@@ -47,7 +47,9 @@ class Command(BaseCommand):
         verify = actions.add_parser(
             "verify", help="Validate v1, v2 or v3 stamp files and print what is wrong."
         )
-        verify.add_argument("paths", nargs="+", type=Path)
+        verify.add_argument(
+            "paths", nargs="+", type=Path, help="CAPABILITY-STAMP.json files to verify"
+        )
         build = actions.add_parser(
             "build", help="Build the owed stamp of a persona's current generation (or all)."
         )
