@@ -28,7 +28,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas import audit, proofs, selectors, services, surfaces
+from personas import audit, grant_review, proofs, selectors, services, surfaces
 from personas.audit_admin import AuditEventAdmin, actor_shown  # noqa: F401  (registers it)
 from personas.forms import (
     AgentForm,
@@ -747,6 +747,11 @@ class GrantProposalAdmin(ServiceAdmin):
             "proposal": proposal,
             "status": GrantProposal.Status(proposal.effective_status),
             "diff": proposal.diff,
+            "changes": grant_review.changed_rows(proposal.diff, proposal.persona.agent.owner_id),
+            "widening": [
+                grant_review.named(reason, proposal.persona.agent.owner_id)
+                for reason in proposal.diff.get("widening", [])
+            ],
             "persona_url": reverse("admin:personas_persona_change", args=[proposal.persona_id]),
             "draft": not proposal.persona.system_prompt.strip(),
             "contributed": [section(request, proposal) for section in self.contributed_sections],

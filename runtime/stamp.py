@@ -27,7 +27,7 @@ from django.core.signals import setting_changed
 from django.db import connections, router
 from django.db.models import F
 
-from personas.models import Generation, Persona
+from personas.models import Generation, GrantProposal, Persona
 from runtime.operations import Binding
 from runtime.tools.workspace import Workspace, workspace_root
 from stamps.integrity import stamp_file_messages
@@ -222,9 +222,9 @@ def read_active_stamp(persona: Persona, *, dry_run: bool = False) -> ActiveStamp
     if revoked:
         raise StampUnavailable(f"{label} {revoked}", code="revoked")
     if generation.standing is not True or generation.persona.standing is not True:
-        reasons = "; ".join(generation.not_standing_reasons) or "its stamp is not built yet"
         raise StampUnavailable(
-            f"{label} is not standing (generation {generation.number}): {reasons}",
+            f"{label} is not standing (generation {generation.number}): "
+            f"{why_not_standing(generation)}",
             quarantined=is_quarantined(generation),
         )
     try:
@@ -297,6 +297,36 @@ def composed_stamp(persona: Persona, number: int, document: dict[str, Any]) -> A
         handlers=projections.handlers,
         allowlist=projections.allowlist,
     )
+
+
+MISSING_TOOL = "not standing: missing tool "
+
+
+def why_not_standing(generation: Generation) -> str:
+    """Why the generation does not stand, in the owner's words (VX-OPS-11): a grant waiting for
+    their approval says which proposal and where to approve it; the tools a class misses are
+    one list, not a line each."""
+    proposal = (
+        GrantProposal.objects.filter(
+            persona_id=generation.persona_id, status=GrantProposal.Status.PENDING
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if proposal is not None and proposal.decidable:
+        return (
+            f"its grant waits for your approval: proposal {proposal.pk}, approve it at "
+            f"{proposal.review_url}"
+        )
+    missing = [
+        r[len(MISSING_TOOL) :]
+        for r in generation.not_standing_reasons
+        if r.startswith(MISSING_TOOL)
+    ]
+    others = [r for r in generation.not_standing_reasons if not r.startswith(MISSING_TOOL)]
+    if missing:
+        others.append(f"missing the tools its class requires: {', '.join(missing)}")
+    return "; ".join(others) or "its stamp is not built yet"
 
 
 def revocation_of(generation: Generation) -> str:

@@ -1,0 +1,82 @@
+"""What the grant review page shows of a proposal's diff (stamps.grant.compare): only what
+changes, in the owner's words, personas by name (VX-OPS-11)."""
+
+import re
+from typing import Any
+
+from personas.models import Persona
+
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+
+# (key, label, list in the diff) of each row that lists names: shown only when not empty.
+_LISTS = (
+    ("tools-added", "Tools added", "tools_added"),
+    ("tools-removed", "Tools removed", "tools_removed"),
+    ("skills-added", "Skills that would appear on the card", "skills_added"),
+    ("skills-removed", "Skills that would leave the card", "skills_removed"),
+    ("queues-added", "Queues added", "queues_added"),
+    ("queues-removed", "Queues removed", "queues_removed"),
+    ("bindings-added", "Human-surface bindings added", "bindings_added"),
+    ("bindings-removed", "Human-surface bindings removed", "bindings_removed"),
+    ("paths-added", "Writable paths added", "paths_added"),
+    ("paths-removed", "Writable paths removed", "paths_removed"),
+    ("ask-first-added", "Ask first, added", "ask_first_added"),
+    ("ask-first-removed", "Ask first, removed", "ask_first_removed"),
+)
+
+
+def named(text: str, owner_id: int) -> str:
+    """`text` with each uuid of one of the owner's personas replaced by that persona's name."""
+    uuids = set(_UUID.findall(text))
+    if not uuids:
+        return text
+    names = dict(
+        Persona.objects.filter(agent__owner_id=owner_id, uuid__in=uuids).values_list("uuid", "name")
+    )
+    by_text = {str(uuid): name for uuid, name in names.items()}
+    return _UUID.sub(lambda found: by_text.get(found[0], found[0]), text)
+
+
+def _place(scope: dict[str, Any] | None) -> str:
+    if scope is None:
+        return "nothing"
+    project = scope["project"] or "all projects"
+    return f"{scope['workspace']} / {project} / {scope['graph_namespace']}"
+
+
+def changed_rows(diff: dict[str, Any], owner_id: int) -> list[dict[str, str]]:
+    """One row per thing that changes: {key, label, value}; nothing for what stays as it is."""
+    rows = [
+        {"key": key, "label": label, "value": ", ".join(diff[field])}
+        for key, label, field in _LISTS
+        if diff.get(field)
+    ]
+    access = diff.get("access_changed") or []
+    if access:
+        value = "; ".join(f"{c['tool']}: {c['from']} → {c['to']}" for c in access)
+        rows.append({"key": "access", "label": "Access changed", "value": value})
+    lifted = diff.get("conditions_lifted") or []
+    if lifted:
+        value = "; ".join(f"{c['tool']}: {c['condition']}" for c in lifted)
+        rows.append({"key": "conditions", "label": "Conditions lifted", "value": value})
+    scope = diff.get("scope") or {}
+    if _place(scope.get("from")) != _place(scope.get("to")):
+        rows.append(
+            {
+                "key": "scope",
+                "label": "Workspace, project and graph namespace",
+                "value": f"{_place(scope.get('from'))} → {_place(scope.get('to'))}",
+            }
+        )
+    authority = diff.get("authority") or {}
+    if authority.get("from") != authority.get("to"):
+        before = named(authority.get("from") or "nobody", owner_id)
+        after = named(authority.get("to") or "nobody", owner_id)
+        rows.append(
+            {
+                "key": "authority",
+                "label": "Who confirms its ask-first calls",
+                "value": f"{before} → {after}",
+            }
+        )
+    return rows
