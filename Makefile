@@ -36,7 +36,9 @@ agents: $(AGENTS)/node_modules/.installed
 # The links cards and the demo print follow PORT unless a public base URL is given: on this one
 # machine a new URL is a deliberate move, so the installation's recorded one moves with it.
 # var/virgo.env (owner-private) keeps the embedded flag, a SECRET_KEY made once and that base
-# URL, so every command printed below works pasted into a new shell in this checkout.
+# URL, so every command printed below works pasted into a new shell in this checkout. It serves
+# with virgo-web (granian), as `make serve` does, in one process: the embedded default counts
+# rate limits in the process, and code changes take a restart (no reloader: decision 283).
 run: export VIRGO_PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 run: install
 	$(PY) -m virgo.ports 127.0.0.1 "$(PORT)" --for "make run"
@@ -46,7 +48,7 @@ run: install
 	$(PY) manage.py cards move-base-url "$$VIRGO_PUBLIC_BASE_URL"
 	$(PY) manage.py reconcile
 	$(PY) manage.py load_demo
-	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+	VIRGO_BIND=127.0.0.1:$(PORT) WEB_CONCURRENCY=1 $(VENV)/bin/virgo-web
 
 # The production shape: virgo-web (granian) + WhiteNoise, a Celery worker and beat, PostgreSQL and Redis
 # (private local ones unless DATABASE_URL / REDIS_URL are set). Ctrl-C stops it all.

@@ -49,7 +49,7 @@ class EmbeddedServer:
             "VIRGO_CARD_PROCESS_CACHE_SECONDS": "600",
             "DJANGO_SETTINGS_MODULE": "virgo.settings",
         }
-        self.log = home.parent / "runserver.log"
+        self.log = home.parent / "web.log"
         self.server: subprocess.Popen[bytes] | None = None
 
     def manage(self, *args: str) -> str:
@@ -77,9 +77,9 @@ class EmbeddedServer:
         self.manage("load_demo")
         with open(self.log, "wb") as log:
             self.server = subprocess.Popen(
-                [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
+                [sys.executable, "-m", "virgo.web"],
                 cwd=ROOT,
-                env=self.env,
+                env={**self.env, "VIRGO_BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": "1"},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

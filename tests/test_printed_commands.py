@@ -154,7 +154,7 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
         wait_until(serving, what=f"make run to serve; see {log}", timeout=300)
         yield MadeRun(checkout, env, log.read_text(), record, port)
     finally:
-        # make, the runserver and its autoreloader child: the session make leads.
+        # make and virgo-web's processes: the session make leads.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=COMMAND_TIMEOUT)
@@ -263,6 +263,18 @@ def test_make_run_writes_the_settings_file_once(made_run: MadeRun) -> None:
     text = path.read_text()
     assert "VIRGO_EMBEDDED='1'" in text
     assert re.search(r"^SECRET_KEY='[\w-]{50,}'$", text, re.MULTILINE)
+
+
+def test_make_run_serves_with_the_production_server_and_prints_no_task_lines(
+    made_run: MadeRun,
+) -> None:
+    """`make run` serves with virgo-web (granian), one process, as `make serve` does: no
+    development-server warning; and the demo's in-process tasks leave no Celery lines among
+    what it prints (issue 43)."""
+    assert "Starting granian" in made_run.output
+    assert f"Listening at: http://127.0.0.1:{made_run.port}" in made_run.output
+    assert "development server" not in made_run.output
+    assert "celery.app.trace" not in made_run.output and " succeeded in " not in made_run.output
 
 
 def test_every_command_make_run_prints_works_in_a_new_shell(made_run: MadeRun) -> None:

@@ -693,7 +693,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # its work is owed in the database, so a broker that stays unreachable costs no more than that.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0}
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
@@ -709,6 +709,10 @@ LOGGING = {
         "mcp.server": {"level": "WARNING"},
     },
 }
+if CELERY_TASK_ALWAYS_EAGER:
+    # Tasks run inside the command or request that queued them: Celery's "Task ... succeeded"
+    # line would land in the middle of a command's output. A failure still shows.
+    LOGGING["loggers"]["celery.app.trace"] = {"level": "WARNING"}
 
 # Production shape: several web processes and workers on one PostgreSQL and one Redis ----------
 
