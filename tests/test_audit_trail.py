@@ -922,6 +922,9 @@ def test_the_export_is_json_lines_oldest_first_within_since_and_until() -> None:
     assert export("--since", future) == ""
     assert export("--since", "2000-01-01", "--until", "2000-01-02") == ""
     assert len(export("--since", "2000-01-01T00:00:00Z").splitlines()) == 3
+    # Without --since, everything: a newcomer's first export is the whole trail (issue 43).
+    assert export() == export("--since", "2000-01-01T00:00:00Z")
+    assert export("--until", "2000-01-01") == ""
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from django.core.management import call_command
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
 from serving.management.commands.mcp import CONFINED_ONLY_IN_ITS_TOOLS
-from tests.runtime_support import Standalone, start_standalone
+from tests.runtime_support import Standalone, standing_persona, start_standalone
 
 pytestmark = pytest.mark.live
 
@@ -78,3 +79,24 @@ def test_the_config_carries_no_secret(standalone: Standalone) -> None:
     for name in ("SECRET_KEY", "DATABASE_URL"):
         assert standalone.env[name] not in text
         assert f"{name}='{standalone.env[name]}'" in env_file.read_text()
+
+
+@pytest.mark.django_db
+def test_mcp_serve_on_a_terminal_says_what_it_waits_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43: pasted into a shell, `mcp serve` says it waits for an MCP client on stdin and
+    stdout rather than wait in silence (its stdio service itself: tests/test_mcp_stdio.py);
+    under a client, whose stdin is a pipe, it says nothing."""
+    from serving.management.commands import mcp
+
+    persona = standing_persona()
+    served: list[object] = []
+    monkeypatch.setattr(mcp.anyio, "run", lambda function, server: served.append(server))
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    call_command("mcp", "serve", "--persona", str(persona.uuid))
+    said = capsys.readouterr().err
+    assert said.startswith(f"Serving the tools of {persona.name} over MCP on stdin and stdout")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    call_command("mcp", "serve", "--persona", str(persona.uuid))
+    assert capsys.readouterr().err == "" and len(served) == 2

@@ -417,8 +417,22 @@ def test_the_cli_revokes(persona: Persona, owner: Any) -> None:
             "--reason-code", "retired", "--reason", "no longer needed",
             "--generation", str(persona.generation), stdout=out,
         )  # fmt: skip
-    assert "Revoked generation" in out.getvalue() and "410 Gone" in out.getvalue()
+    assert "Revoked generation" in out.getvalue() and "Its card answers 410 Gone" in out.getvalue()
     assert get_card(persona).status_code == 410
+
+
+def test_the_cli_says_an_unlisted_persona_answers_404_to_peers(owner: Any) -> None:
+    """VX-TRUST-5, VX-OPS-11: revoking a persona that was never listed says what its card
+    answers as it does: 404 to peers, 410 to its owner."""
+    hidden = make_persona(make_agent(owner))
+    out = StringIO()
+    with run_on_commit():
+        call_command(
+            "persona", "revoke", str(hidden.uuid), "--by", owner.username,
+            "--reason-code", "retired", "--reason", "unused", stdout=out,
+        )  # fmt: skip
+    assert "It was not listed: its card answers 404 to peers, 410 Gone to you" in out.getvalue()
+    assert get_card(hidden).status_code == 404
 
 
 def test_the_admin_action_asks_why_then_revokes(persona: Persona, owner: Any) -> None:

@@ -1,4 +1,5 @@
-"""`virgo audit export --since WHEN [--until WHEN] [--format jsonl]`: the audit trail as JSON lines.
+"""`virgo audit export [--since WHEN] [--until WHEN] [--format jsonl]`: the audit trail as JSON
+lines, all of it unless --since or --until bound it.
 
 One JSON object per event, oldest first (by time, then by id), streamed: the events are read
 in chunks through a server-side cursor where the database has one (`.iterator(chunk_size=...)`
@@ -88,8 +89,10 @@ def export_line(row: dict[str, Any]) -> str:
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def export_rows(since: datetime, until: datetime | None) -> Iterator[dict[str, Any]]:
-    events = AuditEvent.objects.filter(at__gte=since)
+def export_rows(since: datetime | None, until: datetime | None) -> Iterator[dict[str, Any]]:
+    events = AuditEvent.objects.all()
+    if since is not None:
+        events = events.filter(at__gte=since)
     if until is not None:
         events = events.filter(at__lt=until)
     return events.order_by("at", "id").values(*FIELDS).iterator(chunk_size=CHUNK_SIZE)
@@ -101,9 +104,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         export = actions.add_parser(
-            "export", help="Every event from --since (to --until) as one JSON object per line."
+            "export", help="Every event (from --since, to --until) as one JSON object per line."
         )
-        export.add_argument("--since", required=True, metavar="WHEN", help=WHEN_HELP)
+        export.add_argument("--since", metavar="WHEN", help=f"{WHEN_HELP}; default the first event")
         export.add_argument("--until", metavar="WHEN", help=f"{WHEN_HELP}; default now")
         export.add_argument(
             "--format", dest="export_format", default="jsonl", choices=["jsonl"], help="jsonl"
@@ -111,11 +114,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         now = timezone.now()
-        since = parse_when(options["since"], option="--since", now=now)
+        since = None
+        if options.get("since"):
+            since = parse_when(options["since"], option="--since", now=now)
         until = None
         if options.get("until"):
             until = parse_when(options["until"], option="--until", now=now)
-            if until <= since:
+            if since is not None and until <= since:
                 raise CommandError(
                     f"--until: {options['until']!r} is not after --since {options['since']!r}",
                     returncode=EXIT_USAGE,

@@ -274,10 +274,17 @@ class Command(BaseCommand):
             else "persona"
         )
         numbers = ", ".join(map(str, revocation.generations)) or "none"
+        persona.refresh_from_db(fields=["discoverable"])
+        # An unlisted persona's card was never public: it answers 404 to everyone but its owner.
+        answer = (
+            "Its card answers 410 Gone"
+            if persona.discoverable
+            else "It was not listed: its card answers 404 to peers, 410 Gone to you"
+        )
         self.stdout.write(
             f"Revoked {what} {persona.name!r} ({persona.uuid}) at "
             f"{revocation.at.isoformat()} ({revocation.reason_code}); generations revoked: "
-            f"{numbers}. Its card answers 410 Gone: {persona.card_url}"
+            f"{numbers}. {answer}: {persona.card_url}"
         )
 
     def _export(self, options: dict[str, Any]) -> None:

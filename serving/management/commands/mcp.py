@@ -27,6 +27,14 @@ CONFINED_ONLY_IN_ITS_TOOLS = (
 )
 
 
+def waiting_on_a_terminal(persona: Persona) -> str:
+    return (
+        f"Serving the tools of {persona.name} over MCP on stdin and stdout: an MCP client "
+        "starts this command and speaks JSON-RPC to it (`virgo mcp config` prints the block "
+        "for one). Ctrl-C stops it."
+    )
+
+
 class Command(BaseCommand):
     help = "Serve one persona's stamped tools over MCP: stdio by default, --http on loopback."
 
@@ -67,6 +75,9 @@ class Command(BaseCommand):
         except StampUnavailable as exc:
             raise CommandError(f"refusing to serve persona {persona.uuid}: {exc.reason}") from None
         if not options["http"]:
+            if sys.stdin.isatty():
+                # Pasted into a shell, it would otherwise wait in silence for a client's JSON.
+                print(waiting_on_a_terminal(persona), file=sys.stderr, flush=True)
             anyio.run(serve_stdio, server)
             return
         import uvicorn
