@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions
@@ -88,7 +89,13 @@ class DirectoryView(ListAPIView):
     serializer_class = DirectoryEntrySerializer
 
     def get_queryset(self) -> QuerySet[Persona]:
-        filters = read_filters(self.request.query_params)
+        query = self.request.query_params
+        if isinstance(self.request.accepted_renderer, DirectoryPageRenderer):
+            # The page's form sends every field, the ones left blank empty: those filter nothing.
+            query = QueryDict(mutable=True)
+            for name, values in self.request.query_params.lists():
+                query.setlist(name, [value for value in values if value != ""])
+        filters = read_filters(query)
         return (
             Persona.objects.advertised()
             .filter(

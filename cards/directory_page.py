@@ -2,7 +2,8 @@
 
 The same request, filters, pages and refusals as the JSON (cards.api.DirectoryView): a browser
 asks for text/html and gets this rendering of the answer; a client that asks for JSON, or for
-anything, gets JSON. Nothing is read here that the JSON does not hold.
+anything, gets JSON. Nothing is read here that the JSON does not hold, but the skill map: the
+skill filter offers its skills by name, as the cards show them, and sends their ids.
 """
 
 from typing import Any
@@ -12,6 +13,7 @@ from django.template import loader
 from rest_framework import renderers
 
 from cards.filters import MAX_VALUES
+from personas.models import Skill
 
 
 class DirectoryPageRenderer(renderers.BaseRenderer):
@@ -39,6 +41,7 @@ class DirectoryPageRenderer(renderers.BaseRenderer):
             "problems": _problems(data) if status >= 400 else [],
             "signed_out": status in (401, 403) and not request.user.is_authenticated,
             "skills": query.getlist("skill")[:MAX_VALUES],
+            "skill_map": list(Skill.objects.order_by("name").values_list("slug", "name")),
             "tags": query.getlist("tag")[:MAX_VALUES],
             "provider": query.get("provider", ""),
             "q": query.get("q", ""),

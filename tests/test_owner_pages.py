@@ -273,13 +273,33 @@ def test_the_directory_page_names_a_bad_filter_and_asks_a_stranger_to_sign_in() 
     browser that is not signed in is told to sign in (401), never shown entries."""
     listed(make_owner("tess"), "Hidden from strangers")
     browser = {"HTTP_ACCEPT": "text/html"}
-    refused = signed_in(make_owner("uma")).get("/api/directory/", {"q": ""}, **browser)
+    refused = signed_in(make_owner("uma")).get("/api/directory/", {"q": "x" * 201}, **browser)
     assert refused.status_code == 400
-    assert "q: must not be empty" in refused.content.decode()
+    assert "q: must be at most 200 characters" in refused.content.decode()
     stranger = Client().get("/api/directory/", **browser)
     assert stranger.status_code == 401
     page = stranger.content.decode()
     assert 'id="directory-sign-in"' in page and "Hidden from strangers" not in page
+
+
+def test_the_directory_page_filters_by_skill_name_and_ignores_blank_fields() -> None:
+    """Issue 43: the page's form sends every field; those left blank filter nothing (the JSON
+    API still refuses an empty value). Its skill filter lists the skill map by name and sends
+    the id, so a skill the cards show by name is found by name."""
+    owner = make_owner("wes")
+    persona = listed(owner, "Findable")
+    [skill] = persona.skills[:1]
+    browser = {"HTTP_ACCEPT": "text/html"}
+    client = signed_in(owner)
+    blank = {"q": "", "skill": "", "tag": "", "provider": ""}
+    page = client.get("/api/directory/", blank, **browser)
+    assert page.status_code == 200 and "Findable" in page.content.decode()
+    shown = page.content.decode()
+    assert f'<option value="{skill["id"]}">{skill["name"]}</option>' in shown
+    chosen = client.get("/api/directory/", {**blank, "skill": skill["id"]}, **browser)
+    assert f'<option value="{skill["id"]}" selected>' in chosen.content.decode()
+    assert "Findable" in chosen.content.decode()
+    assert client.get("/api/directory/", blank, HTTP_ACCEPT="*/*").status_code == 400
 
 
 def test_a_revocation_and_a_purge_read_as_words_in_the_audit_trail() -> None:
