@@ -28,7 +28,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas import audit, grant_review, proofs, selectors, services, surfaces
+from personas import audit, grant_review, selectors, services, surfaces
 from personas.audit_admin import AuditEventAdmin, actor_shown  # noqa: F401  (registers it)
 from personas.forms import (
     AgentForm,
@@ -1080,6 +1080,10 @@ class OrganizationDomainAdmin(OwnedAdmin):
 
     @admin.display(description="publish one of these")
     def how_to_prove(self, obj: OrganizationDomain) -> str:
+        # The proofs' DNS and HTTPS clients are imported where a domain is looked at, not at
+        # every command's start (the admin is imported by each).
+        from personas import proofs
+
         steps = proofs.instructions(obj)
         return format_html(
             "<p><strong>A DNS TXT record</strong> named <code>{}</code> holding "
@@ -1105,6 +1109,8 @@ class OrganizationDomainAdmin(OwnedAdmin):
         location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
     )
     def verify_now(self, request: HttpRequest, queryset: QuerySet[OrganizationDomain]) -> None:
+        from personas import proofs
+
         for claim in queryset:
             try:
                 checked = proofs.check_domain(claim, actor=request.user)

@@ -8,7 +8,7 @@ what concerns their own personas; moderators (superusers) see everything but ans
 routed to them, like anyone else.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -25,7 +25,7 @@ from personas.admin import PersonaAdmin, ServiceAdmin
 from personas.forms import ServiceForm
 from personas.models import Agent, Persona, PersonaClass
 from personas.selectors import is_moderator
-from runtime import card_import, confirmations, registry
+from runtime import confirmations, registry
 from runtime.models import (
     ArchivedStamp,
     Artifact,
@@ -48,6 +48,9 @@ from runtime.models import (
 )
 from runtime.tools import decisions as decision_services
 from virgo.admin_permissions import NoEditsMixin
+
+if TYPE_CHECKING:
+    from runtime import card_import
 
 
 def _is_staff(request: HttpRequest) -> bool:
@@ -686,9 +689,13 @@ class CardImportPage:
         return TemplateResponse(request, "admin/personas/persona/from_card.html", context)
 
     @staticmethod
-    def _import(form: CardImportForm) -> card_import.CardImport | None:
+    def _import(form: CardImportForm) -> "card_import.CardImport | None":
         """The draft, or None with each refusal on the form field it concerns: a problem of the
         card itself on the field that carried it (`url` or `file`)."""
+        # Imported here: the A2A client it uses takes a tenth of a second, at every command's
+        # start if the admin imported it (VX-OPS-10's start-up figure, make bench).
+        from runtime import card_import
+
         data = form.cleaned_data
         source = "file" if data["file"] else "url"
         try:

@@ -15,11 +15,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
-from typing import Any
-
-from mcp.server.lowlevel import Server
+from typing import TYPE_CHECKING, Any
 
 from serving.agent_clis import MCP_SERVER_NAME
+
+if TYPE_CHECKING:
+    # Imported where a server is built: the admin reads LOOPBACK_HOSTS from here at every
+    # command's start, and the SDK's types take a third of a second to import.
+    from mcp.server.lowlevel import Server
 
 LOOPBACK = "127.0.0.1"
 QUIET_LOGGERS = ("uvicorn", "uvicorn.error", "mcp", "httpx")
@@ -93,7 +96,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def http_app(
-    server: Server,
+    server: "Server",
     *,
     host: str,
     port: int,
@@ -154,7 +157,7 @@ class LoopbackServer:
     in a thread of the launcher."""
 
     def __init__(
-        self, server: Server, around: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+        self, server: "Server", around: Callable[[], AbstractAsyncContextManager[Any]] | None = None
     ) -> None:
         self.server = server
         self.around = around
