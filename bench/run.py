@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import nginx, report, secret_scan, wrk
+from bench import cli_start, nginx, report, secret_scan, wrk
 from bench.ard import ArdBench
 from bench.procs import Processes, fetch, free_port, rss_kib, wait_http
 from virgo import kek
@@ -38,7 +38,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 WORKERS = 2
 # High enough never to trigger under a 10 s wrk run from one address, yet counted in Redis.
 NEVER_LIMITING_RATE = "1000000000/m"
-SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard", "secrets", "remote")
+SECTIONS = ("card", "signing", "memory", "data", "fanout", "ard", "secrets", "remote", "cli")
 # Cards re-signed by the rotation fan-out in the signing section.
 RESIGN_CARDS = 5000
 # Stamps per batch write, as the fan-out's default VIRGO_RECOMPUTE_BATCH_SIZE.
@@ -80,6 +80,9 @@ TARGETS = {
     "remote_read_p99_ms": "",
     "remote_read_vs_card_get": "",
     "decide_warm_us": "<= 100",
+    "cli_start_virgo_ms": "",
+    "cli_start_stock_django_ms": "",
+    "cli_start_vs_stock_django": "<= 1.5",
 }
 # Start-up timings per fleet size: the median of this many starts.
 READY_ROUNDS = 3
@@ -568,6 +571,12 @@ class Bench:
         figures, body = secret_scan.measure()
         self.figures.update(figures)
         self.sections.append(("Secrets scan", body))
+
+    def cli_section(self) -> None:
+        progress("cli: virgo agent list beside a stock Django project's set-up")
+        figures, body = cli_start.measure()
+        self.figures.update(figures)
+        self.sections.append(("Command start-up", body))
 
     # Remote MCP (serving/) ------------------------------------------------------------------------
 
@@ -1264,6 +1273,8 @@ class Bench:
             self.ard_section()
         if "secrets" in self.args.only:
             self.secrets_section()
+        if "cli" in self.args.only:
+            self.cli_section()
         if "remote" in self.args.only:
             self.remote_section()
         self.finish(time.monotonic() - started)
