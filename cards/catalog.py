@@ -1,4 +1,5 @@
-"""`/.well-known/ai-catalog.json` and `/robots.txt`: how an orchestrator finds the registry.
+"""`/.well-known/ard.json` (ARD v0.91), `/.well-known/ai-catalog.json` (its predecessor) and
+`/robots.txt`: how an orchestrator finds the registry.
 
 The catalog (AI Catalog 1.0, as ARD v0.9 §4 extends it) names this installation as its host and
 holds one entry, the ARD registry (cards.ard). It names no persona: the listing stays behind
@@ -20,6 +21,7 @@ from cards.publishing import card_etag
 from cards.signing import jwks_url
 from cards.views import READ_METHODS, json_error, public_document
 
+ARD_PATH = "/.well-known/ard.json"
 CATALOG_PATH = "/.well-known/ai-catalog.json"
 CATALOG_TYPE = "application/ai-catalog+json"
 _RATE_KEY = "ai-catalog"
@@ -68,6 +70,19 @@ def catalog_document() -> dict[str, Any]:
 
 @csrf_exempt  # Nothing here changes state; exemption lets unsafe methods reach their 405.
 def ai_catalog(request: HttpRequest) -> HttpResponse:
+    """The predecessor path, which ARD v0.91 consumers MAY consult."""
+    return _catalog(request, content_type=CATALOG_TYPE)
+
+
+@csrf_exempt
+def ard(request: HttpRequest) -> HttpResponse:
+    """ARD v0.91's path (§5.1: a consumer MUST fetch it): the same document, whose `entries` is
+    all v0.91 requires (`specVersion` and `host`, the AI Catalog's, are ignored by its readers).
+    v0.91 names no media type for it: plain JSON."""
+    return _catalog(request, content_type="application/json")
+
+
+def _catalog(request: HttpRequest, *, content_type: str) -> HttpResponse:
     usage = fastpath.count(request.META, _RATE_KEY)
     if usage.limited:
         response = json_error(429, "rate_limited", "Too many requests from this address.")
@@ -84,7 +99,7 @@ def ai_catalog(request: HttpRequest) -> HttpResponse:
         etag=card_etag(body),
         name="the catalog",
         max_age=settings.VIRGO_CARD_MAX_AGE,
-        content_type=CATALOG_TYPE,
+        content_type=content_type,
     )
 
 
@@ -95,6 +110,7 @@ def robots(request: HttpRequest) -> HttpResponse:
         "User-agent: *",
         "Disallow: /admin/",
         "Disallow: /api/",
+        f"Agentmap: {settings.VIRGO_PUBLIC_BASE_URL}{ARD_PATH}",
         f"Agentmap: {settings.VIRGO_PUBLIC_BASE_URL}{CATALOG_PATH}",
     ]
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; charset=utf-8")

@@ -15,4 +15,6 @@ urlpatterns = [
     path("api/ard/search", ard.SearchView.as_view(), name="ard-search"),
     path("api/ard/explore", ard.ExploreView.as_view(), name="ard-explore"),
     path("api/ard/agents", ard.AgentsView.as_view(), name="ard-agents"),
+    path("api/ard/agents/<path:identifier>", ard.AgentView.as_view(), name="ard-agent"),
+    path(".well-known/ard.json", catalog.ard, name="ard"),
 ]

@@ -39,11 +39,13 @@ UNDOCUMENTED = {"/", "/api/schema/", "/api/docs/", "/metrics"}
 # Catalog (cards/schemas/ai-catalog.schema.json), robots.txt, and the ARD registry API (ARD's
 # spec/schemas/ard.openapi.yaml).
 UNDOCUMENTED |= {
+    "/.well-known/ard.json",
     "/.well-known/ai-catalog.json",
     "/robots.txt",
     "/api/ard/search",
     "/api/ard/explore",
     "/api/ard/agents",
+    "/api/ard/agents/{identifier}",
 }
 # Likewise a persona's remote MCP endpoint (the MCP specification's streamable HTTP transport)
 # and the OAuth 2.1 authorization server for it (RFC 6749, 7009, 8414, 9728), serving/.

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 
@@ -19,4 +20,11 @@ def landing(request: HttpRequest) -> HttpResponse:
         "public_base_url": settings.VIRGO_PUBLIC_BASE_URL,
         "provider": settings.VIRGO_PROVIDER_ORGANIZATION,
     }
-    return TemplateResponse(request, "landing.html", context)
+    response = TemplateResponse(request, "landing.html", context)
+    # ARD v0.91 §5.1: a consumer honours a rel="ard" link; the header says it to one that reads
+    # no HTML. The AI Catalog's relation stays beside it, for readers of its predecessor.
+    response["Link"] = (
+        f'<{reverse("ard")}>; rel="ard", '
+        f'<{reverse("ai-catalog")}>; rel="ai-catalog"; type="application/ai-catalog+json"'
+    )
+    return response

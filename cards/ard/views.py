@@ -1,4 +1,5 @@
-"""The ARD registry API: POST search, POST explore, GET agents (ARD v0.9 §7).
+"""The ARD registry API: POST search, POST explore, GET agents and GET agents/{identifier} (ARD
+v0.9 §7, v0.91 §5.3).
 
 Authenticated like the directory (token or session), counted against the directory's
 per-principal budget (one client harvesting either is one client), and limited to the personas
@@ -6,6 +7,9 @@ the directory lists, standing and unrevoked (cards.ard.matching.registry_persona
 ARD's Appendix B: `{"errorCode", "message"}`, with the field at fault for a 400.
 """
 
+import hashlib
+import re
+import uuid
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -171,6 +175,45 @@ class AgentsView(RegistryView):
             value = last if isinstance(last, str) else last.isoformat()
             body["pageToken"] = paging.make_token(key, [value, shown[-1].pk])
         return Response(body)
+
+
+# ARD v0.91's identifier, as its OpenAPI document states it (Appendix C gives no pattern).
+IDENTIFIER = re.compile(r"urn:air:[a-zA-Z0-9.-]+(:[a-zA-Z0-9._-]+)+")
+
+
+class AgentView(RegistryView):
+    """GET /api/ard/agents/{identifier}: one listed entry by its identifier (ARD v0.91
+    §5.3.4). The identifier is one path segment, percent-decoded once by the server before it
+    reaches here; the lookup is exact and case-sensitive, in this registry alone."""
+
+    def get(self, request: Request, identifier: str) -> Response:
+        if not IDENTIFIER.fullmatch(identifier):
+            raise Invalid("identifier", "is not an ARD identifier: urn:air:<publisher>:<name>")
+        parsed = entries.parse_identifier(identifier)
+        persona = None
+        if parsed is not None:
+            persona = (
+                matching.registry_personas()
+                .filter(uuid=_uuid_or_none(parsed[1]))
+                .only(*entries.PERSONA_COLUMNS)
+                .first()
+            )
+        found = entries.entries([persona])[0] if persona is not None else None
+        if found is None or found["identifier"] != identifier:
+            raise exceptions.NotFound(f"no entry {identifier} in this registry")
+        body = JSONRenderer().render(found)
+        etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        if etag in request.headers.get("If-None-Match", ""):
+            return Response(status=304, headers=headers)
+        return Response(found, headers=headers)
+
+
+def _uuid_or_none(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
 
 
 def _instant(value: Any) -> datetime:
