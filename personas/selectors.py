@@ -6,9 +6,11 @@ is not changing: the services decide every write (owner only, moderators may onl
 """
 
 import contextlib
+import difflib
 import uuid
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Model, Q, QuerySet
 
 from personas.models import (
@@ -173,6 +175,23 @@ def persona_by_reference(reference: str, *, among: QuerySet[Persona]) -> Persona
     return _by_reference(reference, among, match, readings="id, uuid or name")
 
 
+# How many of the scope's names a mistyped one is compared with, at most.
+_NAMES_COMPARED = 1000
+
+
+def _did_you_mean[M: Model](reference: str, among: QuerySet[M]) -> str:
+    """ "did you mean 'Reviewer'? " for a name of the caller's scope that differs only in case,
+    or is close; empty when none is. Only names the caller may see are ever suggested."""
+    try:
+        among.model._meta.get_field("name")
+    except FieldDoesNotExist:
+        return ""
+    names = list(among.order_by("pk").values_list("name", flat=True)[:_NAMES_COMPARED])
+    folded = [name for name in names if name.casefold() == reference.casefold()]
+    close = folded or difflib.get_close_matches(reference, names, n=1, cutoff=0.8)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def _by_reference[M: Model](reference: str, among: QuerySet[M], match: Q, *, readings: str) -> M:
     # Every reading of the reference at once: a name that is also another record's id is
     # ambiguous, never silently the id.
@@ -182,7 +201,8 @@ def _by_reference[M: Model](reference: str, among: QuerySet[M], match: Q, *, rea
     found = list(among.filter(match).order_by("pk")[: _CANDIDATES_NAMED + 1])
     if not found:
         raise UnknownReference(
-            f"no {noun} {reference!r} (by {readings}); `virgo {noun} list` shows them"
+            f"no {noun} {reference!r} (by {readings}); {_did_you_mean(reference, among)}"
+            f"`virgo {noun} list` shows them"
         )
     if len(found) > 1:
         ids = ", ".join(str(record.pk) for record in found[:_CANDIDATES_NAMED])

@@ -14,6 +14,7 @@ The stamp is read again for every request, so a new generation is served as soon
 a stamp that stops verifying stops the service, call by call.
 """
 
+import difflib
 import json
 import uuid
 from importlib import metadata
@@ -142,10 +143,12 @@ def build_server(persona: Persona, *, one_request: bool = False) -> Server:
         except StampUnavailable as exc:
             raise _unavailable(exc) from None
         if name not in stamp.mcp_tools:
+            close = difflib.get_close_matches(name, stamp.mcp_tools, n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
             raise McpError(
                 types.ErrorData(
                     code=types.INVALID_PARAMS,
-                    message=f"Unknown tool: {name} is not listed for this persona",
+                    message=f"Unknown tool: {name} is not listed for this persona{hint}",
                 )
             )
         correlation_id = arguments.pop(CORRELATION_ARGUMENT, None) or f"mcp-{uuid.uuid4()}"

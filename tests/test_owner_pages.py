@@ -296,6 +296,7 @@ def test_the_directory_page_filters_by_skill_name_and_ignores_blank_fields() -> 
     assert page.status_code == 200 and "Findable" in page.content.decode()
     shown = page.content.decode()
     assert f'<option value="{skill["id"]}">{skill["name"]}</option>' in shown
+    assert 'rel="icon" href="/static/virgo/favicon.svg"' in shown
     chosen = client.get("/api/directory/", {**blank, "skill": skill["id"]}, **browser)
     assert f'<option value="{skill["id"]}" selected>' in chosen.content.decode()
     assert "Findable" in chosen.content.decode()
@@ -317,3 +318,19 @@ def test_a_revocation_and_a_purge_read_as_words_in_the_audit_trail() -> None:
     assert "by its owner via test" in page
     assert re.search(r"Old face \([0-9a-f-]{36}\) purged by a superuser; its tombstone kept", page)
     assert "None None" not in page
+
+
+def test_the_index_shows_the_owners_own_recent_changes() -> None:
+    """Issue 43: the admin's index shows what the owner last changed, from the audit trail,
+    linked to the persona (not Django's "Recent actions: None available", a log Virgo's
+    writes never fill); another owner's changes are not among them."""
+    owner = make_owner("yan")
+    persona = make_persona(make_agent(owner), name="Mine")
+    make_persona(make_agent(make_owner("zoe")), name="Theirs")
+    page = signed_in(owner).get("/admin/").content.decode()
+    sidebar = page[page.index('id="recent-changes"') :]
+    assert "Your recent changes" in sidebar and "None available" not in page
+    assert f'href="/admin/personas/persona/{persona.pk}/change/">Mine</a>' in sidebar
+    assert "Theirs" not in sidebar
+    fresh = signed_in(make_owner("new")).get("/admin/").content.decode()
+    assert "Nothing yet: each change you make is recorded" in fresh

@@ -189,3 +189,19 @@ def test_commands_taking_an_agent_take_its_name(alice_persona: Persona) -> None:
                           *(("--address", "x/y", "--class", "coder-deputy")
                             if command == "import-card" else ()))  # fmt: skip
         assert not str(refused).startswith("--agent")
+
+
+def test_a_mistyped_name_is_answered_with_the_closest_of_the_callers_own(
+    alice_persona: Persona, bob_persona: Persona
+) -> None:
+    """VX-OPS-11, VX-OPS-8: a name in the wrong case, or one letter off, gets "did you mean"
+    with the name of the caller's own persona; another owner's names are never suggested."""
+    alice = alice_persona.agent.owner
+    scope = personas_owned_by(alice)
+    for typed in (alice_persona.name.upper(), alice_persona.name[:-1]):
+        with pytest.raises(UnknownReference) as refused:
+            persona_by_reference(typed, among=scope)
+        assert f"did you mean {alice_persona.name!r}? `virgo persona list`" in str(refused.value)
+    with pytest.raises(UnknownReference) as refused:
+        persona_by_reference(bob_persona.name.lower(), among=scope)
+    assert bob_persona.name not in str(refused.value)

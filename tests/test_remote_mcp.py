@@ -72,6 +72,10 @@ def test_a_call_is_decided_by_the_handler_and_audited() -> None:
     assert unknown.json()["error"]["message"] == (
         "Unknown tool: deploy_release is not listed for this persona"
     )
+    mistyped = rpc(persona, "tools/call", {"name": "workspace_lst", "arguments": {}}, token)
+    assert mistyped.json()["error"]["message"] == (
+        "Unknown tool: workspace_lst is not listed for this persona; did you mean workspace_list?"
+    )
     listed = rpc(
         persona, "tools/call", {"name": "workspace_list", "arguments": {"path": "."}}, token
     )
