@@ -135,7 +135,12 @@ def test_bad_arguments_are_a_form_error_on_the_field(text: str, says: str) -> No
     errors = page.context["form"].errors
     assert list(errors) == ["arguments"]
     assert says in errors["arguments"][0]
-    assert "field-arguments errors" in page.content.decode()
+    shown = page.content.decode()
+    assert "field-arguments errors" in shown
+    # The error sits under the field it is about, not above its label (issue 43).
+    row = shown[shown.index("field-arguments errors") :]
+    assert row.index('name="arguments"') < row.index('class="errorlist') < row.index("</fieldset>")
+    assert 'class="errorlist' not in shown[: shown.index('name="arguments"')]
 
 
 def test_empty_arguments_mean_none() -> None:
