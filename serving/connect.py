@@ -278,21 +278,26 @@ async def connect(
         return 1 if result.isError else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.connect", description=__doc__.split("\n\n")[0]
-    )
+def host_parser(program: str, description: str) -> argparse.ArgumentParser:
+    """The options every agent-host command shares: which endpoint, as which client, with which
+    tokens (serving.connect, serving.remote_launch)."""
+    parser = argparse.ArgumentParser(prog=program, description=description)
     parser.add_argument("endpoint", help="the persona's endpoint: <base URL>/mcp/<persona uuid>")
     parser.add_argument("--client-id", required=True, help="the client the owner registered")
-    parser.add_argument("--tokens", type=Path, help="where to keep the tokens (0600)")
+    parser.add_argument("--tokens", type=Path, help="where the tokens are kept (0600)")
     parser.add_argument("--port", type=int, default=0, help="the loopback port of the redirect")
-    parser.add_argument("--call", metavar="TOOL", help="call this tool instead of listing them")
-    parser.add_argument("--arguments", default="{}", help="the call's arguments, as JSON")
     parser.add_argument(
         "--refresh-token-file",
         type=Path,
         help="a connection the owner opened for this host in the admin: no consent page",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = host_parser("python -m serving.connect", __doc__.split("\n\n")[0])
+    parser.add_argument("--call", metavar="TOOL", help="call this tool instead of listing them")
+    parser.add_argument("--arguments", default="{}", help="the call's arguments, as JSON")
     options = parser.parse_args(argv)
     refresh_token = None
     if options.refresh_token_file is not None:

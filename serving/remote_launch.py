@@ -30,7 +30,13 @@ from mcp.server.lowlevel import Server
 
 from serving import sandbox as sandboxes
 from serving.agent_clis import AgentCli, RefusedArgument, known_cli, known_names
-from serving.connect import ENDPOINT_MARK, default_tokens, issuer_of, remote_session
+from serving.connect import (
+    ENDPOINT_MARK,
+    default_tokens,
+    host_parser,
+    issuer_of,
+    remote_session,
+)
 from serving.handoff import (
     LoopbackServer,
     remote_mcp_config,
@@ -215,18 +221,7 @@ def launch(options: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m serving.remote_launch", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("endpoint", help="the persona's endpoint: <base URL>/mcp/<persona uuid>")
-    parser.add_argument("--client-id", required=True, help="the client the owner registered")
-    parser.add_argument("--tokens", type=Path, help="where the tokens are kept (0600)")
-    parser.add_argument("--port", type=int, default=0, help="the loopback port of the redirect")
-    parser.add_argument(
-        "--refresh-token-file",
-        type=Path,
-        help="a connection the owner opened for this host in the admin: no consent page",
-    )
+    parser = host_parser("python -m serving.remote_launch", __doc__.split("\n\n")[0])
     parser.add_argument(
         "--no-sandbox",
         action="store_true",

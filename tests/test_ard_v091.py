@@ -6,18 +6,17 @@ path segment, an exact and case-sensitive lookup in this registry alone, the ent
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from personas.models import Persona
 from tests.factories import make_agent, make_owner, make_persona
+from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
 
 pytestmark = pytest.mark.django_db
 
@@ -26,13 +25,6 @@ CATALOG = "/.well-known/ai-catalog.json"
 AGENTS = "/api/ard/agents"
 # The OpenAPI document's identifier pattern (ard.openapi.yaml, ArdEntry.identifier).
 IDENTIFIER = re.compile(r"^urn:air:[a-zA-Z0-9.-]+(:[a-zA-Z0-9._-]+)+$")
-
-
-@pytest.fixture(autouse=True)
-def fresh_rate_limits() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
