@@ -36,6 +36,7 @@ from playwright.sync_api import (
 )
 
 from tests.live import REPO, unavailable
+from tests.owner_clients import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The background-networking flags keep Chromium from calling home: this machine's closed
@@ -201,3 +202,33 @@ def browsers_fixture(live_server: Any) -> Iterator[Browsers]:
             yield Browsers(browser, live_server.url)
         finally:
             browser.close()
+
+
+def sign_in(page: Page, username: str) -> None:
+    page.goto("/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#user-tools")).to_contain_text(username)
+
+
+def tick(page: Page, field: str, values: list[str]) -> None:
+    for value in values:
+        page.check(f'input[type=checkbox][name="{field}"][value="{value}"]')
+
+
+def ticked(page: Page, field: str) -> list[str]:
+    return page.locator(f'input[type=checkbox][name="{field}"]:checked').evaluate_all(
+        "boxes => boxes.map(box => box.value)"
+    )
+
+
+# The screen of the owner's walk (issue 24): every page must fit it.
+WIDTH, HEIGHT = 1280, 800
+
+
+def admin_page(page: Page, *, form: bool) -> None:
+    """The admin's own frame: its breadcrumbs, and on a form page its submit row."""
+    expect(page.locator("ol.breadcrumbs")).to_be_visible()
+    if form:
+        expect(page.locator(".submit-row").first).to_be_visible()

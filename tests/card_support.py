@@ -1,5 +1,7 @@
 """The public card's WSGI stack for tests that call it in-process."""
 
+import io
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,3 +34,52 @@ def extension(card: dict[str, Any], uri: str) -> dict[str, Any]:
 
 def identity_extension(card: dict[str, Any]) -> dict[str, Any]:
     return extension(card, IDENTITY_EXTENSION)
+
+
+Answer = tuple[int, dict[str, str], bytes]
+
+
+def call(
+    app: Any,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str | None] | None = None,
+    address: str = "198.51.100.7",
+    scheme: str = "http",
+    server_name: str = "testserver",
+) -> Answer:
+    """The app's answer to a request; `headers` may set Host to None to send none."""
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": server_name,
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": "testserver",
+        "REMOTE_ADDR": address,
+        "wsgi.url_scheme": scheme,
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": sys.stderr,
+    }
+    for name, value in (headers or {}).items():
+        key = name.upper().replace("-", "_")
+        # WSGI names the body's length and type without the HTTP_ prefix (PEP 3333).
+        key = key if key in ("CONTENT_LENGTH", "CONTENT_TYPE") else "HTTP_" + key
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
+    answered: dict[str, Any] = {}
+
+    def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
+        answered["status"] = int(status.split()[0])
+        answered["headers"] = dict(response_headers)
+
+    chunks = app(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        getattr(chunks, "close", lambda: None)()
+    return answered["status"], answered["headers"], body

@@ -1,12 +1,14 @@
 """Cache backends that fail the way a shared cache can, for the tests of what depends on it.
 
-Named in CACHES by their dotted path, e.g. `{"BACKEND": "tests.failing_caches.UnreachableCache"}`.
+Named in CACHES by their dotted path, e.g. `{"BACKEND": "tests.failing_caches.UnreachableCache"}`;
+`went_without` reads how often a use of the cache went without it (virgo_unavailable_total).
 """
 
 from typing import Any
 
 import redis.exceptions
 from django.core.cache.backends.locmem import LocMemCache
+from prometheus_client import REGISTRY
 
 _OPERATIONS = (
     "add",
@@ -66,3 +68,10 @@ class ForgetfulCache(LocMemCache):
 
     def incr(self, *args: Any, **kwargs: Any) -> Any:
         return None
+
+
+def went_without(use: str) -> float:
+    return (
+        REGISTRY.get_sample_value("virgo_unavailable_total", {"service": "cache", "use": use})
+        or 0.0
+    )

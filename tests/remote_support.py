@@ -1,24 +1,29 @@
 """What the remote endpoint's tests share (serving/): an owner's client, the authorization code
-flow with PKCE as a client and a browser run it, JSON-RPC to a persona's endpoint in-process, and
-the owner's browser and an agent host's shell against a live server."""
+flow with PKCE as a client and a browser run it, JSON-RPC to a persona's endpoint in-process, the
+owner's browser and an agent host's shell against a live server, and that server (`web`: a real
+virgo-web on production settings)."""
 
 import base64
 import hashlib
 import json
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
+import pytest
 from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import Client
 from oauth2_provider.models import Application
 
 from serving.resources import resource_url
+from tests.live import RedisServer, WebServer
 from tests.owner_clients import PASSWORD, form_data
+from tests.web_support import deployment_env
 
 REDIRECT = "http://127.0.0.1:8765/callback"
 PROTOCOL = "2025-11-25"
@@ -165,3 +170,18 @@ class OwnersBrowser:
 def host_environment(home: Path) -> dict[str, str]:
     """An agent host's shell: a PATH and a HOME, nothing of the installation."""
     return {"PATH": os.environ["PATH"], "HOME": str(home)}
+
+
+@pytest.fixture
+def web(private_redis: RedisServer, tmp_path: Path, settings: Any) -> Iterator[WebServer]:
+    env = deployment_env(private_redis, VIRGO_MCP_TOKEN_SECONDS="3", WEB_CONCURRENCY="2")
+    # Plain HTTP on loopback: the owner's browser must get its session and CSRF cookies back.
+    env.update(SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0")
+    server = WebServer(tmp_path, env)
+    # The installation's one public base URL (VX-SCALE-4) is this server's: resources name it.
+    server.env["VIRGO_PUBLIC_BASE_URL"] = settings.VIRGO_PUBLIC_BASE_URL = server.base_url
+    # This process's authorization server too, for the grants the tests make in it.
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": server.base_url}
+    server.start()
+    yield server
+    server.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractUser
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -238,3 +238,7 @@ def in_memory_spans() -> Iterator[InMemorySpanExporter]:
     finally:
         telemetry.install(previous)
         provider.shutdown()
+
+
+def handle_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [span for span in exporter.get_finished_spans() if span.name == "virgo.handle"]

@@ -52,7 +52,7 @@ def _bytes(label: str, length: int) -> bytes:
 
 def fake(label: str, length: int, alphabet: str = BASE62) -> str:
     """`length` characters that look random, the same on every run for the same label (the
-    same strings as tests.test_secrets_boundary's `fake`)."""
+    same strings as tests.secrets_support's `fake`)."""
     return "".join(alphabet[byte % len(alphabet)] for byte in _bytes(label, length))
 
 

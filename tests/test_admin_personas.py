@@ -9,6 +9,7 @@ from django.test import Client
 from personas import services
 from personas.catalogue import VERB_NAMES
 from personas.models import Agent, AuditEvent, Generation, Persona
+from tests.admin_support import change_url, saving, signed_in
 from tests.factories import (
     DEPLOYER_VERBS,
     REVIEWER_VERBS,
@@ -27,18 +28,8 @@ CHANGELIST = "/admin/personas/persona/"
 ADD = "/admin/personas/persona/add/"
 
 
-def change_url(persona: Persona) -> str:
-    return f"/admin/personas/persona/{persona.pk}/change/"
-
-
 def toggle_url(persona: Persona) -> str:
     return f"/admin/personas/persona/{persona.pk}/discoverability/"
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def snapshot(persona: Persona) -> dict[str, Any]:
@@ -51,11 +42,6 @@ def snapshot(persona: Persona) -> dict[str, Any]:
         "generation": persona.generation,
         "discoverable": persona.discoverable,
     }
-
-
-def saving(page: Any) -> dict[str, Any]:
-    """The persona form as the browser posts it when "Save" is pressed."""
-    return {**form_data(page, "persona_form"), "_save": "Save"}
 
 
 def checkbox_values(html: str, name: str) -> list[str]:

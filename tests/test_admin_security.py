@@ -5,11 +5,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.http import HttpResponseBase
 from django.test import Client, override_settings
 
 from personas import services
 from personas.models import Agent, Persona
+from tests.admin_support import assert_secure_html
 from tests.factories import REVIEWER_VERBS, make_agent, make_owner, make_persona
 from tests.owner_clients import (  # noqa: F401 (autouse fixture)
     form_data,
@@ -31,20 +31,6 @@ def signed_in(user: Any, **client_options: Any) -> Client:
     client = Client(**client_options)
     client.force_login(user)
     return client
-
-
-def csp_directives(header: str) -> dict[str, str]:
-    directives = (part.strip().split(None, 1) for part in header.split(";") if part.strip())
-    return {name: value for name, value in directives}
-
-
-def assert_secure_html(response: HttpResponseBase) -> None:
-    """S9-HDR-1, S9-HDR-2, S9-HDR-3, S9-HDR-4 on an HTML management page."""
-    assert response["Content-Type"].startswith("text/html")
-    assert response["X-Frame-Options"] == "DENY"
-    assert response["X-Content-Type-Options"] == "nosniff"
-    assert response["Referrer-Policy"] == "strict-origin-when-cross-origin"
-    assert csp_directives(response["Content-Security-Policy"])["default-src"] == "'self'"
 
 
 @pytest.fixture

@@ -40,9 +40,9 @@ from tests.factories import (
     make_persona,
     run_on_commit,
 )
+from tests.grant_support import ADDED, new_persona
 from tests.owner_clients import csrf_token, form_data, session_client, token_client
 from tests.runtime_support import call, correlation, standing_persona
-from tests.test_proposals import ADDED, new_persona
 from virgo import auditing
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,13 @@ from playwright.sync_api import Page, expect
 
 from personas import services
 from personas.models import PersonaClass
-from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
+from tests.browser_support import (
+    Browsers,
+    browsers_fixture,  # noqa: F401 (fixture)
+    sign_in,
+    tick,
+    ticked,
+)
 from tests.factories import (
     REVIEWER_VERBS,
     make_agent,
@@ -31,25 +37,6 @@ PERSONA_CLASS = PersonaClass.PROJECT_LEAD
 ADDRESS = "work/core/lead"
 PERSONA_VERBS = standing_verbs(PERSONA_CLASS, *REVIEWER_VERBS)
 AGENT_VERBS = [*PERSONA_VERBS, "create_for"]
-
-
-def sign_in(page: Page, username: str) -> None:
-    page.goto("/admin/login/?next=/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    expect(page.locator("#user-tools")).to_contain_text(username)
-
-
-def tick(page: Page, field: str, values: list[str]) -> None:
-    for value in values:
-        page.check(f'input[type=checkbox][name="{field}"][value="{value}"]')
-
-
-def ticked(page: Page, field: str) -> list[str]:
-    return page.locator(f'input[type=checkbox][name="{field}"]:checked').evaluate_all(
-        "boxes => boxes.map(box => box.value)"
-    )
 
 
 def derived_skills(page: Page) -> str:

@@ -8,11 +8,16 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
+from tests.browser_support import (
+    Browsers,
+    browsers_fixture,  # noqa: F401 (fixture)
+    sign_in,
+    tick,
+    ticked,
+)
 from tests.factories import make_agent, make_owner, make_persona
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.runtime_support import standing_persona
-from tests.test_browser_admin import sign_in, tick, ticked
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

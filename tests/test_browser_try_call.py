@@ -15,12 +15,17 @@ from playwright.sync_api import Page, expect
 
 from personas import services
 from personas.models import GrantProposal
-from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
+from tests.browser_support import (
+    HEIGHT,
+    WIDTH,
+    Browsers,
+    admin_page,
+    browsers_fixture,  # noqa: F401 (fixture)
+    sign_in,
+)
 from tests.factories import make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.runtime_support import standing_persona
-from tests.test_browser_admin import sign_in
-from tests.test_browser_walk import HEIGHT, WIDTH, admin_page
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

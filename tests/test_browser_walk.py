@@ -19,16 +19,20 @@ from playwright.sync_api import Page, expect
 from personas import services
 from personas.models import GrantProposal
 from serving.resources import resource_url
-from tests.browser_support import Browsers, browsers_fixture  # noqa: F401 (fixture)
+from tests.browser_support import (
+    HEIGHT,
+    WIDTH,
+    Browsers,
+    admin_page,
+    browsers_fixture,  # noqa: F401 (fixture)
+    sign_in,
+)
 from tests.factories import make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.remote_support import authorize_query, granted, pkce, public_client
 from tests.runtime_support import standing_persona
-from tests.test_browser_admin import sign_in
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
-WIDTH, HEIGHT = 1280, 800
 
 
 @pytest.fixture
@@ -87,13 +91,6 @@ def fits_the_screen(page: Page) -> None:
     assert widths["results"] <= widths["box"], widths
     off_screen = [name for name, right in widths["headers"] if right > WIDTH]
     assert not off_screen, f"columns off screen: {off_screen}"
-
-
-def admin_page(page: Page, *, form: bool) -> None:
-    """The admin's own frame: its breadcrumbs, and on a form page its submit row."""
-    expect(page.locator("ol.breadcrumbs")).to_be_visible()
-    if form:
-        expect(page.locator(".submit-row").first).to_be_visible()
 
 
 def test_an_owner_walks_every_page_at_1280_px(walker: dict[str, Any], browsers: Browsers) -> None:

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import re
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from cards import fastpath
 from cards.models import PublishedCard
 from personas.models import Persona, PersonaClass
 from personas.services import persona_delete, persona_set_discoverable
+from tests.card_support import call
 from tests.factories import (
     REVIEWER_VERBS,
     make_agent,
@@ -39,6 +39,7 @@ from tests.factories import (
     standing_verbs,
     update_persona,
 )
+from tests.failing_caches import went_without
 from tests.live import RedisServer, free_port
 from tests.stored_stamps import record_not_standing
 from virgo.outages import SHARED_CACHE
@@ -53,8 +54,6 @@ SECURITY_HEADERS = (
     "X-Content-Type-Options",
     "Referrer-Policy",
 )
-
-Answer = tuple[int, dict[str, str], bytes]
 
 
 @pytest.fixture(autouse=True)
@@ -92,52 +91,6 @@ def persona(owner: Any) -> Persona:
         verb_subset=standing_verbs(LEAD, *REVIEWER_VERBS),
         discoverable=True,
     )
-
-
-def call(
-    app: Any,
-    path: str,
-    *,
-    method: str = "GET",
-    headers: dict[str, str | None] | None = None,
-    address: str = "198.51.100.7",
-    scheme: str = "http",
-    server_name: str = "testserver",
-) -> Answer:
-    """The app's answer to a request; `headers` may set Host to None to send none."""
-    environ = {
-        "REQUEST_METHOD": method,
-        "PATH_INFO": path,
-        "QUERY_STRING": "",
-        "SERVER_NAME": server_name,
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "HTTP_HOST": "testserver",
-        "REMOTE_ADDR": address,
-        "wsgi.url_scheme": scheme,
-        "wsgi.input": io.BytesIO(b""),
-        "wsgi.errors": sys.stderr,
-    }
-    for name, value in (headers or {}).items():
-        key = name.upper().replace("-", "_")
-        # WSGI names the body's length and type without the HTTP_ prefix (PEP 3333).
-        key = key if key in ("CONTENT_LENGTH", "CONTENT_TYPE") else "HTTP_" + key
-        if value is None:
-            environ.pop(key, None)
-        else:
-            environ[key] = value
-    answered: dict[str, Any] = {}
-
-    def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
-        answered["status"] = int(status.split()[0])
-        answered["headers"] = dict(response_headers)
-
-    chunks = app(environ, start_response)
-    try:
-        body = b"".join(chunks)
-    finally:
-        getattr(chunks, "close", lambda: None)()
-    return answered["status"], answered["headers"], body
 
 
 def card_path(persona: Persona) -> str:
@@ -532,13 +485,6 @@ def test_a_redis_restart_costs_no_request_and_no_count(
         assert call(app, path, address="192.0.2.77")[0] == 200
         assert fallback_count() == fallbacks + 1
         assert redis_counts() == [1]
-
-
-def went_without(use: str) -> float:
-    return (
-        REGISTRY.get_sample_value("virgo_unavailable_total", {"service": "cache", "use": use})
-        or 0.0
-    )
 
 
 @pytest.mark.live

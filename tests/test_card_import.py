@@ -4,15 +4,11 @@ Cards are fetched from a real HTTP server on loopback (allowed by the test's set
 a2a-sdk's resolver, or read from the fixture files of a v1.0 and a 0.3 card.
 """
 
-import contextlib
 import html
 import json
 import logging
 import re
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -22,24 +18,26 @@ from django.apps import apps as django_apps
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client
 
 from cards.models import PublishedCard
 from cards.rendering import UNDESCRIBED, summarize_prompt
 from personas import services
-from personas.models import Agent, GrantProposal, Persona, PersonaClass
+from personas.models import Agent, GrantProposal, Persona
 from runtime import card_import
 from stamps.profiles import required_tools
+from tests.card_import_support import (
+    ADDRESS,
+    CLASS,
+    FROM_CARD,
+    V03,
+    V1,
+    CardServer,
+    admin_client,
+)
 from tests.factories import REVIEWER_VERBS, address, make_agent, make_owner, run_on_commit
 from tests.tools_support import allow_loopback
 
 pytestmark = pytest.mark.django_db
-
-CARDS = Path(__file__).parent / "fixtures" / "cards"
-V1 = CARDS / "v1.json"
-V03 = CARDS / "v0.3.json"
-CLASS = PersonaClass.CODER_DEPUTY
-ADDRESS = "work/core/imported"
 
 
 @pytest.fixture(autouse=True)
@@ -56,56 +54,6 @@ def agent() -> Agent:
     address(ADDRESS)
     owner = make_owner()
     return make_agent(owner, granted_verbs=[*required_tools(CLASS), *REVIEWER_VERBS, "create_for"])
-
-
-class CardServer:
-    """A real HTTP server on 127.0.0.1 serving a card, or something that is not one."""
-
-    def __init__(
-        self,
-        body: bytes,
-        *,
-        length: bool = True,
-        delay: float = 0,
-        content_type: str | None = "application/json",
-    ) -> None:
-        served = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                served.paths.append(self.path)
-                served.hosts.append(self.headers.get("Host", ""))
-                time.sleep(delay)
-                self.send_response(200)
-                if content_type is not None:
-                    self.send_header("Content-Type", content_type)
-                if length:
-                    self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                # The client hangs up on a body too large or too slow: that is the test.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.paths: list[str] = []
-        self.hosts: list[str] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> "CardServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -416,15 +364,6 @@ def test_the_command_fails_with_a_clear_error_and_writes_nothing(
     with pytest.raises(CommandError, match="--agent: no agent"):
         call_command("persona", "import-card", str(V1), "--agent", "999999",
                      "--address", ADDRESS, "--class", CLASS)  # fmt: skip
-
-
-def admin_client(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-FROM_CARD = "/admin/personas/persona/from-card/"
 
 
 def test_the_admin_page_drafts_a_persona_for_its_owner(served: CardServer, agent: Agent) -> None:

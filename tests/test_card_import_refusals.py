@@ -29,8 +29,15 @@ from personas.models import Agent, Generation, GrantProposal, Persona
 from personas.services import personas as persona_services
 from runtime import card_import
 from stamps.profiles import required_tools
+from tests.card_import_support import (
+    ADDRESS,
+    CLASS,
+    FROM_CARD,
+    V1,
+    CardServer,
+    admin_client,
+)
 from tests.factories import REVIEWER_VERBS, address, make_agent, make_owner, run_on_commit
-from tests.test_card_import import ADDRESS, CLASS, FROM_CARD, V1, CardServer, admin_client
 from tests.tools_support import allow_loopback
 
 pytestmark = pytest.mark.django_db

@@ -8,32 +8,33 @@ does.
 import base64
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.client.card_resolver import parse_agent_card
-from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
+from a2a.utils.signing import InvalidSignaturesError
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from django.core.cache import cache
 from django.db import connection
 from django.test import Client
-from jwt import PyJWK
-from jwt.exceptions import PyJWKError
 
 from cards import keys, sealing, signing
 from cards.keys import Signer
 from cards.models import PublishedCard, SigningKey
 from cards.publishing import card_etag, unsigned_card
-from personas.models import Persona
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
+from tests.signing_support import (
+    JWKS,
+    peer_verifier,
+    protected_header,
+    served_card,
+    served_jwks,
+)
 from virgo import kek
 
 pytestmark = pytest.mark.django_db
-
-JWKS = "/.well-known/jwks.json"
 
 
 @pytest.fixture(autouse=True)
@@ -41,37 +42,6 @@ def fresh_rate_limits() -> Iterator[None]:
     cache.clear()
     yield
     cache.clear()
-
-
-def served_jwks() -> dict[str, Any]:
-    response = Client().get(JWKS)
-    assert response.status_code == 200, response.content
-    return json.loads(response.content)
-
-
-def peer_verifier(jwks: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
-    """The a2a-sdk's verifier, its keys from `jwks` alone; an unknown kid is a PyJWT error, so
-    the SDK goes on to the card's next signature."""
-    known = {jwk["kid"]: PyJWK(jwk) for jwk in jwks["keys"]}
-
-    def key_provider(kid: str | None, jku: str | None) -> PyJWK:
-        if kid not in known:
-            raise PyJWKError(f"kid {kid!r} is not in the pinned JWKS")
-        return known[kid]
-
-    verifier = create_signature_verifier(key_provider, ["ES256", "EdDSA"])
-    return lambda card: verifier(parse_agent_card(card))
-
-
-def served_card(persona: Persona) -> bytes:
-    response = Client().get(persona.card_path)
-    assert response.status_code == 200, response.content
-    return response.content
-
-
-def protected_header(signature: dict[str, str]) -> dict[str, Any]:
-    encoded = signature["protected"]
-    return json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
 
 
 @pytest.fixture

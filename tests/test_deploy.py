@@ -2,62 +2,24 @@
 with WhiteNoise serves the app and its static files from several workers."""
 
 import json
-import os
-import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.live import REPO, WebServer
-from virgo import kek
-
-
-def production_env(**extra: str) -> dict[str, str]:
-    """The environment of a deployment: no local-mode switches, every secret set."""
-    local_switches = {"VIRGO_EMBEDDED", "DEBUG", "CELERY_TASK_ALWAYS_EAGER", "DATABASE_URL"}
-    env = {key: value for key, value in os.environ.items() if key not in local_switches}
-    env.update(
-        DJANGO_SETTINGS_MODULE="virgo.settings",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        VIRGO_KEY_ENCRYPTION_KEY=kek.generate(),
-        ALLOWED_HOSTS="virgo.example.org",
-        REDIS_URL="redis://127.0.0.1:6379/0",
-    )
-    env.update(extra)
-    return env
-
-
-def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-@pytest.fixture(scope="module")
-def static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The release's static files, collected once as `make static` does (VIRGO_STATIC_ROOT)."""
-    root = tmp_path_factory.mktemp("release") / "staticfiles"
-    env = production_env(
-        VIRGO_HOME=str(tmp_path_factory.mktemp("collecting")), VIRGO_STATIC_ROOT=str(root)
-    )
-    collected = manage("collectstatic", "--noinput", "-v", "0", env=env)
-    assert collected.returncode == 0, collected.stderr
-    assert (root / "staticfiles.json").is_file()
-    return root
+from tests.deploy_support import (
+    manage,
+    production_env,
+    static_root,  # noqa: F401 (a fixture)
+)
+from tests.live import WebServer
 
 
 @pytest.mark.live
 def test_production_settings_pass_the_deploy_checks_with_one_warning_silenced(
-    tmp_path: Path, static_root: Path
+    tmp_path: Path,
+    static_root: Path,  # noqa: F811 (the fixture)
 ) -> None:
     """VX-SCALE-2 too: without the release's collected static files `check --deploy` fails
     (virgo.E021, "static files not collected"); with them it passes, with nothing silenced but
@@ -86,7 +48,8 @@ def test_production_settings_pass_the_deploy_checks_with_one_warning_silenced(
 
 @pytest.mark.live
 def test_production_settings_without_redis_are_refused_unless_one_process_is_meant(
-    tmp_path: Path, static_root: Path
+    tmp_path: Path,
+    static_root: Path,  # noqa: F811 (the fixture)
 ) -> None:
     """VX-SEC-12: without a shared cache every limit counts per web process; `check --deploy`
     (and so migrate and runserver) refuse that, until VIRGO_RATE_LIMITS_PER_PROCESS says so."""

@@ -17,7 +17,7 @@ from cards.rendering import PINNED_GRANT_EXTENSION
 from personas import services
 from personas.catalogue import VERBS, VERBS_BY_NAME, Boundary
 from personas.models import GrantProposal, Persona, PersonaClass
-from personas.services.generations import _next_generation, _settle_generation
+from personas.services.generations import _next_generation
 from settling.publication import publish_generation
 from stamps.factory import build_stamp
 from stamps.grant import (
@@ -33,6 +33,7 @@ from stamps.models import CapabilityStamp
 from stamps.profiles import class_may_have
 from stamps.review import grant_diff
 from stamps.validation import schema as stamp_schema
+from tests.admin_support import change_url, saving, signed_in
 from tests.factories import (
     address,
     make_owner,
@@ -42,6 +43,7 @@ from tests.factories import (
     stamp_kwargs,
     update_persona,
 )
+from tests.grant_support import broken_generation, patch, state, url
 from tests.owner_clients import (  # noqa: F401 (autouse fixture)
     fresh_rate_limits,
     session_client,
@@ -52,24 +54,6 @@ from tests.runtime_support import standing_persona
 pytestmark = pytest.mark.django_db
 
 SALT = "00" * 32
-
-
-def url(persona: Persona) -> str:
-    return f"/api/personas/{persona.uuid}/"
-
-
-def patch(persona: Persona, **changes: Any) -> Any:
-    with run_on_commit():
-        return token_client(persona.agent.owner).patch(url(persona), changes, format="json")
-
-
-def state(persona: Persona) -> tuple[int, bool | None, str]:
-    """What runs: the generation, whether it stands, and the stamp the runtime reads."""
-    persona = Persona.objects.get(pk=persona.pk)
-    stamp = CapabilityStamp.objects.filter(
-        generation__persona=persona, generation_number=persona.generation
-    ).first()
-    return persona.generation, persona.standing, stamp.stamp_hash if stamp else ""
 
 
 def card_pin(persona: Persona) -> dict[str, Any]:
@@ -522,20 +506,6 @@ def _next_stamp(persona: Persona, proposal: GrantProposal) -> dict[str, Any]:
 # Judged against the last generation that stood ------------------------------------------------
 
 
-def broken_generation(persona: Persona, verb: str) -> Persona:
-    """A generation with a verb its class may not have, as a write made before the door refused
-    it left one: recorded as not standing, the generation before it stood."""
-    with run_on_commit(), transaction.atomic():
-        locked = Persona.objects.select_for_update().get(pk=persona.pk)
-        locked.verb_subset = [*locked.verb_subset, verb]
-        _settle_generation(locked, services.current_skill_map(), by_owner=True)
-        locked.save()
-    publish_generation(persona.pk)
-    persona.refresh_from_db()
-    assert persona.standing is False
-    return persona
-
-
 def test_undoing_a_broken_write_narrows_and_applies_at_once(persona: Persona) -> None:
     """VX-GRANT-2, VX-GRANT-4: removing the verb that broke a persona is judged against the last
     generation that stood, so it narrows: made at once (200), and the persona stands again."""
@@ -637,8 +607,6 @@ def test_the_admin_form_refuses_it_as_a_field_error_and_shows_it_disabled(
 ) -> None:
     """VX-GRANT-4: the admin form offers a verb the class may not have only disabled, with the
     factory's reason; a forged post of it is a field error and the persona keeps standing."""
-    from tests.test_admin_personas import change_url, saving, signed_in
-
     client = signed_in(persona.agent.owner)
     page = client.get(change_url(persona))
     html = page.content.decode()
@@ -809,8 +777,6 @@ def test_the_verbs_a_class_may_not_have_are_the_factorys_and_each_says_why() -> 
 def test_an_allowed_verb_the_persona_lacks_stays_offered(persona: Persona) -> None:
     """VX-GRANT-4: the admin form disables only what the class may not have: a verb the class
     may have, not yet in the subset, stays a plain checkbox."""
-    from tests.test_admin_personas import change_url, signed_in
-
     assert "complete" not in persona.verb_subset
     html = signed_in(persona.agent.owner).get(change_url(persona)).content.decode()
     [tag] = re.findall(r'<input[^>]*name="verb_subset" value="complete"[^>]*>', html)

@@ -11,8 +11,8 @@ from personas.services.generations import _next_generation
 from stamps import profiles, review
 from stamps.models import CapabilityStamp
 from stamps.review import grant_diff
+from tests.grant_support import broken_generation, patch, state
 from tests.runtime_support import standing_persona
-from tests.test_grant import broken_generation, patch, state
 
 pytestmark = pytest.mark.django_db
 

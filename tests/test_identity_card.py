@@ -23,7 +23,7 @@ from personas import selectors, services
 from personas.models import AuditEvent, OrganizationDomain, OwnerIdentity, Persona, Verification
 from tests.card_support import identity_extension
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
-from tests.test_card_signatures import peer_verifier, served_jwks
+from tests.signing_support import peer_verifier, served_jwks
 
 pytestmark = pytest.mark.django_db
 

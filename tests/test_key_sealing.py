@@ -7,14 +7,11 @@ has opened (cards.keys._opened, emptied to stand for a new process).
 
 import json
 import os
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from django.core.management.base import CommandError, SystemCheckError
 from django.db import connection
@@ -25,20 +22,15 @@ from cards import keys, sealing
 from cards.models import SigningKey
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
-from tests.test_card_signatures import (
+from tests.signing_support import (
+    key_file,
+    new_process,  # noqa: F401 (autouse fixture)
     peer_verifier,
     protected_header,
     served_card,
     served_jwks,
 )
 from virgo import kek
-
-
-@pytest.fixture(autouse=True)
-def new_process() -> Iterator[None]:
-    keys._opened.clear()
-    yield
-    keys._opened.clear()
 
 
 def another_machine(settings: Any, home: Path, keks: list[str] | None = None) -> None:
@@ -181,21 +173,6 @@ def migrate(targets: list[tuple[str, str]]) -> Any:
     executor = MigrationExecutor(connection)
     executor.migrate(targets)
     return MigrationExecutor(connection).loader.project_state(targets).apps
-
-
-def key_file(path: Path, private: keys.PrivateKey | None = None) -> keys.PrivateKey:
-    """A key written as an operator would (PKCS#8 PEM, mode 0600): `private`, or a new P-256."""
-    private = private or ec.generate_private_key(ec.SECP256R1())
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.write_bytes(
-        private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    os.chmod(path, 0o600)
-    return private
 
 
 @pytest.mark.django_db(transaction=True)

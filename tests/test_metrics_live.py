@@ -15,9 +15,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from personas import services
+from tests.deploy_support import production_env
 from tests.factories import make_agent, make_owner, make_persona
 from tests.live import CeleryProcesses, WebServer, celery_publishing_to, wait_until
-from tests.test_deploy import production_env
 
 SCRAPER = "scraper-" + secrets.token_hex(8)
 

@@ -23,9 +23,9 @@ from django.test import Client
 from personas import oidc, services
 from personas.admin import describe_audit
 from personas.models import AuditEvent, OwnerIdentity
+from tests.deploy_support import manage, production_env
 from tests.factories import make_owner, run_on_commit
 from tests.owner_clients import form_data, fresh_rate_limits  # noqa: F401 (autouse fixture)
-from tests.test_deploy import manage, production_env
 from virgo.settings import env_oidc_issuer
 
 DISCOVERY = "https://id.example.org/.well-known/openid-configuration"

@@ -27,7 +27,7 @@ import pytest
 
 from runtime import packed
 from tests.runtime_support import call, root_of, standing_persona
-from tests.test_secrets_boundary import AWS_SECRET, BOUNDARY, fake
+from tests.secrets_support import AWS_SECRET, BOUNDARY, fake
 
 pytestmark = pytest.mark.django_db
 

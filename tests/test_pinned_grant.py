@@ -16,7 +16,6 @@ from a2a.types import AgentCard
 from a2a.utils.proto_utils import validate_proto_required_fields
 from django.core.cache import cache
 from django.db import DatabaseError, connection, transaction
-from django.test import Client
 from google.protobuf.json_format import ParseDict
 
 from cards.models import PublishedCard
@@ -30,6 +29,7 @@ from stamps.grant import GRANT_DEFINITION, digest, grant_of
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import make_agent, make_owner, make_persona, update_persona
+from tests.grant_support import fetch_card, params, pin_of
 
 pytestmark = pytest.mark.django_db
 
@@ -44,21 +44,6 @@ def fresh_rate_limits() -> Any:
 @pytest.fixture
 def persona() -> Persona:
     return make_persona(make_agent(make_owner()), discoverable=True)
-
-
-def fetch_card(persona: Persona) -> dict[str, Any]:
-    response = Client().get(persona.card_path)
-    assert response.status_code == 200, response.content
-    return json.loads(response.content)
-
-
-def pin_of(card: dict[str, Any]) -> dict[str, Any]:
-    [pin] = [e for e in card["capabilities"]["extensions"] if e["uri"] == PINNED_GRANT_EXTENSION]
-    return pin
-
-
-def params(persona: Persona) -> dict[str, Any]:
-    return pin_of(fetch_card(persona))["params"]
 
 
 def stamp_tools(persona: Persona) -> list[dict[str, Any]]:

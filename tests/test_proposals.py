@@ -31,13 +31,11 @@ from tests.factories import (
     run_on_commit,
     standing_verbs,
 )
+from tests.grant_support import ADDED, new_persona
 from tests.owner_clients import csrf_token, form_data, session_client, token_client
 from tests.runtime_support import standing_persona
 
 pytestmark = pytest.mark.django_db
-
-# A coder deputy's class tools: list_todos is granted to the agent but not yet to the persona.
-ADDED = "list_todos"
 
 
 @pytest.fixture(autouse=True)
@@ -331,20 +329,6 @@ def test_a_class_change_that_brings_tools_is_a_proposal() -> None:
 
 
 # Creating a persona through a channel (VX-REV-1) -------------------------------------------------
-
-
-def new_persona(agent: Any, **overrides: Any) -> dict[str, Any]:
-    """A creation that would stand at once: the class tools and a verb the runtime can show."""
-    body = {
-        "agent": agent.pk,
-        "name": "Created",
-        "system_prompt": "You review pull requests. Be precise and kind.",
-        "verb_subset": standing_verbs(PersonaClass.CODER_DEPUTY, ADDED),
-        "queues": ["reviews"],
-        "persona_class": PersonaClass.CODER_DEPUTY,
-        "address": address(CLASS_ADDRESSES[PersonaClass.CODER_DEPUTY]).path,
-    }
-    return {**body, **overrides}
 
 
 def nothing_stands(persona: Persona) -> None:

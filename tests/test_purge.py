@@ -19,7 +19,7 @@ from cards.signing import verify_document
 from personas.models import Agent, AuditEvent, Persona, PurgedPersona
 from personas.services import agent_delete, persona_delete, persona_purge
 from tests.factories import make_agent, make_owner, make_persona, update_persona
-from tests.test_revocation import get_card, moderator, revoke
+from tests.revocation_support import get_card, moderator, revoke
 
 pytestmark = pytest.mark.django_db
 

@@ -41,10 +41,10 @@ from stamps.quarantine import (
 from stamps.storage import stamp_path
 from stamps.tasks import verify_stamp_files
 from tests.factories import make_agent, make_owner, make_persona, update_persona
+from tests.grant_support import broken_generation
 from tests.owner_clients import token_client
 from tests.runtime_support import standing_persona
 from tests.stored_stamps import standing_without_stored_stamp, store_as_stamp
-from tests.test_grant import broken_generation
 
 pytestmark = pytest.mark.django_db
 

@@ -22,6 +22,7 @@ from rest_framework.test import APIClient
 from cards import fastpath
 from personas.models import Persona, PersonaClass
 from settling.reconciliation import owed_personas
+from tests.card_support import call
 from tests.factories import (
     make_agent,
     make_owner,
@@ -30,7 +31,6 @@ from tests.factories import (
 )
 from tests.live import celery_publishing_to, free_port
 from tests.owner_clients import PASSWORD, token_client
-from tests.test_card_fastpath import call
 from virgo.settings import redis_cache
 
 pytestmark = pytest.mark.django_db

@@ -19,10 +19,13 @@ from serving import remote_launch as launch
 from serving import sandbox as sandboxes
 from serving.connections import open_connection
 from tests.live import REPO, WebServer, unavailable
-from tests.remote_support import host_environment, public_client
+from tests.remote_support import (
+    host_environment,
+    public_client,
+    web,  # noqa: F401 (a fixture)
+)
 from tests.runtime_support import standing_persona
 from tests.scripted_model import ScriptedAnthropic
-from tests.test_remote_mcp_live import web  # noqa: F401 (a fixture)
 
 CLAUDE = REPO / "requirements/agents/node_modules/.bin/claude"
 

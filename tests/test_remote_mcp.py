@@ -43,8 +43,7 @@ from tests.remote_support import (
     refresh,
     rpc,
 )
-from tests.runtime_support import call, in_memory_spans, standing_persona
-from tests.test_tracing import handle_spans
+from tests.runtime_support import call, handle_spans, in_memory_spans, standing_persona
 
 pytestmark = pytest.mark.django_db
 

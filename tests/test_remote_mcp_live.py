@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.connections import open_connection
 from serving.resources import resource_url
-from tests.live import REPO, RedisServer, WebServer, unavailable
+from tests.live import REPO, WebServer, unavailable
 from tests.remote_support import (
     REDIRECT,
     OwnersBrowser,
@@ -39,11 +38,11 @@ from tests.remote_support import (
     host_environment,
     public_client,
     signs_in_as_production_does,
+    web,  # noqa: F401 (a fixture)
 )
 from tests.runtime_support import standing_persona
 from tests.scripted_model import ScriptedAnthropic
-from tests.test_quarantine_live import deployment_env
-from tests.test_serve_services import serve_home, serving  # noqa: F401 (a fixture)
+from tests.serve_support import serve_home, serving  # noqa: F401 (a fixture)
 
 pytestmark = [
     pytest.mark.live,
@@ -79,21 +78,6 @@ class HostStorage:
         self.client = client_info
 
 
-@pytest.fixture
-def web(private_redis: RedisServer, tmp_path: Path, settings: Any) -> Iterator[WebServer]:
-    env = deployment_env(private_redis, VIRGO_MCP_TOKEN_SECONDS="3", WEB_CONCURRENCY="2")
-    # Plain HTTP on loopback: the owner's browser must get its session and CSRF cookies back.
-    env.update(SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0")
-    server = WebServer(tmp_path, env)
-    # The installation's one public base URL (VX-SCALE-4) is this server's: resources name it.
-    server.env["VIRGO_PUBLIC_BASE_URL"] = settings.VIRGO_PUBLIC_BASE_URL = server.base_url
-    # This process's authorization server too, for the grants the tests make in it.
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": server.base_url}
-    server.start()
-    yield server
-    server.stop()
-
-
 async def session_calls(url: str, provider: OAuthClientProvider) -> tuple[list[str], Any]:
     async with (
         httpx.AsyncClient(auth=provider, timeout=30) as http,
@@ -106,7 +90,9 @@ async def session_calls(url: str, provider: OAuthClientProvider) -> tuple[list[s
     return [tool.name for tool in listed.tools], called
 
 
-def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer) -> None:
+def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(
+    web: WebServer,  # noqa: F811 (the fixture)
+) -> None:
     """VX-REMOTE-1, VX-REMOTE-2: discovery from the 401, consent, PKCE and the resource; the
     tools listed are exactly the stamp's; a call runs; an expired token is refreshed by the SDK
     without asking the owner again; revoking the persona refuses the next call."""
@@ -160,7 +146,8 @@ def test_the_sdk_client_completes_the_oauth_flow_and_calls_a_tool(web: WebServer
 
 
 def test_an_agent_host_connects_holding_a_token_and_nothing_else(
-    web: WebServer, tmp_path: Path
+    web: WebServer,  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
     """VX-REMOTE-3, VX-REMOTE-1: `python -m serving.connect` runs with a PATH and a HOME only
     (no database, broker, SECRET_KEY or signing key); it prints the consent URL, takes the code
@@ -280,7 +267,8 @@ def test_the_sdk_client_connects_to_make_serve_as_it_prints(
 
 
 def test_a_host_with_no_browser_connects_on_a_connection_its_owner_opened(
-    web: WebServer, tmp_path: Path
+    web: WebServer,  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
     """VX-REMOTE-3, VX-REMOTE-1: the owner opens a connection for a host (serving.connections,
     the admin's Remote access > Connections); the host, with a PATH, a HOME and that refresh
@@ -321,7 +309,8 @@ CLAUDE = REPO / "requirements/agents/node_modules/.bin/claude"
 
 
 def test_claude_code_calls_a_personas_tools_over_the_network(
-    web: WebServer, tmp_path: Path
+    web: WebServer,  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
     """VX-REMOTE-2, VX-REMOTE-3: the pinned Claude Code CLI, given only the endpoint's URL and a
     bearer token in its MCP config, is offered exactly the stamp's tools and calls one, under a

@@ -12,7 +12,6 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import call_command
@@ -40,10 +39,11 @@ from serving.mcp_server import build_server
 from settling.publication import publish_generation
 from settling.reconciliation import owed_personas, reconcile
 from stamps.quarantine import quarantined_personas, restore
+from tests.card_support import call as call_wsgi
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
+from tests.revocation_support import get_card, moderator, revoke
 from tests.runtime_support import call, correlation
 from tests.stored_stamps import record_not_standing
-from tests.test_card_fastpath import call as call_wsgi
 
 pytestmark = pytest.mark.django_db
 
@@ -75,22 +75,6 @@ def owner() -> Any:
 @pytest.fixture
 def persona(owner: Any) -> Persona:
     return make_persona(make_agent(owner), discoverable=True)
-
-
-def revoke(persona: Persona, actor: Any, **kwargs: Any) -> Any:
-    kwargs.setdefault("reason_code", "compromised")
-    kwargs.setdefault("reason", "its host was broken into")
-    kwargs.setdefault("via", "test")
-    with run_on_commit():
-        return persona_revoke(persona=persona, actor=actor, **kwargs)
-
-
-def moderator() -> Any:
-    return get_user_model().objects.create_superuser("moderator", password="x" * 20)
-
-
-def get_card(persona: Persona, client: Client | None = None) -> Any:
-    return (client or Client()).get(persona.card_path)
 
 
 def hold_a_delete(persona: Persona) -> DecisionRecord:

@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 from personas.services import persona_revoke
 from tests.factories import make_agent, make_owner, make_persona
 from tests.live import RedisServer, WebServer
-from tests.test_quarantine_live import (
+from tests.web_support import (
     answers_by_worker,
     deployment_env,
     every_worker_answers,

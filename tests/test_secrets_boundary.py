@@ -26,30 +26,15 @@ from runtime import credentials
 from runtime.models import RefusalRecord
 from runtime.secret_rules import rule_set
 from tests.runtime_support import call, root_of, standing_persona
+from tests.secrets_support import AWS_SECRET, BASE62, BASE64, BOUNDARY, HEX, fake
 
 pytestmark = pytest.mark.django_db
-
-BOUNDARY = "secret-credential-values"
-BASE62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-BASE64 = BASE62 + "+/"
-HEX = "0123456789abcdef"
-
-
-def fake(label: str, length: int, alphabet: str = BASE62) -> str:
-    """`length` characters that look random, the same on every run for the same label."""
-    out, counter = [], 0
-    while len(out) < length:
-        block = hashlib.sha256(f"{label}:{counter}".encode()).digest()
-        out.extend(alphabet[byte % len(alphabet)] for byte in block)
-        counter += 1
-    return "".join(out[:length])
 
 
 def b64url(data: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
 
-AWS_SECRET = fake("aws-secret", 40, BASE64)
 JWT = ".".join(
     (
         b64url({"alg": "RS256", "kid": fake("kid", 12)}),

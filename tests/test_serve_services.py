@@ -5,50 +5,27 @@ Celery worker, beat and web processes survive its restart: the same processes go
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
-from tests.live import REPO, free_port, wait_until
-from tests.test_serve_supervision import START_SECONDS, Serve, alive, start_serve
+from tests.live import REPO, wait_until
+from tests.serve_support import (
+    Serve,
+    alive,
+    serve_home,  # noqa: F401 (a fixture)
+    serving,
+)
 
 pytestmark = pytest.mark.live
 
 # Generous: bounds on a broken run, not on how fast a restart is.
 BACK_SECONDS = 120.0
-
-
-@pytest.fixture
-def serve_home() -> Iterator[Path]:
-    """A new VIRGO_HOME as `make run` leaves it (0700), in a directory the `postgres` user may
-    pass through (pytest's own are 0700)."""
-    base = Path(tempfile.mkdtemp(prefix="virgo-serve-services-"))
-    base.chmod(0o711)
-    home = base / "home"
-    home.mkdir(mode=0o700)
-    yield home
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def serving(home: Path, log: Path) -> Serve:
-    """scripts/serve on `home`, once its worker is ready to take tasks."""
-    serve = start_serve(home, free_port(), log)
-    try:
-        wait_until(
-            lambda: " ready." in serve.said(), what="the worker to be ready", timeout=START_SECONDS
-        )
-    except BaseException:
-        serve.stop()
-        raise
-    return serve
 
 
 def send_task(serve: Serve, name: str) -> str:
@@ -90,7 +67,8 @@ def redis_answers(url: str) -> bool:
 
 
 def test_a_killed_redis_is_started_again_and_the_same_worker_takes_the_next_task(
-    serve_home: Path, tmp_path: Path
+    serve_home: Path,  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
     """VX-SCALE-4: SIGKILL redis-server: the supervisor starts it again, answering at the URL it
     had (same port, same password); the worker, beat and web keep their processes, and a task
@@ -125,7 +103,8 @@ def test_a_killed_redis_is_started_again_and_the_same_worker_takes_the_next_task
 
 
 def test_a_killed_postgres_is_started_again_and_the_web_is_ready_again(
-    serve_home: Path, tmp_path: Path
+    serve_home: Path,  # noqa: F811 (the fixture)
+    tmp_path: Path,
 ) -> None:
     """VX-SCALE-4: SIGKILL the postmaster (it leaves postmaster.pid and its shared memory): the
     supervisor starts it again on the same data directory and port; /readyz answers 200 again

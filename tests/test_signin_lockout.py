@@ -29,11 +29,11 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from personas import api
+from tests.admin_support import assert_secure_html
 from tests.factories import make_owner
+from tests.failing_caches import went_without
 from tests.live import REPO, RedisServer
 from tests.owner_clients import PASSWORD, fresh_rate_limits  # noqa: F401 (autouse fixture)
-from tests.test_admin_security import assert_secure_html
-from tests.test_card_fastpath import went_without
 from virgo import signin
 from virgo.outages import SHARED_CACHE
 from virgo.settings import redis_cache

@@ -15,7 +15,7 @@ from cards import keys, sealing
 from cards.models import SigningKey
 from personas.models import AuditEvent
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
-from tests.test_key_sealing import key_file, new_process  # noqa: F401 (autouse fixture)
+from tests.signing_support import key_file, new_process  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -29,7 +29,7 @@ from personas.models import AuditEvent, Persona
 from settling.reconciliation import reconcile
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
-from tests.test_card_signatures import peer_verifier, protected_header, served_card, served_jwks
+from tests.signing_support import peer_verifier, protected_header, served_card, served_jwks
 
 pytestmark = pytest.mark.django_db
 

@@ -21,11 +21,11 @@ from cards import keys
 from cards.models import PublishedCard, SigningKey
 from cards.publishing import cards_owed_signatures
 from cards.signing import current_marker
+from tests.card_lock_support import a_backend_waits_to_publish_cards, card_row_held
 from tests.factories import make_agent, make_owner, make_persona
 from tests.live import CeleryProcesses, WebServer, celery_publishing_to, wait_until
-from tests.test_card_signatures import peer_verifier, protected_header
-from tests.test_quarantine_live import deployment_env
-from tests.test_worker import a_backend_waits_to_publish_cards, card_row_held
+from tests.signing_support import peer_verifier, protected_header
+from tests.web_support import deployment_env
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

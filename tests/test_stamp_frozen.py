@@ -25,9 +25,9 @@ from stamps.checks import active_stamp_messages
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
 from tests.factories import update_persona
+from tests.grant_support import params as pinned_params
 from tests.runtime_support import call, standing_persona
 from tests.stored_stamps import standing_without_stored_stamp
-from tests.test_pinned_grant import params as pinned_params
 from virgo.bulk import update_each
 from virgo.canonical import sha256_hex
 

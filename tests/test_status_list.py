@@ -16,7 +16,6 @@ from typing import Any
 
 import jwt
 import pytest
-import rfc8785
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
@@ -45,11 +44,11 @@ from personas.services import (
 )
 from personas.status_list import list_state, status_indexes
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
-from tests.test_revocation import moderator
+from tests.revocation_support import moderator
+from tests.status_list_support import LIST, index_of, revoke, verified
 
 pytestmark = pytest.mark.django_db
 
-LIST = "/.well-known/status/revocation"
 SECURITY_HEADERS = (
     "Content-Security-Policy",
     "X-Frame-Options",
@@ -81,38 +80,6 @@ def persona(owner: Any) -> Persona:
     return make_persona(make_agent(owner), discoverable=True)
 
 
-def revoke(persona: Persona, **kwargs: Any) -> Any:
-    with run_on_commit():
-        return persona_revoke(
-            persona=persona,
-            actor=persona.agent.owner,
-            reason_code="compromised",
-            reason="its host was broken into",
-            via="test",
-            **kwargs,
-        )
-
-
-def verified(document: dict[str, Any]) -> str:
-    """The kid of a signature over `document` that verifies with the served JWKS, as a peer
-    checks it: PyJWT over the RFC 8785 form of the document without `signatures`."""
-    jwks = {
-        jwk["kid"]: jwk
-        for jwk in json.loads(Client().get("/.well-known/jwks.json").content)["keys"]
-    }
-    unsigned = {name: value for name, value in document.items() if name != "signatures"}
-    payload = base64.urlsafe_b64encode(rfc8785.dumps(unsigned)).rstrip(b"=").decode()
-    for signature in document["signatures"]:
-        header = json.loads(base64.urlsafe_b64decode(signature["protected"] + "=="))
-        jwk = jwks.get(header["kid"])
-        if jwk is None:
-            continue
-        token = f"{signature['protected']}.{payload}.{signature['signature']}"
-        jwt.api_jws.decode(token, jwt.PyJWK(jwk).key, algorithms=[jwk["alg"]])
-        return str(header["kid"])
-    raise AssertionError("no signature verifies against the JWKS")
-
-
 def bits(document: dict[str, Any]) -> bytes:
     """The bitstring: multibase base64url (prefix u, no padding) of its GZIP."""
     encoded = document["credentialSubject"]["encodedList"]
@@ -139,11 +106,6 @@ def served_list() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(response.content)
     verified(document)
     return document
-
-
-def index_of(persona: Persona, number: int | None = None) -> int:
-    generation = Generation.objects.get(persona=persona, number=number or persona.generation)
-    return StatusListEntry.objects.get(generation=generation).index
 
 
 def card_status(persona: Persona) -> dict[str, Any]:

@@ -13,9 +13,9 @@ import pytest
 
 from personas.models import Generation, Persona, StatusListEntry
 from personas.services import composition_hash, persona_revoke
+from tests.deploy_support import production_env
 from tests.factories import address, make_agent, make_owner, run_on_commit
 from tests.live import WebServer, current_database_url
-from tests.test_deploy import production_env
 
 LIST = "/.well-known/status/revocation"
 

@@ -16,7 +16,7 @@ from django.test import Client
 
 from cards import status_list
 from tests.factories import make_agent, make_owner, make_persona
-from tests.test_status_list import LIST, index_of, revoke, verified
+from tests.status_list_support import LIST, index_of, revoke, verified
 
 pytestmark = pytest.mark.django_db
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -18,6 +18,7 @@ from runtime.vectors import export
 from tests.runtime_support import (
     RecordingTransport,
     correlation,
+    handle_spans,
     in_memory_spans,
     recording_transport,
     standing_persona,
@@ -46,10 +47,6 @@ def hub() -> Iterator[RecordingTransport]:
 def spans() -> Iterator[InMemorySpanExporter]:
     with in_memory_spans() as exporter:
         yield exporter
-
-
-def handle_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [span for span in exporter.get_finished_spans() if span.name == "virgo.handle"]
 
 
 def every_value(span: ReadableSpan) -> str:

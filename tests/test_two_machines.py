@@ -33,6 +33,7 @@ from cards.publishing import cards_owed_signatures
 from personas.models import Agent, AuditEvent, Persona
 from settling.reconciliation import owed_personas
 from stamps.storage import STAMP_FILE_NAME
+from tests.deploy_support import static_root  # noqa: F401 (the release's static files, a fixture)
 from tests.factories import make_agent, make_owner, make_persona
 from tests.live import (
     DEADLINE_SECONDS,
@@ -46,9 +47,8 @@ from tests.live import (
 )
 from tests.remote_support import PROTOCOL, granted
 from tests.runtime_support import standing_persona
-from tests.test_card_signatures import peer_verifier, protected_header
-from tests.test_deploy import static_root  # noqa: F401 (the release's static files, a fixture)
-from tests.test_quarantine_live import deployment_env
+from tests.signing_support import peer_verifier, protected_header
+from tests.web_support import deployment_env
 from virgo import kek
 
 pytestmark = [

@@ -27,6 +27,7 @@ from personas.services import skill_map_revision
 from settling.reconciliation import owed_personas
 from stamps.models import CapabilityStamp
 from stamps.storage import stamp_path
+from tests.card_lock_support import a_backend_waits_to_publish_cards, card_row_held
 from tests.factories import make_agent, make_owner, make_persona, standing_verbs
 from tests.live import DEADLINE_SECONDS, CeleryProcesses, celery_publishing_to, wait_until
 from tests.owner_clients import token_client
@@ -204,52 +205,6 @@ def test_a_worker_killed_mid_build_leaves_no_half_written_stamp(
     assert_stamp_file_is_the_stored_stamp(persona, 2)
     if left:
         assert left[path.name] == Path(path).read_bytes()
-
-
-@contextmanager
-def card_row_held(persona: Persona) -> Iterator[None]:
-    """Lock the persona's published card in another connection and keep the lock.
-
-    A fan-out batch that gets as far as publishing its cards waits on this row: after its
-    recompute and its stamps have committed, before any of its cards is written.
-    """
-    locked = threading.Event()
-    release = threading.Event()
-    failure: list[BaseException] = []
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                PublishedCard.objects.select_for_update().get(persona=persona)
-                locked.set()
-                release.wait(DEADLINE_SECONDS)
-        except BaseException as exc:
-            failure.append(exc)
-            locked.set()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    locked.wait(DEADLINE_SECONDS)
-    assert not failure, failure
-    try:
-        yield
-    finally:
-        release.set()
-        thread.join(DEADLINE_SECONDS)
-
-
-def a_backend_waits_to_publish_cards() -> bool:
-    table = PublishedCard._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND query LIKE %s",
-            [f'SELECT %FROM "{table}"%FOR UPDATE%'],
-        )
-        (waiting,) = cursor.fetchone()
-    return waiting > 0
 
 
 def test_a_fan_out_whose_worker_was_killed_half_way_resumes_by_itself(
