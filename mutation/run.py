@@ -69,6 +69,9 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "prepare_agent_home",
         "invocation",
     ),
+    # What an agent host's launch refuses and where its agent's home is; the relay and the
+    # process it waits on are the live tests' (tests/test_remote_launch.py).
+    "serving/remote_launch.py": ("agent_command", "passed_names", "agent_home_of"),
     # The files and the environment a launch hands the agent; the loopback server is the live
     # tests' (tests/test_launch_server.py, test_remote_launch.py).
     "serving/handoff.py": (

@@ -180,6 +180,7 @@ def test_an_entry_expires(settings: Any) -> None:
 
 
 @pytest.mark.live
+@pytest.mark.mutation
 def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
     settings: Any, private_redis: RedisServer
 ) -> None:
