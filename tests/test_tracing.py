@@ -311,7 +311,7 @@ def test_the_mcp_server_launch_starts_is_told_the_tracing_settings_and_the_agent
     monkeypatch,
 ) -> None:
     """The tracing variables are Virgo's own settings: into server.env, never to the agent."""
-    from runtime import launcher
+    from serving import launcher
 
     monkeypatch.setenv(telemetry.ENDPOINT, "http://127.0.0.1:4318")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer collector-token")
