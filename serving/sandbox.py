@@ -197,12 +197,14 @@ def for_agent_host(*, agent_home: Path, program: str, secrets: Iterable[Path]) -
     the operator's home and `secrets` (the launcher's OAuth tokens) are hidden."""
     operator_home = os.environ.get("HOME")
     candidates = [*secrets, *(_credential_entries(Path(operator_home)) if operator_home else ())]
-    real_program = _real(Path(program)).parent
+    # The program as named (often a symlink in node_modules/.bin) and the package it resolves
+    # to, where they lie under /tmp, which is the agent's own and empty.
+    needed = {_real(Path(program).parent), _real(Path(program)).parent}
     return Sandbox(
         writable=(_real(agent_home),),
         hidden=hidden_paths(candidates, keep=(agent_home,)),
         workdir=_real(agent_home),
-        restored=(real_program,) if TMP in real_program.parents else (),
+        restored=tuple(sorted(path for path in needed if TMP in path.parents)),
     )
 
 

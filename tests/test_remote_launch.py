@@ -107,6 +107,17 @@ def test_the_host_sandbox_hides_the_tokens_and_keeps_the_agents_home(tmp_path: P
     sandbox = sandboxes.for_agent_host(agent_home=home, program="/bin/sh", secrets=[tokens.parent])
     assert sandbox.writable == (home.resolve(),) and sandbox.workdir == home.resolve()
     assert tokens.parent.resolve() in sandbox.hidden
+    # A program named through a symlink under /tmp (node_modules/.bin): both its directory
+    # and the package it resolves to are there in the agent's empty /tmp.
+    package = tmp_path / "node_modules" / "cli"
+    package.mkdir(parents=True)
+    (package / "cli.js").write_text("")
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    (tmp_path / "node_modules" / ".bin" / "agent").symlink_to(package / "cli.js")
+    linked = sandboxes.for_agent_host(
+        agent_home=home, program=str(tmp_path / "node_modules" / ".bin" / "agent"), secrets=[]
+    )
+    assert set(linked.restored) == {package.resolve(), (tmp_path / "node_modules/.bin").resolve()}
     script = f"cat {tokens}; echo written > {home}/note; cat {home}/note"
     ran = subprocess.run(
         sandbox.argv(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60
