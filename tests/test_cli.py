@@ -78,7 +78,10 @@ def installation(tmp_path_factory: pytest.TempPathFactory) -> Installation:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")
+        # mutmut's switch stays with the test process: in its stats pass a mutated function
+        # called by this installation's own process would look for mutmut's configuration in
+        # the installation's directory and fail.
+        if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "MUTANT_UNDER_TEST")
         and not key.startswith("CELERY_")
     }
     env.update(
