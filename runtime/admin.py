@@ -21,7 +21,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 import runtime.admin_explain  # noqa: F401  ("Try a call" on the persona's page)
-from personas.admin import PersonaAdmin, ServiceAdmin
+from personas.admin.bases import ServiceAdmin
+from personas.admin.personas import PersonaAdmin
 from personas.forms import ServiceForm
 from personas.models import Agent, Persona, PersonaClass
 from personas.selectors import is_moderator

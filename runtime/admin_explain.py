@@ -1,8 +1,8 @@
 """The persona's "Try a call" page in the admin: runtime.explain for one call, as a page; and
 the diff page's list of the persona's policy vectors a grant proposal would change.
 
-Contributed to the persona's admin (personas.admin.PersonaAdmin.contributed_urls), as the stamp
-pages and the card import are, so the records never import the runtime. The view is thin: the
+Contributed to the persona's admin (personas.admin.personas.PersonaAdmin.contributed_urls), as the
+stamp pages and the card import are, so the records never import the runtime. The view is thin: the
 form reads the tool and the arguments, runtime.explain answers, the template shows the answer.
 Nothing is written (no record, no file, no rate-limit count: nothing changes), nobody is asked
 and the tool does not run.
@@ -24,7 +24,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from personas import services
-from personas.admin import GrantProposalAdmin, PersonaAdmin
+from personas.admin.personas import PersonaAdmin
+from personas.admin.proposals import GrantProposalAdmin
 from personas.catalogue import VERBS
 from personas.models import GrantProposal, Persona
 from personas.selectors import personas_visible_to

@@ -1,7 +1,7 @@
 """Admin pieces for a persona's page: its generations, each stamp read-only, and their diff.
 
 Nothing here is registered on its own: both are contributed to the persona's page
-(personas.admin.PersonaAdmin), which the records keep free of what is built on them.
+(personas.admin.personas.PersonaAdmin), which the records keep free of what is built on them.
 
 Stamps are owner-private: the inline and both views show them only to the persona's owner and
 to superusers (stamps.selectors.may_view_stamps); anyone else gets no rows and a 404.
@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from personas.admin import PersonaAdmin
+from personas.admin.personas import PersonaAdmin
 from personas.models import Generation, Persona
 from stamps.models import stamp_file_state
 from stamps.quarantine import is_quarantined, restore_command

@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.test import Client
 
 from personas import oidc, services
-from personas.admin import describe_audit
+from personas.admin.audit import describe_audit
 from personas.models import AuditEvent, OwnerIdentity
 from tests.deploy_support import manage, production_env
 from tests.factories import make_owner, run_on_commit
