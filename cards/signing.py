@@ -13,7 +13,7 @@ from the SDK's descriptors without building its objects (cards.card_model).
 Signing uses PyJWT's algorithms (cryptography underneath); nothing here is hand-made crypto.
 The protected header is `{"alg", "kid", "typ": "JOSE", "jku"}`, `jku` being Virgo's own JWKS on
 its public origin. Peers must not follow a `jku` they did not choose: they fetch the JWKS from
-the origin they pinned (README "Verifying a card").
+the origin they pinned (docs/endpoints.md, "Verifying a card").
 
 `sign_document` and `verify_document` sign and check any JSON document the same way, for what
 Virgo publishes beside cards (a revoked persona's tombstone).

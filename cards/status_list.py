@@ -11,9 +11,10 @@ nothing about which one it checks.
 
 It is valid for a period (VX-TRUST-8): `validFrom` and `validUntil`, VIRGO_STATUS_LIST_VALIDITY
 apart, so an old list a cache or a mirror keeps stops verifying for a peer that checks the dates
-(README's verifier does), rather than hide a revocation forever. The period starts at a multiple
-of half the validity, read from the clock, so every process renders the same dates (and the same
-ETag) without asking one another, and the list is signed again each half period.
+(the verifier in docs/revocation.md does), rather than hide a revocation forever. The period
+starts at a multiple of half the validity, read from the clock, so every process renders the
+same dates (and the same ETag) without asking one another, and the list is signed again each
+half period.
 
 It is secured as tombstones and cards are: `signatures`, one detached JWS (RFC 7515) per key of
 the signing set over the RFC 8785 form of the rest (cards.signing.jws_for), verified against

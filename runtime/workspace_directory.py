@@ -35,7 +35,7 @@ class NotShared(Exception):
     def fix(self) -> str:
         return (
             f"mount the installation's shared workspace directory at {directory()} on every "
-            "machine that serves personas' tools (README: several machines)"
+            "machine that serves personas' tools (docs/deploying.md: several machines)"
         )
 
 

@@ -1,13 +1,13 @@
-"""VX-OPS-1: every command `make run` prints, and every command the README shows, works pasted into
-a new shell in a fresh checkout, with nothing exported by hand.
+"""VX-OPS-1: every command `make run` prints, and every command the README and the docs/ pages
+show, works pasted into a new shell in a fresh checkout, with nothing exported by hand.
 
 `make run` runs in a fresh checkout (tests/fresh_checkout.py) from a clean environment (PATH and
 HOME only, as `env -i` leaves them). While it serves, each line it printed and each line of the
-README's sh blocks runs the same way, as a new shell would run it (`bash -c`, pipes failing when
-any part fails), with the placeholders (`<uuid>`, `<id>`) filled in and make run's default
-port, in an origin, replaced by this run's. The MCP server lines are
-driven by the `mcp` SDK's own client with its default environment. `claude` is an agent CLI
-Virgo does not ship: a stand-in on PATH records what it was started with.
+sh blocks of the README and of the docs/ pages (DOCUMENTS, in that order) runs the same way, as
+a new shell would run it (`bash -c`, pipes failing when any part fails), with the placeholders
+(`<uuid>`, `<id>`) filled in and make run's default port, in an origin, replaced by this run's.
+The MCP server lines are driven by the `mcp` SDK's own client with its default environment.
+`claude` is an agent CLI Virgo does not ship: a stand-in on PATH records what it was started with.
 """
 
 import contextlib
@@ -35,19 +35,34 @@ from tests.remote_support import OwnersBrowser
 pytestmark = pytest.mark.live
 
 COMMAND_TIMEOUT = 120
-# The README's sh lines not run here, and why.
+# The pages whose sh lines run here, in the order they run (each page's top to bottom): the
+# README's first hour on make run's demo as it comes, then the docs/ pages in the order the
+# README showed their commands before they moved there. It matters: docs/mcp.md's remote client
+# keeps the tokens its second line calls on, and docs/revocation.md revokes the Deployer, which
+# nothing after it may need. A docs/ page with sh lines and no place here fails
+# test_every_page_with_commands_has_its_place.
+DOCUMENTS = (
+    "README.md",
+    "docs/mcp.md",
+    "docs/personas.md",
+    "docs/revocation.md",
+    "docs/identity.md",
+    "docs/discovery.md",
+    "docs/endpoints.md",
+)
+# The sh lines of DOCUMENTS not run here, and why.
 NOT_RUN_HERE = {
     "make run": "it is what this test runs first",
     "make test": "the whole suite: CI runs it",
 }
 # A printed command: `Label:   [VIRGO_ENV_FILE=... ].venv/bin/virgo ...`.
 PRINTED_COMMAND = re.compile(r"^[A-Z][A-Za-z ]*:\s+((?:VIRGO_ENV_FILE=\S+ )?\.venv/bin/\S.*)$")
-# In the README's sh blocks a comment follows two spaces or more: `command  # what it does`.
+# In the sh blocks a comment follows two spaces or more: `command  # what it does`.
 COMMENT = re.compile(r"\s{2,}#\s.*$")
 
 
 def readme_commands(readme: Path) -> list[str]:
-    """Each command of the README's sh blocks, a line ending in a backslash joined to the next."""
+    """Each command of a page's sh blocks, a line ending in a backslash joined to the next."""
     commands, inside, pending = [], False, ""
     for line in readme.read_text().splitlines():
         if line.strip() == "```sh":
@@ -62,6 +77,12 @@ def readme_commands(readme: Path) -> list[str]:
             commands.append(pending + line)
             pending = ""
     return commands
+
+
+def documented_commands(root: Path) -> list[str]:
+    """Each command of the sh blocks of the README and the docs/ pages under `root`, in the
+    order DOCUMENTS runs them."""
+    return [command for name in DOCUMENTS for command in readme_commands(root / name)]
 
 
 @dataclass
@@ -100,7 +121,7 @@ class MadeRun:
 
     def revocable(self) -> tuple[str, int]:
         """A demo persona other than the reviewer the other commands use, and its generation:
-        what the README's revoke commands are run on."""
+        what docs/revocation.md's revoke commands are run on."""
         with sqlite3.connect(self.checkout / "var" / "virgo.sqlite3") as database:
             uuid, generation = database.execute(
                 "select uuid, generation from personas_persona where uuid != ? order by id",
@@ -170,7 +191,7 @@ def _session_alive(session: int) -> bool:
 
 
 def filled(line: str, made_run: MadeRun) -> str:
-    # The README's origin is make run's default port; this run's is another.
+    # The pages' origin is make run's default port; this run's is another.
     line = line.replace("127.0.0.1:8000", f"127.0.0.1:{made_run.port}")
     line = line.replace("<username>", made_run.owner_username())
     if "persona revoke" in line:
@@ -294,12 +315,24 @@ def test_every_command_make_run_prints_works_in_a_new_shell(made_run: MadeRun) -
             assert done.stdout.strip() == ",".join(f"mcp__virgo__{name}" for name in tools)
 
 
+def test_every_page_with_commands_has_its_place() -> None:
+    """Every docs/ page with sh lines is in DOCUMENTS, so that its commands run here too."""
+    unplaced = {
+        path.name: readme_commands(path)
+        for path in sorted((REPO / "docs").glob("*.md"))
+        if f"docs/{path.name}" not in DOCUMENTS
+    }
+    assert not {name: lines for name, lines in unplaced.items() if lines}, (
+        "sh lines on a page DOCUMENTS does not place"
+    )
+
+
 def test_every_command_the_readme_shows_works_in_a_new_shell(made_run: MadeRun) -> None:
-    """VX-OPS-1: each line of the README's sh blocks works pasted into a new shell in the
-    checkout (the placeholders filled in), and the agent CLI it starts gets the allowlist and
-    an MCP config that carries no secret."""
-    commands = readme_commands(made_run.checkout / "README.md")
-    assert commands == readme_commands(REPO / "README.md")
+    """VX-OPS-1: each line of the sh blocks of the README and the docs/ pages works pasted into
+    a new shell in the checkout (the placeholders filled in), in the order DOCUMENTS gives, and
+    the agent CLI it starts gets the allowlist and an MCP config that carries no secret."""
+    commands = documented_commands(made_run.checkout)
+    assert commands == documented_commands(REPO)
     run = [line for line in commands if line not in NOT_RUN_HERE]
     assert len(run) >= 9, commands
     for line in run:

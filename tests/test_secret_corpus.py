@@ -169,8 +169,9 @@ def test_the_rule_set_is_the_recorded_one(report: Report) -> None:
 
 
 def test_readme_states_the_measured_figures(report: Report) -> None:
-    """VX-SEC-16: the README's figures are what the command measures today."""
-    readme = (REPO / "README.md").read_text()
+    """VX-SEC-16: the figures docs/mcp.md states (the secrets boundary) are what the command
+    measures today."""
+    readme = (REPO / "docs" / "mcp.md").read_text()
     stated = (
         f"Today it finds {report.found} of {len(report.values)} credentials "
         f"({round(100 * report.recall)}%"

@@ -27,12 +27,13 @@ from tests.live import CeleryProcesses, WebServer, celery_publishing_to, wait_un
 from tests.signing_support import peer_verifier, protected_header
 from tests.web_support import deployment_env
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ENDPOINTS = Path(__file__).resolve().parent.parent / "docs" / "endpoints.md"
 
 
 def readme_verification_snippet() -> str:
-    """The Python block after "**Verifying a card.**" in the README, as a peer would paste it."""
-    text = README.read_text()
+    """The Python block after "**Verifying a card.**" in docs/endpoints.md, as a peer would
+    paste it."""
+    text = ENDPOINTS.read_text()
     after = text[text.index("**Verifying a card.**") :]
     start = after.index("```python\n") + len("```python\n")
     return after[start : after.index("```", start)]
@@ -51,7 +52,7 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
     """VX-TRUST-1, VX-TRUST-2: virgo-web (two worker processes, production settings, Redis)
     serves a card in a non-Latin script; the a2a-sdk's verifier, given only the JWKS fetched from
     that same server, accepts it, on both processes, from the database and from memory; its jku
-    names that server's own JWKS; one changed byte fails. The README's snippet for peers does
+    names that server's own JWKS; one changed byte fails. docs/endpoints.md's snippet for peers does
     the same when pasted."""
     server = WebServer(
         tmp_path, {**deployment_env(celery_processes.broker), "WEB_CONCURRENCY": "2"}
@@ -90,7 +91,7 @@ def test_a_card_from_virgo_web_verifies_against_the_jwks_of_the_same_server(
             with pytest.raises(InvalidSignaturesError):
                 verify(changed)
         assert len(server.workers_that_served(persona.card_path)) == 2
-        # The README's few lines for peers, pasted as they are but for the origin and the id.
+        # docs/endpoints.md's few lines for peers, pasted as they are but for the origin and the id.
         snippet = readme_verification_snippet()
         assert '"https://virgo.example.org"' in snippet and "<persona-id>" in snippet
         pasted = snippet.replace('"https://virgo.example.org"', repr(server.base_url)).replace(

@@ -1,6 +1,6 @@
 """VX-TRUST-8: the signed status list is valid for a period, so a list a cache or a mirror kept
-stops verifying for a peer that checks its dates, as README's verifier does, instead of hiding a
-revocation forever."""
+stops verifying for a peer that checks its dates, as docs/revocation.md's verifier does, instead
+of hiding a revocation forever."""
 
 import json
 import re
@@ -19,7 +19,7 @@ from tests.factories import make_agent, make_owner, make_persona
 from tests.status_list_support import LIST, index_of, revoke, verified
 
 pytestmark = pytest.mark.django_db
-README = Path(__file__).resolve().parent.parent / "README.md"
+REVOCATION = Path(__file__).resolve().parent.parent / "docs" / "revocation.md"
 HOUR = 3600
 
 
@@ -93,20 +93,20 @@ def test_max_age_shrinks_to_the_time_left(clock: list[float], settings: Any) -> 
 
 
 def readme_verifier() -> str:
-    """The Python of README's "Checking revocation", as a peer would paste it."""
-    text = README.read_text()
-    section = text[text.index("### Checking revocation") :]
-    section = section[: section.index("\n## ")]
+    """The Python of docs/revocation.md's "Checking revocation", as a peer would paste it."""
+    text = REVOCATION.read_text()
+    section = text[text.index("## Checking revocation") :]
+    section = section.split("\n## ")[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) >= 2, "README's verifier moved"
+    assert len(blocks) >= 2, "docs/revocation.md's verifier moved"
     return "\n".join(re.sub(r"(?m)^   ", "", block) for block in blocks)
 
 
 def run_readme_verifier(
     monkeypatch: pytest.MonkeyPatch, index: int, *, kept_list: bytes | None = None
 ) -> int:
-    """Run README's code against this installation, httpx answered by the test client; with
-    `kept_list`, the status list comes from a mirror that kept those bytes."""
+    """Run docs/revocation.md's code against this installation, httpx answered by the test
+    client; with `kept_list`, the status list comes from a mirror that kept those bytes."""
 
     def get(url: str, **kwargs: Any) -> httpx.Response:
         path = url.removeprefix("https://virgo.example.org")
@@ -124,8 +124,8 @@ def run_readme_verifier(
 def test_readmes_verifier_reads_a_fresh_list_and_refuses_a_stale_one(
     clock: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """VX-TRUST-8: the README's own code, run as a peer runs it: a revoked bit reads 1 from a
-    list in its period; the same signed list read after its validUntil (a mirror kept it)
+    """VX-TRUST-8: docs/revocation.md's own code, run as a peer runs it: a revoked bit reads 1
+    from a list in its period; the same signed list read after its validUntil (a mirror kept it)
     raises, however valid its signature."""
     persona = make_persona(make_agent(make_owner()), discoverable=True)
     revoke(persona)

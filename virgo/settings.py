@@ -117,7 +117,7 @@ def check_url(name: str, schemes: Collection[str]) -> None:
     if value and (not separator or scheme not in schemes):
         raise ImproperlyConfigured(
             f"{name}: the URL does not start with one of {', '.join(f'{s}://' for s in schemes)}"
-            f"; set {name} to such a URL (see the README's configuration table), or unset it"
+            f"; set {name} to such a URL (see docs/configuration.md), or unset it"
         )
 
 
