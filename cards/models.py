@@ -108,3 +108,25 @@ class SigningKey(models.Model):
     @property
     def signs(self) -> bool:
         return self.state in (self.State.ACTIVE, self.State.RETIRING)
+
+
+class FederationPeer(models.Model):
+    """Another ARD registry a federated search asks (cards.ard.federation, VX-DISC-5)."""
+
+    # The base URL of its ARD API, ending in `/`: its search is `<url>search`.
+    url = models.URLField(max_length=2048, unique=True)
+    label = models.CharField(max_length=100)
+    # How the credential is presented: `Authorization: <scheme> <credential>`.
+    scheme = models.CharField(
+        max_length=16, choices=[("Token", "Token"), ("Bearer", "Bearer")], default="Token"
+    )
+    # cards.sealing's form, bound to the URL; empty when the peer asks for no credential.
+    credential_sealed = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "federation peer"
+
+    def __str__(self) -> str:
+        return self.label

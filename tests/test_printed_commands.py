@@ -55,6 +55,9 @@ NOT_RUN_HERE = {
     "make run": "it is what this test runs first",
     "make test": "the whole suite: CI runs it",
 }
+# docs/discovery.md's second installation: started in the background on a free port, the way
+# the page says to start it in a second terminal, and stopped when the walk ends.
+SECOND_INSTALLATION = "VIRGO_HOME=$PWD/var/peer make run PORT=8001"
 # A printed command: `Label:   [VIRGO_ENV_FILE=... ].venv/bin/virgo ...`.
 PRINTED_COMMAND = re.compile(r"^[A-Z][A-Za-z ]*:\s+((?:VIRGO_ENV_FILE=\S+ )?\.venv/bin/\S.*)$")
 # In the sh blocks a comment follows two spaces or more: `command  # what it does`.
@@ -92,6 +95,7 @@ class MadeRun:
     output: str
     claude_record: Path
     port: int
+    peer_port: int = 0
 
     def reviewer(self) -> str:
         return re.search(r"mcp serve --persona ([0-9a-f-]{36})", self.output).group(1)
@@ -182,6 +186,40 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
         wait_until(lambda: not _session_alive(process.pid), what="make run's processes to end")
 
 
+@contextlib.contextmanager
+def second_installation(made_run: MadeRun) -> Iterator[None]:
+    """docs/discovery.md's peer: `make run` in its own VIRGO_HOME, on a port of its own."""
+    made_run.peer_port = free_port()
+    log = made_run.checkout / "var" / "peer-make-run.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["bash", "-c", filled(SECOND_INSTALLATION, made_run)],
+            cwd=made_run.checkout,
+            env=made_run.env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+
+        def serving() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"the second make run exited:\n{log.read_text()}")
+            try:
+                url = f"http://127.0.0.1:{made_run.peer_port}/healthz"
+                return httpx.get(url, timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(serving, what=f"the second make run to serve; see {log}", timeout=300)
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=COMMAND_TIMEOUT)
+        wait_until(lambda: not _session_alive(process.pid), what="the second make run to end")
+
+
 def _session_alive(session: int) -> bool:
     try:
         os.killpg(session, 0)
@@ -193,6 +231,8 @@ def _session_alive(session: int) -> bool:
 def filled(line: str, made_run: MadeRun) -> str:
     # The pages' origin is make run's default port; this run's is another.
     line = line.replace("127.0.0.1:8000", f"127.0.0.1:{made_run.port}")
+    line = line.replace("127.0.0.1:8001", f"127.0.0.1:{made_run.peer_port}")
+    line = line.replace("PORT=8001", f"PORT={made_run.peer_port}")
     line = line.replace("<username>", made_run.owner_username())
     if "persona revoke" in line:
         uuid, generation = made_run.revocable()
@@ -335,8 +375,16 @@ def test_every_command_the_readme_shows_works_in_a_new_shell(made_run: MadeRun) 
     assert commands == documented_commands(REPO)
     run = [line for line in commands if line not in NOT_RUN_HERE]
     assert len(run) >= 9, commands
-    for line in run:
-        assert_works(filled(line, made_run), made_run)
+    with contextlib.ExitStack() as stack:
+        for line in run:
+            if line == SECOND_INSTALLATION:
+                stack.enter_context(second_installation(made_run))
+                continue
+            done = assert_works(filled(line, made_run), made_run)
+            if done is not None and " peers check " in line:
+                # The peer's demo personas verified on this installation (VX-DISC-5).
+                checked = re.search(r"answered (\d+) entries, (\d+) verified", done.stdout)
+                assert checked and int(checked.group(2)) >= 1, done.stdout
 
     # `launch ... -- claude` (in its sandbox, with its own home), then `claude --allowedTools
     # ...` pasted: what the stand-in was given.

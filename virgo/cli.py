@@ -17,6 +17,7 @@ PROGRAM = "virgo"
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Agents and personas", ("agent", "persona", "organization", "explain")),
     ("Stamps, cards and keys", ("stamp", "cards", "keys")),
+    ("Discovery", ("peers",)),
     ("Running a persona", ("launch", "mcp")),
     ("Operating the installation", ("check", "reconcile", "audit", "signin", "load_demo")),
 )

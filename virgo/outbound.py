@@ -202,12 +202,14 @@ def _refusal(what: str, host: str, address: str, problem: str) -> DestinationRef
     return DestinationRefused(f"{what}: {shown} is {problem}{hint}")
 
 
-def destination(url: str, *, what: str) -> Destination:
+def destination(url: str, *, what: str, operator_chosen: bool = False) -> Destination:
     """The URL's destination, every address of its host checked.
 
     Raises DestinationRefused naming `what` (the argument) when the URL has no http(s) host or
     a port out of range, names a metadata service, or any address it resolves to is refused;
-    Unresolvable when it resolves to none.
+    Unresolvable when it resolves to none. A destination the operator chose (a federation peer
+    they named) may be on a network VIRGO_OUTBOUND_ALLOWED_NETWORKS does not list, never on an
+    address refused always.
     """
     try:
         parts = httpx.URL(url)
@@ -229,7 +231,7 @@ def destination(url: str, *, what: str) -> Destination:
         raise Unresolvable(f"{what}: {host} does not resolve to any address")
     for text in addresses:
         problem = address_problem(ipaddress.ip_address(text))
-        if problem:
+        if problem and (problem.endswith(NEVER) or not operator_chosen):
             raise _refusal(what, host, text, problem)
     return Destination(url=url, host=host, address=addresses[0], addresses=tuple(addresses))
 
@@ -286,21 +288,37 @@ class Fetched:
     body: bytes
 
 
-def fetch(url: str, *, what: str, timeout: float, limit: int) -> Fetched:
-    """GET `url` from its checked address, never following a redirect, reading at most `limit`
-    bytes of the body as sent (no content decoding) within `timeout` seconds in all.
+def fetch(
+    url: str,
+    *,
+    what: str,
+    timeout: float,
+    limit: int,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    content: bytes | None = None,
+    operator_chosen: bool = False,
+) -> Fetched:
+    """Send `method` (GET unless told) to `url`'s checked address, never following a redirect,
+    reading at most `limit` bytes of the body as sent (no content decoding) within `timeout`
+    seconds in all.
 
-    Raises DestinationRefused like `destination`, TooLarge past the limit, httpx.TimeoutException
-    past the time, and httpx's errors for what happens on the wire.
+    Raises DestinationRefused like `destination` (`operator_chosen` as there), TooLarge past the
+    limit, httpx.TimeoutException past the time, and httpx's errors for what happens on the wire.
     """
-    target = destination(url, what=what)
+    target = destination(url, what=what, operator_chosen=operator_chosen)
     deadline = time.monotonic() + timeout
     with (
         httpx.Client(timeout=timeout, follow_redirects=False, verify=tls_verify()) as client,
         client.stream(
-            "GET",
+            method,
             target.pinned,
-            headers={"Host": target.host_header, "Accept-Encoding": "identity"},
+            headers={
+                **(headers or {}),
+                "Host": target.host_header,
+                "Accept-Encoding": "identity",
+            },
+            content=content,
             extensions=target.extensions,
         ) as response,
     ):

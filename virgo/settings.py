@@ -357,6 +357,10 @@ for _referral in VIRGO_ARD_REFERRALS:
         raise _unusable(
             "VIRGO_ARD_REFERRALS", _referral, "an https:// URL of an ARD registry", "none"
         )
+# A federated search (cards.ard.federation): how long it waits for every peer in all, and how
+# much of one peer's answer it reads.
+VIRGO_ARD_FEDERATION_SECONDS = env_float("VIRGO_ARD_FEDERATION_SECONDS", 3.0)
+VIRGO_ARD_FEDERATION_BYTES = env_int("VIRGO_ARD_FEDERATION_BYTES", 1024 * 1024)
 VIRGO_RECOMPUTE_BATCH_SIZE = env_int("VIRGO_RECOMPUTE_BATCH_SIZE", 500)
 # Processes `virgo check` verifies the stamp files in (stamps.checks): the cores it may use.
 VIRGO_CHECK_PROCESSES = env_int("VIRGO_CHECK_PROCESSES", os.process_cpu_count() or 1)

@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cards.api import PrincipalRateThrottle
-from cards.ard import entries, facets, matching, paging
+from cards.ard import entries, facets, federation, matching, paging
 from cards.ard.requests import (
     Invalid,
     Query,
@@ -36,7 +36,8 @@ from cards.ard.requests import (
 )
 from personas.models import Persona
 
-# How federation=auto is answered: this registry calls no other, so it refers (ARD §8).
+# How a search was federated (ARD §8): `auto` when peers were asked (cards.ard.federation),
+# `referrals` when there are none to ask, `none` when the client said so.
 ANSWERED_AS = "Virgo-ARD-Federation"
 _CODES = {
     exceptions.NotAuthenticated: "UNAUTHENTICATED",
@@ -122,9 +123,17 @@ class SearchView(RegistryView):
         ]
         body: dict[str, Any] = {"results": results}
         answered = "none" if search.federation == "none" else "referrals"
-        if answered == "referrals" and (named := referrals()):
+        more_here = len(page) > search.page_size
+        peers = federation.enabled_peers() if search.federation == "auto" and not more_here else []
+        # The peers' entries follow the last of this registry's own: on the page it ends on,
+        # or, when that page is full, on one more page.
+        room = search.page_size - len(shown)
+        if peers:
+            answered = "auto"
+            results += federation.federated(request.data["query"], room, peers)
+        if answered != "none" and (named := referrals()):
             body["referrals"] = named
-        if len(page) > search.page_size:
+        if more_here or (peers and room == 0):
             body["pageToken"] = paging.make_token(key, [shown[-1].score, shown[-1].pk])
         response = Response(body)
         response[ANSWERED_AS] = answered

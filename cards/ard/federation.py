@@ -1,0 +1,249 @@
+"""Federated search (ARD §8 `federation: auto`, VX-DISC-5): the peers' entries after this
+registry's own, each shown only once it verifies (cards.ard.foreign).
+
+The peers are the ARD registries an operator told this installation of (`virgo peers add`, the
+admin's Federation peers), each with the credential it answers to, sealed at rest. A search asks
+every enabled peer at once, with `federation: none` so that no search goes round in a circle,
+and waits for them no longer than VIRGO_ARD_FEDERATION_SECONDS in all, reading at most
+VIRGO_ARD_FEDERATION_BYTES of each answer. A peer that is slow, down, over budget or answers
+what is not ARD is left out, as is every entry of a peer that does not verify; the search
+itself always answers. A shown entry's `source` is the peer it came from. Nothing a peer
+serves can stand in for a persona of this installation: an entry naming one of its personas,
+or a card on its origin, is left out, and of two peers naming one identifier the first wins.
+"""
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+
+from cards import sealing
+from cards.ard import entries
+from cards.ard.foreign import Fetcher, Unverified, origin_of, verified
+from cards.models import FederationPeer
+from personas.models import Persona
+from virgo import outbound
+
+logger = logging.getLogger("virgo.federation")
+
+SCHEMES = ("Token", "Bearer")
+_MAX_PEERS_AT_ONCE = 8
+
+
+class PeerRefused(ValueError):
+    """A peer Virgo will not add; the message names the field and why."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What a search needs of a peer: read in the request's thread, used in the pool's."""
+
+    url: str
+    label: str
+    authorization: str | None
+
+
+def normalised_url(url: str) -> str:
+    """The base URL of a peer's ARD API as stored: http(s), a host, no query, fragment or
+    credentials, ending in `/` (its search is `<url>search`)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PeerRefused(f"url: {url!r} is not an http(s) URL of an ARD registry")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise PeerRefused(f"url: {url!r} carries a query, fragment or credentials; give them apart")
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    stored = f"{parts.scheme}://{parts.netloc}{path}"
+    if origin_of(stored) == origin_of(settings.VIRGO_PUBLIC_BASE_URL):
+        raise PeerRefused(f"url: {stored} is this installation's own origin")
+    return stored
+
+
+def add_peer(
+    url: str, *, label: str = "", scheme: str = "Token", credential: str = ""
+) -> FederationPeer:
+    """Record a peer (or replace the one at the same URL), its credential sealed."""
+    stored = normalised_url(url)
+    if scheme not in SCHEMES:
+        raise PeerRefused(f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)}")
+    credential = checked_credential(credential)
+    sealed = sealed_credential(stored, credential)
+    peer, _ = FederationPeer.objects.update_or_create(
+        url=stored,
+        defaults={
+            "label": label.strip() or urlsplit(stored).netloc,
+            "scheme": scheme,
+            "credential_sealed": sealed,
+            "enabled": True,
+        },
+    )
+    return peer
+
+
+def checked_credential(credential: str) -> str:
+    """The token as it is sent: one word, the line break a file ends with dropped."""
+    token = credential.strip()
+    if any(character.isspace() for character in token):
+        raise PeerRefused("credential: one token, without spaces or line breaks")
+    return token
+
+
+def sealed_credential(url: str, credential: str) -> str:
+    """The credential as stored for the peer at `url` (empty for none)."""
+    if not credential.strip():
+        return ""
+    return sealing.seal(url, credential.strip().encode(), sealing.PEER_CREDENTIAL)
+
+
+def enabled_peers() -> list[Peer]:
+    """The peers to ask, credentials opened; one that cannot be opened is left out, loudly."""
+    peers = []
+    for row in FederationPeer.objects.filter(enabled=True).order_by("added_at", "pk"):
+        authorization = None
+        if row.credential_sealed:
+            try:
+                secret = sealing.unseal(row.url, row.credential_sealed, sealing.PEER_CREDENTIAL)
+            except sealing.KeyCannotBeOpened as refused:
+                logger.warning("federation peer %s left out: %s", row.label, refused)
+                continue
+            authorization = f"{row.scheme} {secret.decode()}"
+        peers.append(Peer(row.url, row.label, authorization))
+    return peers
+
+
+def federated(
+    query: dict[str, Any], page_size: int, peers: list[Peer] | None = None
+) -> list[dict[str, Any]]:
+    """At most `page_size` verified entries of the peers, in the peers' order, each labelled
+    with its source; never one that names a persona of this installation."""
+    peers = enabled_peers() if peers is None else peers
+    if not peers or page_size <= 0:
+        return []
+    deadline = time.monotonic() + settings.VIRGO_ARD_FEDERATION_SECONDS
+    pool = ThreadPoolExecutor(max_workers=min(len(peers), _MAX_PEERS_AT_ONCE))
+    try:
+        asked = [pool.submit(_ask, peer, query, page_size, deadline) for peer in peers]
+        wait(asked, timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        # A peer still answering past the deadline is not waited for; its fetches end by it.
+        pool.shutdown(wait=False, cancel_futures=True)
+    answers = []
+    for peer, future in zip(peers, asked, strict=True):
+        if not future.done():
+            logger.warning("federation peer %s left out: no answer within the budget", peer.label)
+        elif future.exception() is not None:
+            logger.warning("federation peer %s left out: %s", peer.label, future.exception())
+        else:
+            answers.append(future.result())
+    return _merged(answers, page_size)
+
+
+def check_peer(peer: Peer, query: dict[str, Any], page_size: int = 10) -> str:
+    """What asking `peer` now gives, in one line for its operator."""
+    deadline = time.monotonic() + settings.VIRGO_ARD_FEDERATION_SECONDS
+    try:
+        results = _search(peer, query, page_size, deadline)
+    except Unverified as failed:
+        return f"left out: {failed}"
+    shown, left_out = _verified_entries(peer, results[:page_size], deadline)
+    reasons = "".join(f"\n  left out: {reason}" for reason in left_out)
+    return f"answered {len(results)} entries, {len(shown)} verified{reasons}"
+
+
+def _ask(
+    peer: Peer, query: dict[str, Any], page_size: int, deadline: float
+) -> list[dict[str, Any]]:
+    """The peer's verified entries, each with its `source`; Unverified when it fails whole."""
+    results = _search(peer, query, page_size, deadline)
+    shown, left_out = _verified_entries(peer, results[:page_size], deadline)
+    for reason in left_out:
+        logger.warning("federation peer %s: an entry left out: %s", peer.label, reason)
+    return shown
+
+
+def _verified_entries(
+    peer: Peer, results: list[Any], deadline: float
+) -> tuple[list[dict[str, Any]], list[str]]:
+    fetcher = Fetcher(deadline, peer_origin=origin_of(peer.url))
+    shown, left_out = [], []
+    for entry in results:
+        try:
+            shown.append({**verified(entry, fetcher), "source": peer.url})
+        except Unverified as unverified:
+            left_out.append(str(unverified))
+    return shown, left_out
+
+
+def _search(peer: Peer, query: dict[str, Any], page_size: int, deadline: float) -> list[Any]:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise Unverified("no time left in the search's budget")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if peer.authorization:
+        headers["Authorization"] = peer.authorization
+    body = json.dumps({"query": query, "federation": "none", "pageSize": page_size}).encode()
+    try:
+        answered = outbound.fetch(
+            peer.url + "search",
+            what="federation peer",
+            timeout=remaining,
+            limit=settings.VIRGO_ARD_FEDERATION_BYTES,
+            method="POST",
+            headers=headers,
+            content=body,
+            operator_chosen=True,
+        )
+    except (outbound.DestinationRefused, outbound.TooLarge) as refused:
+        raise Unverified(str(refused)) from None
+    except httpx.HTTPError as failed:
+        raise Unverified(f"{peer.url}search did not answer ({type(failed).__name__})") from None
+    if answered.status != 200:
+        raise Unverified(f"{peer.url}search answered {answered.status}")
+    try:
+        document = json.loads(answered.body)
+    except ValueError:
+        raise Unverified(f"{peer.url}search did not answer JSON") from None
+    results = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(results, list):
+        raise Unverified(f"{peer.url}search did not answer ARD search results")
+    return results
+
+
+def _merged(answers: Iterable[list[dict[str, Any]]], page_size: int) -> list[dict[str, Any]]:
+    own_origin = origin_of(settings.VIRGO_PUBLIC_BASE_URL)
+    candidates = [entry for answer in answers for entry in answer]
+    ours = _local_identifiers(candidates)
+    seen: set[str] = set()
+    merged = []
+    for entry in candidates:
+        urn = entry["identifier"]
+        if urn in seen or urn in ours or origin_of(entry["url"]) == own_origin:
+            continue
+        seen.add(urn)
+        merged.append(entry)
+    return merged[:page_size]
+
+
+def _local_identifiers(candidates: list[dict[str, Any]]) -> set[str]:
+    """The candidates' identifiers that name a persona of this installation: whatever its
+    publisher segment says, its uuid is this installation's to answer for."""
+    named: dict[uuid.UUID, list[str]] = {}
+    for entry in candidates:
+        parsed = entries.parse_identifier(entry["identifier"])
+        try:
+            persona_uuid = uuid.UUID(parsed[1]) if parsed is not None else None
+        except ValueError:
+            continue
+        if persona_uuid is not None:
+            named.setdefault(persona_uuid, []).append(entry["identifier"])
+    if not named:
+        return set()
+    local = Persona.objects.filter(uuid__in=named).values_list("uuid", flat=True)
+    return {urn for persona_uuid in local for urn in named[persona_uuid]}

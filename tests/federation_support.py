@@ -1,0 +1,238 @@
+"""A peer ARD registry on loopback for the federation tests (VX-DISC-5): a real HTTP server
+that answers search, serves signed A2A cards, its JWKS and a signed revocation status list, and
+can be told to lie, stall or break in each way a peer can.
+
+Its cards are signed with the a2a-sdk's own signer and its status list as Virgo signs its own
+(a detached JWS over the RFC 8785 form), with a P-256 key of its own: nothing of Virgo's signs
+for it, so what the registry under test accepts it accepted by verifying.
+"""
+
+import base64
+import contextlib
+import gzip
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+import rfc8785
+from a2a.client.card_resolver import parse_agent_card
+from a2a.utils.signing import create_agent_card_signer
+from cryptography.hazmat.primitives.asymmetric import ec
+from google.protobuf.json_format import MessageToDict
+
+from cards.ard.entries import ENTRY_TYPE, PINNED_GRANT
+from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
+from cards.status_list import STATUS_EXTENSION
+
+STATUS_PATH = "/.well-known/status/revocation"
+LIST_BITS = 131_072
+
+
+def _jws_parts(payload: bytes, key: Any, kid: str) -> dict[str, str]:
+    token = jwt.api_jws.encode(payload, key, algorithm="ES256", headers={"kid": kid})
+    protected, _, signature = token.split(".")
+    return {"protected": protected, "signature": signature}
+
+
+@dataclass
+class PeerCard:
+    """One persona the peer lists: what its entry and its card say."""
+
+    name: str
+    index: int
+    publisher: str = ""
+    persona_uuid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    grant_digest: str = "a1" * 32
+    organization: str = ""
+
+
+class FakePeer:
+    """Serves /api/ard/search, /cards/<uuid>.json, /.well-known/jwks.json and the status list.
+
+    Attributes a test changes to make it misbehave: `revoked` (indexes), `valid_for` (the
+    list's validity around now, negative for a stale list), `delay` (seconds before a search
+    answers), `search_status`, `search_body` (raw bytes instead of the results), `entry_edits`
+    (a function changing each entry as served) and `card_edits` (the same for each card, after
+    signing).
+    """
+
+    def __init__(self) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.kid = "peer-" + uuid.uuid4().hex[:8]
+        self.cards: list[PeerCard] = []
+        self.revoked: set[int] = set()
+        self.valid_for = timedelta(hours=1)
+        self.delay = 0.0
+        self.search_status = 200
+        self.search_body: bytes | None = None
+        self.entry_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda entry: entry
+        self.card_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda card: card
+        self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.requested: list[str] = []
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                served.searches.append((dict(self.headers), body))
+                if self.path != "/api/ard/search":
+                    return self._send(404, b"{}")
+                time.sleep(served.delay)
+                answer = served.search_body
+                if answer is None:
+                    answer = json.dumps({"results": served.entries()}).encode()
+                self._send(served.search_status, answer)
+
+            def do_GET(self) -> None:
+                served.requested.append(self.path)
+                if self.path == "/.well-known/jwks.json":
+                    return self._send(200, json.dumps(served.jwks()).encode())
+                if self.path == STATUS_PATH:
+                    return self._send(200, json.dumps(served.status_list()).encode())
+                for card in served.cards:
+                    if self.path == f"/cards/{card.persona_uuid}.json":
+                        return self._send(200, json.dumps(served.card(card)).encode())
+                self._send(404, b"{}")
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def registry(self) -> str:
+        return f"{self.origin}/api/ard/"
+
+    def __enter__(self) -> "FakePeer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, name: str, **fields: Any) -> PeerCard:
+        fields.setdefault("publisher", "127.0.0.1")
+        card = PeerCard(name=name, index=len(self.cards) + 7, **fields)
+        self.cards.append(card)
+        return card
+
+    def card_url(self, card: PeerCard) -> str:
+        return f"{self.origin}/cards/{card.persona_uuid}.json"
+
+    def entry(self, card: PeerCard) -> dict[str, Any]:
+        urn = f"urn:air:{card.publisher}:virgo-persona:{card.persona_uuid}"
+        return {
+            "identifier": urn,
+            "displayName": card.name,
+            "type": ENTRY_TYPE,
+            "url": self.card_url(card),
+            "score": 50,
+            "source": self.registry,
+            "trustManifest": {
+                "identity": urn,
+                "identityType": "other",
+                "attestations": [
+                    {
+                        "type": PINNED_GRANT,
+                        "uri": self.card_url(card),
+                        "mediaType": ENTRY_TYPE,
+                        "digest": card.grant_digest,
+                    }
+                ],
+            },
+        }
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [self.entry_edits(self.entry(card)) for card in self.cards]
+
+    def jwks(self) -> dict[str, Any]:
+        public = jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
+        return {"keys": [{**public, "kid": self.kid, "alg": "ES256", "use": "sig"}]}
+
+    def card(self, card: PeerCard) -> dict[str, Any]:
+        identity: dict[str, Any] = {"provider": "installation"}
+        if card.organization:
+            identity = {
+                "provider": "organization",
+                "organization": {"domain": card.organization, "verification": "dns-txt"},
+            }
+        document = {
+            "name": card.name,
+            "description": f"{card.name}, a persona of the peer",
+            "version": "1",
+            "supportedInterfaces": [
+                {
+                    "url": f"{self.origin}/a2a/{card.persona_uuid}",
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                }
+            ],
+            "capabilities": {
+                "extensions": [
+                    {"uri": PINNED_GRANT_EXTENSION, "params": {"grantDigest": card.grant_digest}},
+                    {"uri": IDENTITY_EXTENSION, "params": identity},
+                    {
+                        "uri": STATUS_EXTENSION,
+                        "params": {
+                            "statusListCredential": self.origin + STATUS_PATH,
+                            "statusListIndex": str(card.index),
+                            "statusPurpose": "revocation",
+                        },
+                    },
+                ]
+            },
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [
+                {"id": "review", "name": "Review", "description": "Reviews.", "tags": ["code"]}
+            ],
+        }
+        header = {"kid": self.kid, "alg": "ES256", "typ": "JOSE"}
+        signer = create_agent_card_signer(self.key, header)  # type: ignore[arg-type]
+        signed = MessageToDict(signer(parse_agent_card(document)))
+        return self.card_edits(signed)
+
+    def status_list(self) -> dict[str, Any]:
+        bits = bytearray(LIST_BITS // 8)
+        for index in self.revoked:
+            bits[index // 8] |= 0x80 >> (index % 8)
+        encoded = base64.urlsafe_b64encode(gzip.compress(bytes(bits), mtime=0))
+        now = datetime.now(UTC)
+        start, end = sorted((now - timedelta(minutes=5), now + self.valid_for))
+        if self.valid_for < timedelta(0):
+            start, end = now - timedelta(days=2), now + self.valid_for
+        document = {
+            "id": self.origin + STATUS_PATH,
+            "type": ["VerifiableCredential", "BitstringStatusListCredential"],
+            "validFrom": start.isoformat(timespec="seconds"),
+            "validUntil": end.isoformat(timespec="seconds"),
+            "credentialSubject": {
+                "type": "BitstringStatusList",
+                "statusPurpose": "revocation",
+                "encodedList": "u" + encoded.decode().rstrip("="),
+            },
+        }
+        return {**document, "signatures": [_jws_parts(rfc8785.dumps(document), self.key, self.kid)]}

@@ -1,0 +1,401 @@
+"""Federated search (issue 42, VX-DISC-5): a registry asks its configured peers within a time
+and size budget, shows a foreign entry only once its card's signatures and status list verify,
+labels it with its source, never lets it stand in for a local entry, and a failing peer
+degrades to its absence. The peers here are real HTTP servers on loopback (FakePeer) that sign
+with keys of their own."""
+
+import io
+import logging
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from cards import sealing
+from cards.ard import federation
+from cards.ard.views import ANSWERED_AS
+from cards.models import FederationPeer
+from tests.factories import make_agent, make_owner, make_persona
+from tests.federation_support import FakePeer
+
+pytestmark = pytest.mark.django_db
+SEARCH = "/api/ard/search"
+CREDENTIAL = "peer-token-5f1e9c"
+
+
+@pytest.fixture(autouse=True)
+def budget(settings: Any) -> Iterator[None]:
+    # No VIRGO_OUTBOUND_ALLOWED_NETWORKS: a peer the operator named is reached on loopback
+    # because they named it, and nothing else there is.
+    settings.VIRGO_OUTBOUND_ALLOWED_NETWORKS = []
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 5.0
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def client() -> APIClient:
+    client = APIClient()
+    token = Token.objects.create(user=make_owner("reader"))
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def local() -> Any:
+    agent = make_agent(make_owner("ada", organization="", oidc=False))
+    return make_persona(
+        agent, name="Quokka Keeper", description="Feeds quokkas.", discoverable=True
+    )
+
+
+@pytest.fixture
+def peer() -> Iterator[FakePeer]:
+    with FakePeer() as serving:
+        serving.add("Quokka Counter")
+        serving.add("Quokka Painter")
+        federation.add_peer(serving.registry, label="peer one", credential=CREDENTIAL)
+        yield serving
+
+
+def search(client: APIClient, **body: Any) -> Any:
+    return client.post(SEARCH, {"query": {"text": "quokka"}, **body}, format="json")
+
+
+def names(answer: Any) -> list[str]:
+    return [entry["displayName"] for entry in answer.json()["results"]]
+
+
+def test_a_search_shows_the_peers_verified_entries_after_its_own_labelled_by_source(
+    client: APIClient, local: Any, peer: FakePeer
+) -> None:
+    """VX-DISC-5: `auto` asks the peer (with `none`, and its credential), then shows its
+    verified entries after the registry's own, each with the peer as its `source`."""
+    answer = search(client)
+    assert answer.status_code == 200, answer.content
+    assert answer[ANSWERED_AS] == "auto"
+    assert names(answer) == ["Quokka Keeper", "Quokka Counter", "Quokka Painter"]
+    sources = [entry["source"] for entry in answer.json()["results"]]
+    assert sources[0].endswith("/api/ard/") and sources[0] != peer.registry
+    assert sources[1:] == [peer.registry, peer.registry]
+    [(headers, asked)] = peer.searches
+    # Asked for what fits on the page after the one local entry.
+    assert asked == {"query": {"text": "quokka"}, "federation": "none", "pageSize": 9}
+    assert headers["Authorization"] == f"Token {CREDENTIAL}"
+
+
+def test_none_and_referrals_ask_no_peer(client: APIClient, local: Any, peer: FakePeer) -> None:
+    """VX-DISC-5: only `auto` federates; the client's `none` or `referrals` is this registry
+    alone."""
+    for mode in ("none", "referrals"):
+        answer = search(client, federation=mode)
+        assert names(answer) == ["Quokka Keeper"] and answer[ANSWERED_AS] == mode
+    assert peer.searches == []
+
+
+def _other_key_signs(peer: FakePeer) -> None:
+    stranger = FakePeer()
+    stranger.kid = peer.kid
+    stranger.key, peer.key = peer.key, stranger.key
+    # The cards are signed with a key the JWKS does not publish; the JWKS still has the kid.
+    peer_jwks = stranger.jwks()
+    peer.jwks = lambda: peer_jwks  # type: ignore[method-assign]
+    stranger.server.server_close()
+
+
+LIES: dict[str, Any] = {
+    "a card changed after signing": lambda peer, card: setattr(
+        peer, "card_edits", lambda signed: {**signed, "name": "Quokka Thief"}
+    ),
+    "a card signed by a key its origin does not publish": lambda peer, card: _other_key_signs(peer),
+    "a publisher that is not the card's": lambda peer, card: setattr(
+        card, "publisher", "bank.example"
+    ),
+    "an organization the card does not name": lambda peer, card: setattr(
+        peer,
+        "entry_edits",
+        lambda entry: {
+            **entry,
+            "identifier": entry["identifier"].replace("127.0.0.1", "ada-labs.example"),
+        },
+    ),
+    "an entry whose pinned grant is not its card's": lambda peer, card: setattr(
+        peer,
+        "entry_edits",
+        lambda entry: {
+            **entry,
+            "trustManifest": {
+                **entry["trustManifest"],
+                "attestations": [
+                    {**entry["trustManifest"]["attestations"][0], "digest": "b2" * 32}
+                ],
+            },
+        },
+    ),
+    "a revoked card": lambda peer, card: peer.revoked.add(card.index),
+    "a stale status list": lambda peer, card: setattr(peer, "valid_for", -timedelta(hours=1)),
+    "a card naming a status list elsewhere": lambda peer, card: setattr(
+        peer, "card_edits", lambda signed: _status_elsewhere(signed)
+    ),
+}
+
+
+def _status_elsewhere(card: dict[str, Any]) -> dict[str, Any]:
+    for extension in card["capabilities"]["extensions"]:
+        if "statusListCredential" in extension.get("params", {}):
+            extension["params"]["statusListCredential"] = "http://127.0.0.2/status"
+    return card
+
+
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_an_entry_that_does_not_verify_is_left_out(
+    client: APIClient, local: Any, lie: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5: each way a peer's entry can fail to verify leaves it out (the search still
+    answers, with everything that did verify), and the log says why, never the credential."""
+    with FakePeer() as peer:
+        lying = peer.add("Quokka Liar")
+        federation.add_peer(peer.registry, label="liar", credential=CREDENTIAL)
+        LIES[lie](peer, lying)
+        with caplog.at_level(logging.WARNING, logger="virgo.federation"):
+            answer = search(client)
+    assert answer.status_code == 200
+    assert names(answer) == ["Quokka Keeper"], lie
+    assert "an entry left out" in caplog.text and CREDENTIAL not in caplog.text
+
+
+def test_a_peer_cannot_make_the_registry_fetch_from_another_private_address(
+    client: APIClient, local: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5 with the outbound rules: the operator's choice of a peer reaches that peer's
+    origin only; an entry naming a card elsewhere on loopback (an internal service, for the
+    registry) is not fetched, and a cloud metadata address is refused even as a peer."""
+    with FakePeer() as peer, FakePeer() as internal:
+        elsewhere = internal.add("Quokka Internal")
+        peer.entry_edits = lambda entry: {**entry, "url": internal.card_url(elsewhere)}
+        peer.add("Quokka Pointer")
+        federation.add_peer(peer.registry, label="pointer")
+        with caplog.at_level(logging.WARNING, logger="virgo.federation"):
+            answer = search(client)
+        assert names(answer) == ["Quokka Keeper"]
+        assert "is a loopback address" in caplog.text
+        assert not [path for path in internal.requested if path.startswith("/cards/")]
+    metadata = federation.Peer("http://169.254.169.254/api/ard/", "metadata", None)
+    assert "a cloud metadata address, never allowed" in federation.check_peer(
+        metadata, {"text": "quokka"}
+    )
+
+
+def test_a_card_of_an_organization_it_proves_may_publish_under_that_domain(
+    client: APIClient, local: Any
+) -> None:
+    """VX-DISC-5: an entry whose publisher is the organization the signed card names as its
+    verified provider is shown (the other half of the publisher binding above)."""
+    with FakePeer() as peer:
+        peer.add("Quokka Auditor", publisher="ada-labs.example", organization="ada-labs.example")
+        federation.add_peer(peer.registry)
+        assert names(search(client)) == ["Quokka Keeper", "Quokka Auditor"]
+
+
+FAILURES: dict[str, Any] = {
+    "slow": lambda peer: setattr(peer, "delay", 3.0),
+    "an error": lambda peer: setattr(peer, "search_status", 500),
+    "not JSON": lambda peer: setattr(peer, "search_body", b"<html>busy</html>"),
+    "not ARD": lambda peer: setattr(peer, "search_body", b'{"items": []}'),
+    "too large": lambda peer: setattr(peer, "search_body", b'{"results": [' + b" " * 4096 + b"]}"),
+}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_failing_peer_degrades_to_its_absence(
+    client: APIClient, local: Any, settings: Any, failure: str
+) -> None:
+    """VX-DISC-5: a peer that is slow, errs, answers what is not ARD or more than the budget
+    reads is left out; the other peer and the local entries are shown, within the time budget."""
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 1.0
+    settings.VIRGO_ARD_FEDERATION_BYTES = 2048
+    with FakePeer() as failing, FakePeer() as working:
+        failing.add("Quokka Ghost")
+        working.add("Quokka Counter")
+        federation.add_peer(failing.registry, label="failing")
+        federation.add_peer(working.registry, label="working")
+        FAILURES[failure](failing)
+        started = time.monotonic()
+        answer = search(client)
+        elapsed = time.monotonic() - started
+    assert answer.status_code == 200
+    assert names(answer) == ["Quokka Keeper", "Quokka Counter"]
+    assert elapsed < 2.5, f"the search waited {elapsed:.1f} s for a budget of 1 s"
+
+
+def test_a_peer_that_is_down_degrades_to_its_absence(client: APIClient, local: Any) -> None:
+    """VX-DISC-5: nothing listening at the peer's address is an absence, not an error."""
+    gone = FakePeer()
+    federation.add_peer(gone.registry, label="gone")
+    gone.server.server_close()
+    answer = search(client)
+    assert answer.status_code == 200 and names(answer) == ["Quokka Keeper"]
+
+
+def test_a_peer_never_stands_in_for_a_local_entry(client: APIClient, local: Any) -> None:
+    """VX-DISC-5: an entry naming a local persona's uuid (whatever its publisher says) is left
+    out, and of two peers naming one identifier only the first is shown."""
+    with FakePeer() as first, FakePeer() as second:
+        impostor = first.add("Quokka Keeper (peer)")
+        impostor.persona_uuid = str(local.uuid)
+        shared = first.add("Quokka Shared")
+        copy = second.add("Quokka Shared again")
+        copy.persona_uuid = shared.persona_uuid
+        copy.publisher = shared.publisher
+        federation.add_peer(first.registry, label="first")
+        federation.add_peer(second.registry, label="second")
+        answer = search(client)
+    assert names(answer) == ["Quokka Keeper", "Quokka Shared"]
+    assert answer.json()["results"][1]["source"] == first.registry
+
+
+def test_the_peers_entries_follow_on_one_more_page_when_the_last_local_page_is_full(
+    client: APIClient, local: Any, peer: FakePeer
+) -> None:
+    """VX-DISC-5 with ARD's pageSize: a page never holds more than asked; the peers' entries
+    come on the page after the last local one, and the peers are asked only then."""
+    first = search(client, pageSize=1)
+    assert names(first) == ["Quokka Keeper"] and "pageToken" in first.json()
+    assert peer.searches == []
+    second = search(client, pageSize=1, pageToken=first.json()["pageToken"])
+    assert names(second) == ["Quokka Counter"]
+    assert [asked["pageSize"] for _, asked in peer.searches] == [1]
+
+
+def test_a_credential_is_sealed_bound_to_its_peer_and_never_shown(peer: FakePeer) -> None:
+    """VX-DISC-5 with VX-SEC rules on secrets: the stored credential is sealed, opens only for
+    the peer it was given for, and no listing shows it."""
+    row = FederationPeer.objects.get(url=peer.registry)
+    assert CREDENTIAL not in row.credential_sealed
+    assert sealing.unseal(row.url, row.credential_sealed, sealing.PEER_CREDENTIAL) == (
+        CREDENTIAL.encode()
+    )
+    with pytest.raises(sealing.KeyCannotBeOpened, match="the credential for peer http://x/"):
+        sealing.unseal("http://x/", row.credential_sealed, sealing.PEER_CREDENTIAL)
+    with pytest.raises(sealing.KeyCannotBeOpened):
+        sealing.unseal(row.url, row.credential_sealed)  # a signing key's purpose
+    listed = io.StringIO()
+    call_command("peers", "list", stdout=listed)
+    assert listed.getvalue() == f"peer one  {peer.registry}  enabled, Token credential\n"
+
+
+def test_a_peer_whose_credential_does_not_open_is_left_out(
+    client: APIClient, local: Any, peer: FakePeer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5: a credential sealed for another peer (copied onto this row) does not open,
+    and the peer is left out, saying so."""
+    FederationPeer.objects.filter(url=peer.registry).update(
+        credential_sealed=federation.sealed_credential("http://elsewhere/", CREDENTIAL)
+    )
+    with caplog.at_level(logging.WARNING, logger="virgo.federation"):
+        answer = search(client)
+    assert names(answer) == ["Quokka Keeper"] and answer[ANSWERED_AS] == "referrals"
+    assert "federation peer peer one left out" in caplog.text
+
+
+def test_peers_commands_add_list_check_and_remove(tmp_path: Any) -> None:
+    """VX-DISC-5: `virgo peers` takes the credential from a file (never the command line),
+    says what a peer answers, and removes it."""
+    with FakePeer() as peer:
+        peer.add("Quokka Counter")
+        peer.revoked.add(peer.add("Quokka Gone").index)
+        token = tmp_path / "peer.token"
+        token.write_text(CREDENTIAL + "\n")
+        out = io.StringIO()
+        call_command(
+            "peers", "add", peer.registry.rstrip("/"), "--credential-file", str(token), stdout=out
+        )
+        assert out.getvalue() == (
+            f"added 127.0.0.1:{peer.server.server_address[1]} ({peer.registry}), "
+            "with a sealed credential\n"
+        )
+        checked = io.StringIO()
+        call_command("peers", "check", "--text", "quokka", stdout=checked)
+        report = checked.getvalue()
+        assert report.startswith(
+            f"127.0.0.1:{peer.server.server_address[1]}: answered 2 entries, 1 verified"
+        )
+        assert "left out:" in report and "revoked" in report
+        call_command("peers", "remove", peer.registry, stdout=io.StringIO())
+    assert not FederationPeer.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["add", "ftp://peer.example/"], "url: 'ftp://peer.example/' is not an http(s) URL"),
+        (["add", "https://peer.example/?x=1"], "carries a query, fragment or credentials"),
+        (["add", "http://testserver/api/ard/"], "is this installation's own origin"),
+        (["remove", "https://never.example/api/ard/"], "no peer at https://never.example/api/ard/"),
+        (["check"], "no enabled peer to check"),
+    ],
+)
+def test_peers_commands_refuse_with_the_reason(
+    arguments: list[str], message: str, settings: Any
+) -> None:
+    """VX-DISC-5: bad input to `virgo peers` is one line naming what is wrong."""
+    settings.VIRGO_PUBLIC_BASE_URL = "http://testserver"
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("peers", *arguments)
+
+
+def test_a_credential_with_spaces_is_refused(tmp_path: Any) -> None:
+    """VX-DISC-5: a credential file holding more than one token is refused, not half-sent."""
+    token = tmp_path / "two.token"
+    token.write_text("one two")
+    with pytest.raises(CommandError, match="credential: one token"):
+        call_command("peers", "add", "https://peer.example/", "--credential-file", str(token))
+
+
+def test_only_a_superuser_manages_peers_in_the_admin() -> None:
+    """VX-DISC-5: the admin's peers page is a superuser's; the credential typed there is sealed
+    and never rendered back."""
+    staff = make_owner("staff")
+    browser = Client()
+    browser.force_login(staff)
+    assert browser.get("/admin/cards/federationpeer/").status_code == 403
+    root = make_owner("root")
+    root.is_superuser = True
+    root.save()
+    browser.force_login(root)
+    added = browser.post(
+        "/admin/cards/federationpeer/add/",
+        {
+            "url": "https://peer.example/api/ard",
+            "label": "peer",
+            "scheme": "Token",
+            "enabled": "on",
+            "credential": CREDENTIAL,
+        },
+    )
+    assert added.status_code == 302, added.content
+    row = FederationPeer.objects.get()
+    assert row.url == "https://peer.example/api/ard/" and CREDENTIAL not in row.credential_sealed
+    page = browser.get(f"/admin/cards/federationpeer/{row.pk}/change/")
+    assert page.status_code == 200 and CREDENTIAL not in page.content.decode()
+    moved = browser.post(
+        f"/admin/cards/federationpeer/{row.pk}/change/",
+        {
+            "url": "https://other.example/api/ard/",
+            "label": "peer",
+            "scheme": "Token",
+            "enabled": "on",
+            "credential": "",
+        },
+    )
+    assert "Enter the credential again for the new URL." in moved.content.decode()
