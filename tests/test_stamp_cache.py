@@ -14,14 +14,14 @@ from django.db import transaction
 
 from cards import fastpath
 from personas.models import RevocationReason
-from personas.services import persona_revoke
 from runtime import rules, stamp
 from runtime.handler import decide
 from runtime.operations import Binding, Operation
 from runtime.stamp import StampUnavailable, load_active_stamp
 from stamps.storage import stamp_path
-from tests.factories import run_on_commit, update_persona
+from tests.factories import update_persona
 from tests.live import RedisServer
+from tests.revocation_support import revoke
 from tests.runtime_support import standing_persona
 from virgo import persona_tokens
 from virgo.persona_tokens import Token
@@ -60,14 +60,7 @@ def test_a_revoked_persona_is_refused_on_the_next_call() -> None:
     """VX-REMOTE-2, VX-TRUST-5: revoking moves the token, so the kept stamp is not used."""
     persona = standing_persona()
     warm(persona)
-    with run_on_commit():
-        persona_revoke(
-            persona=persona,
-            actor=persona.agent.owner,
-            reason_code=RevocationReason.COMPROMISED,
-            reason="key leaked",
-            via="test",
-        )
+    revoke(persona, persona.agent.owner)
     with pytest.raises(StampUnavailable) as refused:
         load_active_stamp(persona)
     assert refused.value.code == "revoked"
@@ -78,15 +71,12 @@ def test_a_revoked_generation_is_refused_on_the_next_call() -> None:
     """VX-REMOTE-2, VX-TRUST-5: the current generation revoked alone is refused as well."""
     persona = standing_persona()
     kept = warm(persona)
-    with run_on_commit():
-        persona_revoke(
-            persona=persona,
-            actor=persona.agent.owner,
-            reason_code=RevocationReason.SUPERSEDED,
-            reason="narrowing",
-            via="test",
-            generation=kept.generation,
-        )
+    revoke(
+        persona,
+        persona.agent.owner,
+        reason_code=RevocationReason.SUPERSEDED,
+        generation=kept.generation,
+    )
     with pytest.raises(StampUnavailable, match=f"generation {kept.generation}") as refused:
         load_active_stamp(persona)
     assert refused.value.code == "revoked"
