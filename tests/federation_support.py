@@ -76,6 +76,7 @@ class FakePeer:
         self.card_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda card: card
         self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.requested: list[str] = []
+        self.fetch_headers: list[dict[str, str]] = []
         served = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -93,6 +94,7 @@ class FakePeer:
 
             def do_GET(self) -> None:
                 served.requested.append(self.path)
+                served.fetch_headers.append(dict(self.headers))
                 if self.path == "/.well-known/jwks.json":
                     return self._send(200, json.dumps(served.jwks()).encode())
                 if self.path == STATUS_PATH:

@@ -92,6 +92,8 @@ def test_a_search_shows_the_peers_verified_entries_after_its_own_labelled_by_sou
     # Asked for what fits on the page after the one local entry.
     assert asked == {"query": {"text": "quokka"}, "federation": "none", "pageSize": 9}
     assert headers["Authorization"] == f"Token {CREDENTIAL}"
+    # The credential goes to the peer's search alone, never with a card, JWKS or list it names.
+    assert peer.fetch_headers and not [h for h in peer.fetch_headers if "Authorization" in h]
 
 
 def test_none_and_referrals_ask_no_peer(client: APIClient, local: Any, peer: FakePeer) -> None:
