@@ -2,7 +2,9 @@
 
 Django lists apps and their models by name; an owner opens Personas far more than the runtime's
 records, so the index puts the apps in APP_ORDER, then any other (accounts, tokens) by name, and
-an app's models in MODEL_ORDER.
+an app's models in MODEL_ORDER. A model's name alone ("Decision records", "Lane bindings") does
+not tell an owner what its list holds, so each model the index lists carries a line from
+MODEL_DESCRIPTIONS, shown under its name (templates/admin/app_list.html).
 """
 
 from collections.abc import Callable
@@ -29,6 +31,63 @@ MODEL_ORDER = {
         "Skill",
     ),
     "serving": ("Connection", "Client"),
+}
+# What each model's list holds, in the owner's words, by model label: the one place these words
+# live. A model the index lists without a line here shows none, and tests/test_admin_index.py
+# fails.
+MODEL_DESCRIPTIONS = {
+    "personas.Persona": "The faces of your agent: each one's prompt, tools, card and stamp",
+    "personas.Agent": "Your agent runtimes, and the verbs and queues each may give its personas",
+    "personas.GrantProposal": (
+        "Changes that would let a persona do more, waiting for you to confirm or reject"
+    ),
+    "personas.AuditEvent": "Who changed or decided what about your personas, and when",
+    "personas.OwnerIdentity": "Who you are on your cards: your sign-in and your organization",
+    "personas.OrganizationDomain": (
+        "Domains you claim for your organization, and whether each is proven"
+    ),
+    "personas.HumanSurface": (
+        "Chats and channels on the hub where your personas may ask you to confirm"
+    ),
+    "personas.RegisteredAddress": (
+        "The addresses personas take (workspace/project/role); never renamed"
+    ),
+    "personas.Skill": "What a card advertises: each skill and the verbs a persona needs for it",
+    "runtime.DecisionRecord": (
+        "Calls that asked first: what a persona wanted to do, who was asked, and the answer"
+    ),
+    "runtime.PromptRegistryEntry": (
+        "Learned choices: answers you chose to remember, given again to the same call"
+    ),
+    "runtime.RefusalRecord": "Calls that were refused: what was asked and the rule that said no",
+    "runtime.CoordinationMessage": "Each persona's inbox: the messages other personas sent it",
+    "runtime.Task": "Work in your queues: the todos your personas raised, claimed and reported on",
+    "runtime.Decision": "Questions your personas raised in a workspace or project, and the outcome",
+    "runtime.Run": "Builds, tests, reviews and deployments your personas ran, and what they made",
+    "runtime.ConversationArchive": (
+        "Your personas' past conversations, each linked to the one it continued"
+    ),
+    "runtime.Webhook": "Webhooks your personas registered to deploy or publish, and each call",
+    "runtime.SnapshotImport": "Personas brought in from an export archive, and where each was from",
+    "runtime.HumanInstruction": (
+        "Your answer to a persona's open decision, for a secretary persona to pass on"
+    ),
+    "runtime.LaneBinding": "Who approves in each team coordinator's lane (a workspace or project)",
+    "runtime.LaneApproval": "An approver's go-ahead for one decision in their lane",
+    "channel.AuthoritySurface": "Where on the hub your confirmation requests go, and who answers",
+    "channel.Delivery": "What was sent to the hub for you, and whether it arrived",
+    "serving.Connection": "Agent hosts using a persona's tools over the network; revoke to end one",
+    "serving.Client": "The agent hosts you allow to ask for your personas' tools over the network",
+    "cards.SigningKey": "The keys that sign every public card: rotate, retire or revoke them",
+    "cards.FederationPeer": "Other registries a directory search also asks, and how to reach each",
+    "auth.User": "The people who sign in: owners, and moderators who see every owner's records",
+    "auth.Group": "Sets of permissions to give several people at once",
+    "authtoken.TokenProxy": "Each person's key for the REST API and for scripts",
+    "oauth2_provider.Application": "Every owner's agent-host clients, as OAuth keeps them",
+    "oauth2_provider.AccessToken": "Short-lived tokens clients use to call a persona's tools",
+    "oauth2_provider.RefreshToken": "The long-lived tokens behind every owner's connections",
+    "oauth2_provider.Grant": "Sign-in codes a client has yet to exchange for tokens",
+    "oauth2_provider.IDToken": "OpenID Connect identity tokens given to clients",
 }
 
 
@@ -60,6 +119,8 @@ class VirgoAdminSite(admin.AdminSite):
         apps = super().get_app_list(request, app_label)
         for app in apps:
             app["models"].sort(key=_model_rank(MODEL_ORDER.get(app["app_label"], ())))
+            for model in app["models"]:
+                model["description"] = MODEL_DESCRIPTIONS.get(model["model"]._meta.label, "")
         return sorted(apps, key=lambda app: _ranked(APP_ORDER, app["app_label"], app["name"]))
 
 
