@@ -401,3 +401,25 @@ def test_only_a_superuser_manages_peers_in_the_admin() -> None:
         },
     )
     assert "Enter the credential again for the new URL." in moved.content.decode()
+
+
+def test_a_fault_of_virgos_own_leaves_the_peer_out_and_logs_its_traceback(
+    client: APIClient,
+    local: Any,
+    peer: FakePeer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VX-DISC-5: even an error in the verification itself is the peer's absence, never a 500;
+    it is logged as an error with its traceback, not as a peer's failure."""
+
+    def broken(entry: Any, fetcher: Any) -> Any:
+        raise RuntimeError("a bug in the verifier")
+
+    monkeypatch.setattr(federation, "verified", broken)
+    with caplog.at_level(logging.WARNING, logger="virgo.federation"):
+        answer = search(client)
+    assert answer.status_code == 200 and names(answer) == ["Quokka Keeper"]
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert record.getMessage() == "federation peer peer one left out"
+    assert record.exc_info and "a bug in the verifier" in str(record.exc_info[1])

@@ -138,8 +138,11 @@ def federated(
     for peer, future in zip(peers, asked, strict=True):
         if not future.done():
             logger.warning("federation peer %s left out: no answer within the budget", peer.label)
-        elif future.exception() is not None:
-            logger.warning("federation peer %s left out: %s", peer.label, future.exception())
+        elif isinstance(failure := future.exception(), Unverified):
+            logger.warning("federation peer %s left out: %s", peer.label, failure)
+        elif failure is not None:
+            # Not a peer's fault but Virgo's: left out as well, with the traceback to fix it.
+            logger.error("federation peer %s left out", peer.label, exc_info=failure)
         else:
             answers.append(future.result())
     return _merged(answers, page_size)
