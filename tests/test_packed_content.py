@@ -431,3 +431,21 @@ def test_a_stream_cut_before_its_end_marker_is_scanned_past_its_first_chunk(
     body = b"notes " * (MIB // 5) + MARKER.encode() + b" and more" * 10_000
     cut = compress(body)[:-10]
     assert packed.secret_in_packed(cut, marked) == "marked"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_wide_text_is_read_in_its_own_encoding_even_cut_short(encoding: str) -> None:
+    """VX-SEC-15: text in a wide encoding (told by its byte-order mark) is decoded as that
+    encoding, so the detectors read the text itself, non-ASCII words included, not its bytes;
+    a file cut short by a byte is still read, the broken end replaced."""
+    text = "Заметки: " + MARKER
+    seen: list[str] = []
+
+    def finder(read: str) -> str | None:
+        seen.append(read)
+        return marked(read)
+
+    assert packed.secret_in_packed(text.encode(encoding), finder) == "marked"
+    # The detectors read bytes as latin-1: these are the text's UTF-8 bytes, its mark first.
+    assert seen[0].encode("latin-1").decode("utf-8") == "\ufeff" + text
+    assert packed.secret_in_packed(text.encode(encoding) + b"\x00", marked) == "marked"
