@@ -180,10 +180,7 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
         yield MadeRun(checkout, env, log.read_text(), record, port)
     finally:
         # make and virgo-web's processes: the session make leads.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=COMMAND_TIMEOUT)
-        wait_until(lambda: not _session_alive(process.pid), what="make run's processes to end")
+        stop_session(process, log)
 
 
 @contextlib.contextmanager
@@ -214,10 +211,22 @@ def second_installation(made_run: MadeRun) -> Iterator[None]:
         wait_until(serving, what=f"the second make run to serve; see {log}", timeout=300)
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+        stop_session(process, log)
+
+
+def stop_session(process: subprocess.Popen[bytes], log: Path) -> None:
+    """SIGTERM to the session `process` leads (make and virgo-web), as Ctrl-C in its terminal
+    would; one that does not end in time is killed, and the failure shows the end of its log."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
         process.wait(timeout=COMMAND_TIMEOUT)
-        wait_until(lambda: not _session_alive(process.pid), what="the second make run to end")
+        wait_until(lambda: not _session_alive(process.pid), what="make run's processes to end")
+    except (subprocess.TimeoutExpired, AssertionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise AssertionError(f"make run did not stop on SIGTERM; its log ends:\n{tail}") from None
 
 
 def _session_alive(session: int) -> bool:
