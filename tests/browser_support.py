@@ -6,8 +6,10 @@ test skips, saying so, except under `make test` (VIRGO_REQUIRE_SERVICES=1), wher
 
 Every page is watched from its first byte: console messages, uncaught errors, Content Security
 Policy violations (a listener installed before any of the page's own scripts runs, reporting
-through a binding that survives navigation) and every request it makes, so a test can assert
-the page stayed clean and loaded nothing from outside the site.
+through a binding that survives navigation), every request it makes and every 5xx answer, so a
+test can assert the page stayed clean, loaded nothing from outside the site and met no server
+error. `misreadings` says what on a page a reviewer could not read: horizontal scroll at the
+walk's width, a "None" or a uuid where a name belongs.
 
 Playwright's sync API runs an event loop in the test's thread, where Django's ORM refuses to
 work: a test builds its rows in fixtures requested before `browsers`, and checks through the
@@ -31,6 +33,7 @@ from playwright.sync_api import (
     ConsoleMessage,
     Page,
     Request,
+    Response,
     expect,
     sync_playwright,
 )
@@ -79,6 +82,7 @@ class PageWatch:
     page_errors: list[str] = field(default_factory=list)
     csp_violations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    server_errors: list[str] = field(default_factory=list)
 
     def watch(self, context: BrowserContext) -> None:
         context.expose_binding("virgoCspViolation", self._csp_violation)
@@ -89,6 +93,7 @@ class PageWatch:
         page.on("console", self._console)
         page.on("pageerror", lambda error: self.page_errors.append(str(error)))
         page.on("request", self._request)
+        page.on("response", self._response)
 
     def _csp_violation(self, source: Any, violation: dict[str, Any]) -> None:
         self.csp_violations.append(violation)
@@ -106,18 +111,24 @@ class PageWatch:
     def _request(self, request: Request) -> None:
         self.requests.append(request.url)
 
+    def _response(self, response: Response) -> None:
+        if response.status >= 500:
+            self.server_errors.append(f"{response.status} {response.request.method} {response.url}")
+
     def foreign_requests(self) -> list[str]:
         """Every request not to the live server itself (scheme, host and port)."""
         return [url for url in self.requests if _origin(url) != self.origin]
 
     def assert_clean(self) -> None:
         """S9-HDR-1: the pages ran under their CSP without a single violation, logged no
-        error or warning, threw nothing, and loaded nothing from outside the site."""
+        error or warning, threw nothing, loaded nothing from outside the site, and the server
+        answered none of their requests with a 5xx."""
         assert self.requests, "no request was watched: the watch is not attached"
         # A plain module: pytest does not rewrite these asserts, so each says what it found.
         assert not self.csp_violations, f"CSP violations: {self.csp_violations}"
         assert not self.console, f"console errors and warnings: {self.console}"
         assert not self.page_errors, f"uncaught errors: {self.page_errors}"
+        assert not self.server_errors, f"server errors: {self.server_errors}"
         foreign = self.foreign_requests()
         assert not foreign, f"requests outside {self.origin}: {foreign}"
 
@@ -204,10 +215,10 @@ def browsers_fixture(live_server: Any) -> Iterator[Browsers]:
             browser.close()
 
 
-def sign_in(page: Page, username: str) -> None:
+def sign_in(page: Page, username: str, password: str = PASSWORD) -> None:
     page.goto("/admin/login/?next=/admin/")
     page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
+    page.fill("#id_password", password)
     page.click("input[type=submit]")
     expect(page.locator("#user-tools")).to_contain_text(username)
 
@@ -225,6 +236,41 @@ def ticked(page: Page, field: str) -> list[str]:
 
 # The screen of the owner's walk (issue 24): every page must fit it.
 WIDTH, HEIGHT = 1280, 800
+
+
+# Every visible text of the page, read as a reviewer reads it. A uuid is in place in a URL or a
+# path (a card's address), in code, and in the field that shows the uuid itself; anywhere else it
+# stands where a name belongs. "None" as a value (a text of its own, or after a colon, an equals
+# sign or a bracket) is Python's None printed; a sentence may still begin "None: ...".
+_MISREADINGS = r"""
+() => {
+  const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+  const found = [];
+  const scrollWidth = document.documentElement.scrollWidth;
+  if (scrollWidth > window.innerWidth) {
+    found.push(`scrolls sideways: ${scrollWidth} px wide in ${window.innerWidth} px`);
+  }
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const element = node.parentElement;
+    if (!element || !element.checkVisibility()) continue;
+    const text = node.textContent.trim();
+    const place = `${element.closest("[id]")?.id ?? "body"} > ${element.tagName.toLowerCase()}`;
+    if (/(^|[:=(,]\s*)None\s*([),.;]|$)/.test(text)) found.push(`"None" in ${place}: ${text}`);
+    if (element.closest("code, pre, .field-uuid")) continue;
+    if (text.split(/\s+/).some(word => uuid.test(word) && !word.includes("/"))) {
+      found.push(`a uuid in ${place}: ${text}`);
+    }
+  }
+  return found;
+}
+"""
+
+
+def misreadings(page: Page) -> list[str]:
+    """What on the page a reviewer cannot read at its width: horizontal scroll, and each visible
+    "None" or uuid where a name belongs, with where it is."""
+    return page.evaluate(_MISREADINGS)
 
 
 def admin_page(page: Page, *, form: bool) -> None:
