@@ -239,7 +239,6 @@ def test_an_unquoted_value_after_a_keyword_counts_only_when_it_reads_as_random()
     only when it has the entropy of a random token; a version or a setting's name stays
     readable (the ordinary files of the corpus hold such lines)."""
     random_value = "Zq8vN2rTx7Lm4Kp9Wd3sQ1yB6cF0hJ5gA8eR2tU7"
-    assert find_secret(f"db_password = {random_value}\n", filename="notes.md") == (
-        "Secret Keyword"
-    )
+    found = find_secret(f"db_password = {random_value}\n", filename="notes.md")
+    assert found == "Secret Keyword"
     assert find_secret("secret_scheme = v2.1.0-rc1\n", filename="notes.md") is None
