@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from django.conf import settings
 
 from cards import sealing
 from cards.ard import entries
-from cards.ard.foreign import Fetcher, Unverified, origin_of, verified
+from cards.ard.foreign import Fetcher, Unverified, json_object, origin_of, verified
 from cards.models import FederationPeer
 from personas.models import Persona
-from virgo import outbound
 
 logger = logging.getLogger("virgo.federation")
 
@@ -185,35 +183,20 @@ def _verified_entries(
 
 
 def _search(peer: Peer, query: dict[str, Any], page_size: int, deadline: float) -> list[Any]:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise Unverified("no time left in the search's budget")
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if peer.authorization:
         headers["Authorization"] = peer.authorization
-    body = json.dumps({"query": query, "federation": "none", "pageSize": page_size}).encode()
-    try:
-        answered = outbound.fetch(
-            peer.url + "search",
-            what="federation peer",
-            timeout=remaining,
-            limit=settings.VIRGO_ARD_FEDERATION_BYTES,
-            method="POST",
-            headers=headers,
-            content=body,
-            operator_chosen=True,
-        )
-    except (outbound.DestinationRefused, outbound.TooLarge) as refused:
-        raise Unverified(str(refused)) from None
-    except httpx.HTTPError as failed:
-        raise Unverified(f"{peer.url}search did not answer ({type(failed).__name__})") from None
-    if answered.status != 200:
-        raise Unverified(f"{peer.url}search answered {answered.status}")
-    try:
-        document = json.loads(answered.body)
-    except ValueError:
-        raise Unverified(f"{peer.url}search did not answer JSON") from None
-    results = document.get("results") if isinstance(document, dict) else None
+    document = json_object(
+        peer.url + "search",
+        what="federation peer",
+        deadline=deadline,
+        limit=settings.VIRGO_ARD_FEDERATION_BYTES,
+        operator_chosen=True,
+        method="POST",
+        headers=headers,
+        content=json.dumps({"query": query, "federation": "none", "pageSize": page_size}).encode(),
+    )
+    results = document.get("results")
     if not isinstance(results, list):
         raise Unverified(f"{peer.url}search did not answer ARD search results")
     return results

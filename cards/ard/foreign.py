@@ -59,33 +59,57 @@ class Fetcher:
     documents: dict[str, Any] = field(default_factory=dict)
 
     def json(self, url: str, what: str, limit: int) -> Any:
-        if url in self.documents:
-            return self.documents[url]
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise Unverified(f"{what}: no time left in the search's budget")
-        try:
-            fetched = outbound.fetch(
+        if url not in self.documents:
+            self.documents[url] = json_object(
                 url,
                 what=what,
-                timeout=remaining,
+                deadline=self.deadline,
                 limit=limit,
                 operator_chosen=origin_of(url) == self.peer_origin,
             )
-        except (outbound.DestinationRefused, outbound.TooLarge) as refused:
-            raise Unverified(str(refused)) from None
-        except httpx.HTTPError as failed:
-            raise Unverified(f"{what}: {url} did not answer ({type(failed).__name__})") from None
-        if fetched.status != 200:
-            raise Unverified(f"{what}: {url} answered {fetched.status}")
-        try:
-            document = json.loads(fetched.body)
-        except ValueError:
-            raise Unverified(f"{what}: {url} is not JSON") from None
-        if not isinstance(document, dict):
-            raise Unverified(f"{what}: {url} is not a JSON object")
-        self.documents[url] = document
-        return document
+        return self.documents[url]
+
+
+def json_object(
+    url: str,
+    *,
+    what: str,
+    deadline: float,
+    limit: int,
+    operator_chosen: bool,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    content: bytes | None = None,
+) -> dict[str, Any]:
+    """The JSON object `url` answers 200 with, within what is left until `deadline`; anything
+    else (refused, too large, no answer, another status, not a JSON object) is Unverified."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise Unverified(f"{what}: no time left in the search's budget")
+    try:
+        fetched = outbound.fetch(
+            url,
+            what=what,
+            timeout=remaining,
+            limit=limit,
+            method=method,
+            headers=headers,
+            content=content,
+            operator_chosen=operator_chosen,
+        )
+    except (outbound.DestinationRefused, outbound.TooLarge) as refused:
+        raise Unverified(str(refused)) from None
+    except httpx.HTTPError as failed:
+        raise Unverified(f"{what}: {url} did not answer ({type(failed).__name__})") from None
+    if fetched.status != 200:
+        raise Unverified(f"{what}: {url} answered {fetched.status}")
+    try:
+        document = json.loads(fetched.body)
+    except ValueError:
+        raise Unverified(f"{what}: {url} is not JSON") from None
+    if not isinstance(document, dict):
+        raise Unverified(f"{what}: {url} is not a JSON object")
+    return document
 
 
 def origin_of(url: str) -> str:
