@@ -21,7 +21,7 @@ Virgo publishes beside cards (a revoked persona's tombstone).
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jwt
@@ -148,12 +148,16 @@ def sign_document(document: dict[str, Any]) -> dict[str, Any]:
     return {**unsigned, "signatures": jws_for(canonical_bytes(unsigned))}
 
 
-def verify_document(document: dict[str, Any]) -> str:
-    """The kid of the first signature of `document` that verifies against Virgo's JWKS (as
-    `sign_document` made it); BadSignature when none does."""
+def verify_document(
+    document: dict[str, Any], published: Mapping[str, dict[str, Any]] | None = None
+) -> str:
+    """The kid of the first signature of `document` that verifies against `published` (kid ->
+    JWK; Virgo's own JWKS unless given: a peer's, for what a federated registry reads), as
+    `sign_document` made it; BadSignature when none does."""
     unsigned = {name: value for name, value in document.items() if name != "signatures"}
     payload = base64url_encode(canonical_bytes(unsigned)).decode()
-    published = {jwk["kid"]: jwk for jwk in keys.public_jwks()["keys"]}
+    if published is None:
+        published = {jwk["kid"]: jwk for jwk in keys.public_jwks()["keys"]}
     for signature in document.get("signatures") or []:
         try:
             header = json.loads(base64url_decode(signature["protected"]))

@@ -17,7 +17,6 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from cards import sealing
@@ -26,6 +25,7 @@ from cards.ard.views import ANSWERED_AS
 from cards.models import FederationPeer
 from tests.factories import make_agent, make_owner, make_persona
 from tests.federation_support import FakePeer
+from tests.owner_clients import token_client
 
 pytestmark = pytest.mark.django_db
 SEARCH = "/api/ard/search"
@@ -45,10 +45,7 @@ def budget(settings: Any) -> Iterator[None]:
 
 @pytest.fixture
 def client() -> APIClient:
-    client = APIClient()
-    token = Token.objects.create(user=make_owner("reader"))
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return token_client(make_owner("reader"))
 
 
 @pytest.fixture
@@ -143,6 +140,12 @@ LIES: dict[str, Any] = {
                 ],
             },
         },
+    ),
+    "an entry that is not an A2A card": lambda peer, card: setattr(
+        peer, "entry_edits", lambda entry: {**entry, "type": "application/mcp-server-card+json"}
+    ),
+    "a status index past the end of its list": lambda peer, card: setattr(
+        card, "index", 10_000_000
     ),
     "a revoked card": lambda peer, card: peer.revoked.add(card.index),
     "a stale status list": lambda peer, card: setattr(peer, "valid_for", -timedelta(hours=1)),

@@ -157,9 +157,29 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
     env = clean_environment(home, path_first=stand_ins)
     port = free_port()
     log = base / "make-run.log"
+    with serving_make_run(["make", "run", f"PORT={port}"], checkout, env, port, log):
+        yield MadeRun(checkout, env, log.read_text(), record, port)
+
+
+@contextlib.contextmanager
+def second_installation(made_run: MadeRun) -> Iterator[None]:
+    """docs/discovery.md's peer: `make run` in its own VIRGO_HOME, on a port of its own."""
+    made_run.peer_port = free_port()
+    log = made_run.checkout / "var" / "peer-make-run.log"
+    command = ["bash", "-c", filled(SECOND_INSTALLATION, made_run)]
+    with serving_make_run(command, made_run.checkout, made_run.env, made_run.peer_port, log):
+        yield
+
+
+@contextlib.contextmanager
+def serving_make_run(
+    command: list[str], checkout: Path, env: dict[str, str], port: int, log: Path
+) -> Iterator[None]:
+    """`command` (a make run) in a session of its own, once it answers /healthz on `port`;
+    stopped afterwards as Ctrl-C would stop it."""
     with log.open("wb") as output:
         process = subprocess.Popen(
-            ["make", "run", f"PORT={port}"],
+            command,
             cwd=checkout,
             env=env,
             stdout=output,
@@ -170,47 +190,16 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
 
         def serving() -> bool:
             if process.poll() is not None:
-                raise AssertionError(f"make run exited:\n{log.read_text()}")
+                raise AssertionError(f"`{' '.join(command)}` exited:\n{log.read_text()}")
             try:
                 return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
             except httpx.TransportError:
                 return False
 
-        wait_until(serving, what=f"make run to serve; see {log}", timeout=300)
-        yield MadeRun(checkout, env, log.read_text(), record, port)
-    finally:
-        # make and virgo-web's processes: the session make leads.
-        stop_session(process, log)
-
-
-@contextlib.contextmanager
-def second_installation(made_run: MadeRun) -> Iterator[None]:
-    """docs/discovery.md's peer: `make run` in its own VIRGO_HOME, on a port of its own."""
-    made_run.peer_port = free_port()
-    log = made_run.checkout / "var" / "peer-make-run.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            ["bash", "-c", filled(SECOND_INSTALLATION, made_run)],
-            cwd=made_run.checkout,
-            env=made_run.env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-
-        def serving() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"the second make run exited:\n{log.read_text()}")
-            try:
-                url = f"http://127.0.0.1:{made_run.peer_port}/healthz"
-                return httpx.get(url, timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(serving, what=f"the second make run to serve; see {log}", timeout=300)
+        wait_until(serving, what=f"`{' '.join(command)}` to serve; see {log}", timeout=300)
         yield
     finally:
+        # make and virgo-web's processes: the session make leads.
         stop_session(process, log)
 
 

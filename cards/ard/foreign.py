@@ -24,15 +24,14 @@ from urllib.parse import urlsplit
 
 import httpx
 import jwt
-import rfc8785
 from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from google.protobuf.json_format import ParseError
-from jwt.exceptions import PyJWKError, PyJWTError
+from jwt.exceptions import PyJWKError
 
 from cards.ard.entries import ENTRY_TYPE, PINNED_GRANT, URN_PREFIX
 from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
-from cards.signing import ALGORITHMS, JWKS_PATH
+from cards.signing import ALGORITHMS, JWKS_PATH, BadSignature, verify_document
 from cards.status_list import STATUS_EXTENSION
 from virgo import outbound
 
@@ -244,21 +243,13 @@ def _check_status(
 def _check_list_signature(
     status: dict[str, Any], keys: dict[str, dict[str, Any]], url: str
 ) -> None:
-    unsigned = {name: value for name, value in status.items() if name != "signatures"}
+    # Only keys for the algorithms cards are signed with: a list "signed" with a key of
+    # another kind (a shared secret) proves nothing.
+    usable = {kid: jwk for kid, jwk in keys.items() if jwk.get("alg") in ALGORITHMS}
     try:
-        payload = base64.urlsafe_b64encode(rfc8785.dumps(unsigned)).rstrip(b"=").decode()
-    except (rfc8785.CanonicalizationError, ValueError, TypeError):
-        raise Unverified(f"{url} cannot be put in canonical form") from None
-    signatures = status.get("signatures")
-    for signature in signatures if isinstance(signatures, list) else []:
-        try:
-            token = f"{signature['protected']}.{payload}.{signature['signature']}"
-            key = _key(keys, jwt.get_unverified_header(token).get("kid"))
-            jwt.api_jws.decode(token, key.key, algorithms=[key.algorithm_name])
-        except (PyJWTError, KeyError, TypeError):
-            continue
-        return
-    raise Unverified(f"{url}: no signature by a key of its origin's JWKS verifies")
+        verify_document(status, usable)
+    except (BadSignature, ValueError, TypeError):
+        raise Unverified(f"{url}: no signature by a key of its origin's JWKS verifies") from None
 
 
 def _instant(value: Any) -> datetime | None:
