@@ -8,16 +8,13 @@ for it, so what the registry under test accepts it accepted by verifying.
 """
 
 import base64
-import contextlib
 import gzip
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
@@ -30,13 +27,14 @@ from google.protobuf.json_format import MessageToDict
 from cards.ard.entries import ENTRY_TYPE, PINNED_GRANT
 from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
 from cards.status_list import STATUS_EXTENSION
+from tests.loopback_http import LoopbackServer, QuietHandler
 
 STATUS_PATH = "/.well-known/status/revocation"
 LIST_BITS = 131_072
 
 
-def _jws_parts(payload: bytes, key: Any, kid: str) -> dict[str, str]:
-    token = jwt.api_jws.encode(payload, key, algorithm="ES256", headers={"kid": kid})
+def _jws_parts(payload: bytes, key: Any, kid: str, algorithm: str = "ES256") -> dict[str, str]:
+    token = jwt.api_jws.encode(payload, key, algorithm=algorithm, headers={"kid": kid})
     protected, _, signature = token.split(".")
     return {"protected": protected, "signature": signature}
 
@@ -53,14 +51,15 @@ class PeerCard:
     organization: str = ""
 
 
-class FakePeer:
+class FakePeer(LoopbackServer):
     """Serves /api/ard/search, /cards/<uuid>.json, /.well-known/jwks.json and the status list.
 
     Attributes a test changes to make it misbehave: `revoked` (indexes), `valid_for` (the
     list's validity around now, negative for a stale list), `delay` (seconds before a search
     answers), `search_status`, `search_body` (raw bytes instead of the results), `entry_edits`
-    (a function changing each entry as served) and `card_edits` (the same for each card, after
-    signing).
+    (a function changing each entry as served), `card_edits` (the same for each card, after
+    signing) and `shared_secret` (published in the JWKS as an HS256 key, which then signs the
+    status list in place of the peer's EC key).
     """
 
     def __init__(self) -> None:
@@ -74,66 +73,42 @@ class FakePeer:
         self.search_body: bytes | None = None
         self.entry_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda entry: entry
         self.card_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda card: card
+        self.shared_secret: bytes | None = None
         self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.requested: list[str] = []
         self.fetch_headers: list[dict[str, str]] = []
         served = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 served.searches.append((dict(self.headers), body))
                 if self.path != "/api/ard/search":
-                    return self._send(404, b"{}")
+                    return self.send(404, b"{}")
                 time.sleep(served.delay)
                 answer = served.search_body
                 if answer is None:
                     answer = json.dumps({"results": served.entries()}).encode()
-                self._send(served.search_status, answer)
+                self.send(served.search_status, answer)
 
             def do_GET(self) -> None:
                 served.requested.append(self.path)
                 served.fetch_headers.append(dict(self.headers))
                 if self.path == "/.well-known/jwks.json":
-                    return self._send(200, json.dumps(served.jwks()).encode())
+                    return self.send(200, json.dumps(served.jwks()).encode())
                 if self.path == STATUS_PATH:
-                    return self._send(200, json.dumps(served.status_list()).encode())
+                    return self.send(200, json.dumps(served.status_list()).encode())
                 for card in served.cards:
                     if self.path == f"/cards/{card.persona_uuid}.json":
-                        return self._send(200, json.dumps(served.card(card)).encode())
-                self._send(404, b"{}")
+                        return self.send(200, json.dumps(served.card(card)).encode())
+                self.send(404, b"{}")
 
-            def _send(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(Handler)
 
     @property
     def registry(self) -> str:
         return f"{self.origin}/api/ard/"
-
-    def __enter__(self) -> "FakePeer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def add(self, name: str, **fields: Any) -> PeerCard:
         fields.setdefault("publisher", "127.0.0.1")
@@ -172,7 +147,11 @@ class FakePeer:
 
     def jwks(self) -> dict[str, Any]:
         public = jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
-        return {"keys": [{**public, "kid": self.kid, "alg": "ES256", "use": "sig"}]}
+        keys = [{**public, "kid": self.kid, "alg": "ES256", "use": "sig"}]
+        if self.shared_secret is not None:
+            secret = base64.urlsafe_b64encode(self.shared_secret).decode().rstrip("=")
+            keys.append({"kty": "oct", "k": secret, "kid": "shared", "alg": "HS256"})
+        return {"keys": keys}
 
     def card(self, card: PeerCard) -> dict[str, Any]:
         identity: dict[str, Any] = {"provider": "installation"}
@@ -237,4 +216,9 @@ class FakePeer:
                 "encodedList": "u" + encoded.decode().rstrip("="),
             },
         }
-        return {**document, "signatures": [_jws_parts(rfc8785.dumps(document), self.key, self.kid)]}
+        payload = rfc8785.dumps(document)
+        if self.shared_secret is not None:
+            signature = _jws_parts(payload, self.shared_secret, "shared", "HS256")
+        else:
+            signature = _jws_parts(payload, self.key, self.kid)
+        return {**document, "signatures": [signature]}
