@@ -39,7 +39,7 @@ ALGORITHMS = ["ES256", "EdDSA"]
 
 
 class BadSignature(Exception):
-    """No signature of a document verifies against a key in Virgo's JWKS."""
+    """No signature of a document verifies against a key of the JWKS it was checked with."""
 
 
 def jwks_url() -> str:
@@ -156,7 +156,9 @@ def verify_document(
     `sign_document` made it; BadSignature when none does."""
     unsigned = {name: value for name, value in document.items() if name != "signatures"}
     payload = base64url_encode(canonical_bytes(unsigned)).decode()
+    whose = "the JWKS given"
     if published is None:
+        whose = "Virgo's JWKS"
         published = {jwk["kid"]: jwk for jwk in keys.public_jwks()["keys"]}
     for signature in document.get("signatures") or []:
         try:
@@ -167,4 +169,4 @@ def verify_document(
         except (PyJWTError, KeyError, TypeError, ValueError):
             continue
         return str(header["kid"])
-    raise BadSignature("no signature verifies against a key in Virgo's JWKS")
+    raise BadSignature(f"no signature verifies against a key in {whose}")

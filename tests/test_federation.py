@@ -149,6 +149,10 @@ LIES: dict[str, Any] = {
     ),
     "a revoked card": lambda peer, card: peer.revoked.add(card.index),
     "a stale status list": lambda peer, card: setattr(peer, "valid_for", -timedelta(hours=1)),
+    # A key anyone who reads the JWKS holds: whoever serves the list could have made it.
+    "a status list signed only by a shared secret in the JWKS": lambda peer, card: setattr(
+        peer, "shared_secret", b"published-for-all-to-read-0123456789"
+    ),
     "a card naming a status list elsewhere": lambda peer, card: setattr(
         peer, "card_edits", lambda signed: _status_elsewhere(signed)
     ),
@@ -267,6 +271,22 @@ def test_a_peer_never_stands_in_for_a_local_entry(client: APIClient, local: Any)
         answer = search(client)
     assert names(answer) == ["Quokka Keeper", "Quokka Shared"]
     assert answer.json()["results"][1]["source"] == first.registry
+
+
+def test_an_entry_whose_card_is_on_this_installations_origin_is_left_out(
+    client: APIClient, local: Any, peer: FakePeer, settings: Any
+) -> None:
+    """VX-DISC-5: a card on this installation's own origin is this installation's to answer
+    for, so a peer's entry naming one is left out even when its card verifies (here the peer
+    serves from the origin the installation calls its own)."""
+    settings.VIRGO_PUBLIC_BASE_URL = peer.origin
+    answer = search(client)
+    assert answer.status_code == 200 and names(answer) == ["Quokka Keeper"]
+    # Asked, and its cards fetched to verify them: left out for where they live, nothing else.
+    assert peer.searches and [path for path in peer.requested if path.startswith("/cards/")]
+    settings.VIRGO_PUBLIC_BASE_URL = "http://testserver"
+    cache.clear()
+    assert names(search(client)) == ["Quokka Keeper", "Quokka Counter", "Quokka Painter"]
 
 
 def test_the_peers_entries_follow_on_one_more_page_when_the_last_local_page_is_full(

@@ -54,6 +54,9 @@ def test_a_document_no_signature_verifies_says_so() -> None:
         verify_document({**signed, "reason": "compromised"})
     with pytest.raises(BadSignature, match="Virgo's JWKS"):
         verify_document(DOCUMENT)
+    # Checked with a peer's keys, the refusal does not blame Virgo's.
+    with pytest.raises(BadSignature, match=r"a key in the JWKS given$"):
+        verify_document(signed, published={})
 
 
 @pytest.fixture
