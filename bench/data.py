@@ -30,6 +30,10 @@ from stamps.profiles import required_tools
 BATCH = 2000
 PERSONA_CLASS = PersonaClass.CODER_DEPUTY
 ADDRESS = "work/core/reviewer"
+# Two personas of one owner never share an address (VX-GRANT-5): the searchable persona and
+# every copy hold one of their own.
+SEARCH_ADDRESS = "work/core/release"
+COPY_ADDRESS = "work/bench/copy-{index}"
 EXTRA_VERBS = ["list_todos", "claim", "complete"]
 # Granted to the agent but not on the template: with them a persona carries deploy-releases,
 # the skill the directory search figure filters by.
@@ -96,6 +100,7 @@ def make_searchable(fleet: Fleet) -> Persona:
     fan-out round changes its skills.
     """
     fanout_only = set(FANOUT_VERBS) - set(required_tools(PERSONA_CLASS))
+    RegisteredAddress.objects.get_or_create(path=SEARCH_ADDRESS)
     persona = services.persona_create(
         agent=fleet.agent,
         actor=fleet.owner,
@@ -108,7 +113,7 @@ def make_searchable(fleet: Fleet) -> Persona:
         ],
         queues=["reviews"],
         persona_class=PERSONA_CLASS,
-        address=ADDRESS,
+        address=SEARCH_ADDRESS,
     )
     persona = services.persona_set_discoverable(
         persona=persona, actor=fleet.owner, discoverable=True, via="bench"
@@ -137,8 +142,12 @@ def add_personas(
     ids: list[int] = []
     for offset in range(0, count, BATCH):
         size = min(BATCH, count - offset)
+        indexes = range(start + offset, start + offset + size)
+        addresses = RegisteredAddress.objects.bulk_create(
+            [RegisteredAddress(path=COPY_ADDRESS.format(index=index)) for index in indexes]
+        )
         personas = []
-        for index in range(start + offset, start + offset + size):
+        for index, address in zip(indexes, addresses, strict=True):
             personas.append(
                 Persona(
                     uuid=uuid.uuid4(),
@@ -150,7 +159,7 @@ def add_personas(
                     queues=template.queues,
                     skills=template.skills,
                     persona_class=template.persona_class,
-                    address_id=template.address_id,
+                    address_id=address.pk,
                     graph_namespace=template.graph_namespace,
                     human_surface_bindings=template.human_surface_bindings,
                     ask_first_verbs=template.ask_first_verbs,
@@ -162,10 +171,11 @@ def add_personas(
         with transaction.atomic():
             Persona.objects.bulk_create(personas, batch_size=BATCH)
             generations = []
-            for persona in personas:
+            for index, persona in zip(indexes, personas, strict=True):
                 composition = dict(first_generation.composition)
                 composition["persona"] = str(persona.uuid)
                 composition["name"] = persona.name
+                composition["address"] = COPY_ADDRESS.format(index=index)
                 generations.append(
                     Generation(
                         persona_id=persona.pk,
