@@ -102,8 +102,9 @@ class PageWatch:
         # Chromium reports CSP refusals, failed loads and script errors at these levels.
         if message.type not in {"error", "warning"}:
             return
-        # The browser asks every site for /favicon.ico on its own; the site has none, and no
-        # page of it refers to one. Only that request's 404 is not the page's doing.
+        # The admin's pages name their icon; on anything else (a JSON answer, a card) the
+        # browser asks for /favicon.ico on its own, which the site does not serve: only that
+        # request's 404 is not the page's doing.
         if message.location.get("url") == f"{self.origin}/favicon.ico":
             return
         self.console.append(f"{message.type}: {message.text} ({message.location})")

@@ -410,6 +410,22 @@ def test_the_audit_trail_is_on_the_persona_page_read_only(owner: Any, persona: P
     assert not [name for name in posted if re.match(r"audit_events-0-(at|kind|actor)", name)]
 
 
+def test_the_persona_page_shows_each_audit_event_once(owner: Any, persona: Persona) -> None:
+    """VX-OPS-11 (issue 43): the audit trail on the persona's page has one row per event, each
+    said once, however the persona changed."""
+    client = signed_in(owner)
+    client.post(toggle_url(persona), {"discoverable": "on"})
+    services.persona_set_discoverable(
+        persona=persona, actor=owner, discoverable=False, via="admin-list"
+    )
+    html = client.get(change_url(persona)).content.decode()
+    events = AuditEvent.objects.filter(persona=persona).count()
+    assert events >= 2
+    assert len(set(re.findall(r'id="audit_events-(\d+)"', html))) == events
+    assert html.count("not listed → listed (via admin-list)") == 1
+    assert html.count("listed → not listed (via admin-list)") == 1
+
+
 # Deleting ---------------------------------------------------------------------------------------
 
 
