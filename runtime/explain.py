@@ -9,6 +9,7 @@ tool runs, no stamp file or workspace directory is made. What a tool itself chec
 (a file's existence, the binding's mutable paths) is therefore not foreseen: the answer says so.
 """
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -220,8 +221,19 @@ def _stopped(decision: Decision, stop: Stop, common: dict[str, Any]) -> Explanat
         reason=redact_text(stop.reason),
         rule=rule,
         refused_because=why,
+        notes=_closest_tool(decision.context.stamp, common["tool"])
+        if stop.code == "not_granted"
+        else [],
         **common,
     )
+
+
+def _closest_tool(stamp: ActiveStamp | None, tool_name: str) -> list[str]:
+    """For a tool the stamp does not list: the listed one its name was likely meant as."""
+    if stamp is None:
+        return []
+    close = difflib.get_close_matches(tool_name, stamp.mcp_tools, n=1, cutoff=0.8)
+    return [f"did you mean {close[0]}?"] if close else []
 
 
 def _rule(rule_id: str, boundary: Boundary | None) -> dict[str, Any]:

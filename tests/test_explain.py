@@ -562,6 +562,16 @@ def explained_lines(persona: Persona, tool: str, arguments: dict[str, Any]) -> l
     return out.getvalue().splitlines()
 
 
+def test_a_mistyped_tool_is_answered_with_the_listed_one_it_was_meant_as() -> None:
+    """VX-OPS-11 (issue 43): a tool name one slip from one the stamp lists is still refused, and
+    the answer names the listed tool; a name like none of them gets no guess."""
+    persona = standing_persona()
+    lines = explained_lines(persona, "workspace_reed", {})
+    assert lines[0].endswith(": refused (not in the stamp)")
+    assert lines[-1] == "  note: did you mean workspace_read?"
+    assert not [line for line in explained_lines(persona, "deploy", {}) if "did you mean" in line]
+
+
 def test_the_command_prints_one_fact_a_line() -> None:
     """VX-EXPLAIN-1: for a person, each fact on its line: the verdict (and why a refusal), the
     rule, who is asked, each consumer, the operation, the stamp, the notes. The operation is
