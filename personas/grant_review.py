@@ -37,6 +37,27 @@ def named(text: str, owner_id: int) -> str:
     return _UUID.sub(lambda found: by_text.get(found[0], found[0]), text)
 
 
+_ADDS_TOOL = "adds tool "
+
+
+def widening_reasons(diff: dict[str, Any], owner_id: int) -> list[str]:
+    """Why the proposal waits, a reason a line, personas by name; the tools it adds are said
+    once, as one list where the first of them was (a first grant adds every tool of the class)."""
+    reasons: list[str | None] = []
+    added: list[str] = []
+    for reason in diff.get("widening", []):
+        if reason.startswith(_ADDS_TOOL):
+            if not added:
+                reasons.append(None)
+            added.append(reason.removeprefix(_ADDS_TOOL))
+        else:
+            reasons.append(named(reason, owner_id))
+    tools = f"adds tool {added[0]}" if len(added) == 1 else f"adds {len(added)} tools: "
+    if len(added) > 1:
+        tools += ", ".join(added)
+    return [tools if reason is None else reason for reason in reasons]
+
+
 def _place(scope: dict[str, Any] | None) -> str:
     if scope is None:
         return "nothing"

@@ -381,6 +381,11 @@ def test_the_admin_page_drafts_a_persona_for_its_owner(served: CardServer, agent
     assert response["Location"] == f"/admin/personas/grantproposal/{proposal.pk}/change/"
     review = client.get(response["Location"]).content.decode()
     assert 'id="draft-prompt"' in review and "Not mapped: paint" in review
+    # VX-OPS-11: a first grant adds every tool; why it waits says so once, as one list.
+    [waits] = re.findall(r'<ul id="diff-widening">(.*?)</ul>', review, re.S)
+    tools = proposal.diff["tools_added"]
+    assert len(tools) > 1 and "<li>adds tool " not in waits and waits.count(" tools: ") == 1
+    assert f"adds {len(tools)} tools: {', '.join(tools)}" in waits
     with run_on_commit():
         client.post(
             response["Location"], {"decision": "approve", "system_prompt": "Mine, written."}

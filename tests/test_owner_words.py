@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from personas import services
+from personas import grant_review, services
 from personas.models import Persona, PersonaClass
 from runtime.stamp import StampUnavailable, load_active_stamp, why_not_standing
 from tests.factories import address, make_agent, make_owner, run_on_commit
@@ -95,3 +95,16 @@ def test_the_review_page_shows_only_what_changes_and_names_the_lead() -> None:
     assert ">none<" not in table
     assert f"Confirm: widen {deputy.name}'s grant" in shown
     assert "Reject: change nothing" in shown and 'class="button reject-proposal"' in shown
+
+
+def test_why_a_proposal_waits_says_the_tools_it_adds_once() -> None:
+    """VX-OPS-11: the tools a proposal adds are one line where the first was; other reasons keep
+    their place; one tool is said as one."""
+    diff = {"widening": ["adds tool a", "adds queue q", "adds tool b", "adds tool c"]}
+    assert grant_review.widening_reasons(diff, owner_id=0) == [
+        "adds 3 tools: a, b, c",
+        "adds queue q",
+    ]
+    one = {"widening": ["its role changes", "adds tool a"]}
+    assert grant_review.widening_reasons(one, owner_id=0) == ["its role changes", "adds tool a"]
+    assert grant_review.widening_reasons({}, owner_id=0) == []

@@ -56,7 +56,7 @@ class ProposalInline(NoEditsMixin, admin.TabularInline):
 
     @admin.display(description="why it waits")
     def widening(self, obj: GrantProposal) -> str:
-        return "; ".join(obj.diff.get("widening", []))
+        return "; ".join(grant_review.widening_reasons(obj.diff, obj.persona.agent.owner_id))
 
     @admin.display(description="diff")
     def review(self, obj: GrantProposal) -> str:
@@ -126,10 +126,9 @@ class GrantProposalAdmin(ServiceAdmin):
             "status": GrantProposal.Status(proposal.effective_status),
             "diff": proposal.diff,
             "changes": grant_review.changed_rows(proposal.diff, proposal.persona.agent.owner_id),
-            "widening": [
-                grant_review.named(reason, proposal.persona.agent.owner_id)
-                for reason in proposal.diff.get("widening", [])
-            ],
+            "widening": grant_review.widening_reasons(
+                proposal.diff, proposal.persona.agent.owner_id
+            ),
             "persona_url": reverse("admin:personas_persona_change", args=[proposal.persona_id]),
             "draft": not proposal.persona.system_prompt.strip(),
             "contributed": [section(request, proposal) for section in self.contributed_sections],
