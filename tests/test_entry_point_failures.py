@@ -121,6 +121,15 @@ def test_a_missing_agent_command_is_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_launch_with_nothing_after_the_separator_is_a_usage_error(tmp_path: Path) -> None:
+    """VX-OPS-7 (issue 43): `virgo launch --persona X --` with no agent command exits 2 with the
+    line that says what to give, as without the `--`."""
+    url = f"postgres://virgo@127.0.0.1:{free_port()}/virgo"
+    expected = "CommandError: give the agent command after --, e.g. launch --persona X -- claude"
+    assert one_line(virgo(url, tmp_path, "launch", "--persona", "Secretary", "--")) == expected
+    assert one_line(virgo(url, tmp_path, "launch", "--persona", "Secretary")) == expected
+
+
 def test_names_on_a_migrated_installation(tmp_path: Path) -> None:
     """VX-OPS-8, VX-OPS-7: on a real installation an empty list is one line; two personas of one
     name make that name one line listing both ids, status 2; each id names its persona. A

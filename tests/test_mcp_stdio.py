@@ -1,6 +1,7 @@
 """`manage.py mcp serve` as a real process: stdio from `mcp config`, and HTTP."""
 
 import json
+import re
 import secrets
 import socket
 import subprocess
@@ -98,6 +99,53 @@ def test_the_http_server_serves_loopback_clients_with_the_token(standalone: Stan
                 return [tool.name for tool in (await session.list_tools()).tools]
 
         assert anyio.run(scenario) == names
+    finally:
+        process.terminate()
+        process.wait(timeout=PROCESS_TIMEOUT)
+
+
+def test_without_a_chosen_token_the_http_server_prints_how_to_send_its_own(
+    standalone: Standalone,
+) -> None:
+    """Issue 43: the token `--http` makes is printed with what to do with it, and works."""
+    uuid = standalone.personas["Deputy"]
+    port = free_port()
+    env = {name: value for name, value in standalone.env.items() if name != "VIRGO_MCP_TOKEN"}
+    process = subprocess.Popen(
+        [*MANAGE, "mcp", "serve", "--persona", uuid, "--http", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        served = process.stderr.readline()
+        told = process.stderr.readline()
+        assert served.endswith(f": http://127.0.0.1:{port}/mcp\n")
+        header = re.fullmatch(
+            r"Every request carries: (Authorization: Bearer \S+) "
+            r"\(set VIRGO_MCP_TOKEN to choose the token\)\n",
+            told,
+        )
+        assert header is not None, told
+        name, _, value = header.group(1).partition(": ")
+        wait_until(lambda: _listening(port), what="the MCP HTTP server to listen")
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert httpx.post(url, json=hello, headers=accept).status_code == 401
+        assert httpx.post(url, json=hello, headers={**accept, name: value}).status_code == 200
     finally:
         process.terminate()
         process.wait(timeout=PROCESS_TIMEOUT)

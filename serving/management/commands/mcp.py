@@ -90,7 +90,11 @@ class Command(BaseCommand):
             file=sys.stderr,
         )
         if "VIRGO_MCP_TOKEN" not in os.environ:
-            print(f"Bearer token: {token}", file=sys.stderr)
+            print(
+                f"Every request carries: Authorization: Bearer {token}"
+                " (set VIRGO_MCP_TOKEN to choose the token)",
+                file=sys.stderr,
+            )
         uvicorn.run(http_app(server, host=host, port=port, token=token), host=host, port=port)
 
     def _config(self, persona: Persona, dialect: str) -> None:
