@@ -1,6 +1,7 @@
 """How long a `virgo` command takes to start (issue 43, VX-OPS-10), for bench.run: `virgo agent
 list` on an embedded installation beside a stock Django project with only the admin and DRF,
 set up and asked one question of its database the same way (its users' count), side by side.
+The stock project's settings are `startproject`'s (middleware, templates) with DRF added.
 
 Both run as fresh processes on SQLite files of their own, migrated first and not timed; the
 rounds alternate, so a busy moment of the machine slows both. The figure is the ratio of the
@@ -31,6 +32,25 @@ INSTALLED_APPS = [
     "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
     "rest_framework",
 ]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+STATIC_URL = "static/"
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATABASE}}
 ROOT_URLCONF = "stock_settings"
 urlpatterns = []

@@ -33,7 +33,7 @@ ADDRESS = "work/core/reviewer"
 # Two personas of one owner never share an address (VX-GRANT-5): the searchable persona and
 # every copy hold one of their own.
 SEARCH_ADDRESS = "work/core/release"
-COPY_ADDRESS = "work/bench/copy-{index}"
+COPY_ADDRESS = "work/bench/p{uuid}"
 EXTRA_VERBS = ["list_todos", "claim", "complete"]
 # Granted to the agent but not on the template: with them a persona carries deploy-releases,
 # the skill the directory search figure filters by.
@@ -143,14 +143,15 @@ def add_personas(
     for offset in range(0, count, BATCH):
         size = min(BATCH, count - offset)
         indexes = range(start + offset, start + offset + size)
+        uuids = [uuid.uuid4() for _ in indexes]
         addresses = RegisteredAddress.objects.bulk_create(
-            [RegisteredAddress(path=COPY_ADDRESS.format(index=index)) for index in indexes]
+            [RegisteredAddress(path=COPY_ADDRESS.format(uuid=each.hex)) for each in uuids]
         )
         personas = []
-        for index, address in zip(indexes, addresses, strict=True):
+        for index, persona_uuid, address in zip(indexes, uuids, addresses, strict=True):
             personas.append(
                 Persona(
-                    uuid=uuid.uuid4(),
+                    uuid=persona_uuid,
                     agent_id=template.agent_id,
                     name=f"{template.name.rsplit(' ', 1)[0]} {index}",
                     description=template.description,
@@ -171,11 +172,11 @@ def add_personas(
         with transaction.atomic():
             Persona.objects.bulk_create(personas, batch_size=BATCH)
             generations = []
-            for index, persona in zip(indexes, personas, strict=True):
+            for persona, address in zip(personas, addresses, strict=True):
                 composition = dict(first_generation.composition)
                 composition["persona"] = str(persona.uuid)
                 composition["name"] = persona.name
-                composition["address"] = COPY_ADDRESS.format(index=index)
+                composition["address"] = address.path
                 generations.append(
                     Generation(
                         persona_id=persona.pk,

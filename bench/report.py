@@ -1,6 +1,7 @@
 """The bench's output: a table for people, docs/benchmarks.md, and one `name=value` per figure."""
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,44 @@ def parse_figure_lines(lines: Iterable[str]) -> dict[str, float]:
     return figures
 
 
+# Sections every run writes itself, never carried over from an earlier one.
+_OWN_SECTIONS = ("Setup", "Figures", "Notes")
+_RUN_OF = re.compile(r" \(run of [^)]*\)$")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a run over some sections keeps of the last docs/benchmarks.md: the sections it did
+    not measure, in the earlier document's order, each titled with the run that measured it."""
+
+    sections: list[tuple[str, str]]
+    figures: dict[str, float]
+
+
+def carried_over(previous: str, sections: Sequence[tuple[str, str]]) -> Carried:
+    """Merge `sections` (this run's) into `previous`: a section this run measured replaces the
+    earlier one where it stood, a new one goes last, the others stay titled with their date.
+    The figures of the earlier run whose names this run did not measure are kept too."""
+    date = re.search(r"^- Date: (.+)$", previous, re.M)
+    dated = f" (run of {date.group(1)})" if date else " (an earlier run)"
+    mine = {title: body for title, body in sections}
+    merged: list[tuple[str, str]] = []
+    for chunk in re.split(r"^## ", previous, flags=re.M)[1:]:
+        title, _, body = chunk.partition("\n")
+        base = _RUN_OF.sub("", title)
+        if base in _OWN_SECTIONS:
+            continue
+        if base in mine:
+            merged.append((base, mine.pop(base)))
+        else:
+            kept = title if _RUN_OF.search(title) else base + dated
+            merged.append((kept, body.strip("\n")))
+    merged += list(mine.items())
+    fenced = re.findall(r"^```\n(.*?)^```", previous, re.M | re.S)
+    figures = parse_figure_lines(fenced[-1].splitlines()) if fenced else {}
+    return Carried(merged, figures)
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table that reads as plain text too."""
     cells = [[str(c) for c in header], *[[str(c) for c in row] for row in rows]]
@@ -134,8 +173,10 @@ def markdown(
     figures: Mapping[str, float | int],
     targets: Mapping[str, str],
     notes: Sequence[str] = (),
+    measured: Sequence[str] = (),
 ) -> str:
-    """The whole of docs/benchmarks.md for one run."""
+    """The whole of docs/benchmarks.md for one run; `measured` names the sections of a run over
+    some of them (the others carried over from the last run, each titled with its date)."""
     parts = [
         "# Benchmarks",
         "",
@@ -146,6 +187,14 @@ def markdown(
         f"- Date: {date}",
         f"- Machine: {machine}",
         "- Versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()),
+        *(
+            [
+                f"- This run measured {', '.join(measured)} only: a section titled with another "
+                "run's date, and its figures, are from that run."
+            ]
+            if measured
+            else []
+        ),
         "",
         "## Setup",
         "",

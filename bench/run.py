@@ -1346,15 +1346,22 @@ class Bench:
             "Directory pages are timed in-process (Django test client with a token), so they "
             "measure the view and its queries, not HTTP.",
         ]
+        sections, figures, measured = self.sections, self.figures, []
+        if self.args.only != set(SECTIONS) and DOC.exists():
+            # A run over some sections keeps the others' from the last run, dated as theirs.
+            carried = report.carried_over(DOC.read_text(), self.sections)
+            sections, figures = carried.sections, {**carried.figures, **self.figures}
+            measured = [name for name in SECTIONS if name in self.args.only]
         text = report.markdown(
             date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             machine=machine,
             versions=versions,
             setup=self.setup,
-            sections=self.sections,
-            figures=self.figures,
+            sections=sections,
+            figures=figures,
             targets=TARGETS,
             notes=self.notes,
+            measured=measured,
         )
         if self.args.write:
             DOC.write_text(text)

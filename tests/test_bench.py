@@ -114,6 +114,49 @@ def test_the_report_names_date_machine_versions_and_every_figure() -> None:
     assert text.rstrip().endswith("card_get_vs_a2a_sdk=1.5\nworker_rss_growth=1.01\n```")
 
 
+def test_a_run_over_some_sections_keeps_the_others_dated_as_the_earlier_runs() -> None:
+    """`make bench BENCH_ARGS=--only cli`: the sections it measured replace theirs where they
+    stood, a new one goes last, the others and their figures stay titled with their run."""
+    earlier = report.markdown(
+        date="2026-12-03 18:05 UTC",
+        machine="2 cores",
+        versions={"Django": "6.1.3"},
+        setup=["Virgo: virgo-web"],
+        sections=[("Card GET", "card table"), ("Start-up", "old start-up"), ("Memory", "rss")],
+        figures={"card_get_vs_a2a_sdk": 4.7, "worker_rss_growth": 1.01},
+        targets={},
+        notes=["old note"],
+    )
+    carried = report.carried_over(
+        earlier, [("Start-up", "new start-up"), ("Command start-up", "cli table")]
+    )
+    assert carried.sections == [
+        ("Card GET (run of 2026-12-03 18:05 UTC)", "card table"),
+        ("Start-up", "new start-up"),
+        ("Memory (run of 2026-12-03 18:05 UTC)", "rss"),
+        ("Command start-up", "cli table"),
+    ]
+    assert carried.figures == {"card_get_vs_a2a_sdk": 4.7, "worker_rss_growth": 1.01}
+    later = report.markdown(
+        date="2026-12-06 23:40 UTC",
+        machine="2 cores",
+        versions={"Django": "6.1.3"},
+        setup=["Virgo: virgo-web"],
+        sections=carried.sections,
+        figures={**carried.figures, "cli_start_vs_stock_django": 3.5},
+        targets={},
+        measured=["cli"],
+    )
+    assert "- This run measured cli only: a section titled with another run's date" in later
+    assert "old note" not in later and later.count("## Setup") == 1
+    # Carried again by a third run, a section keeps the date of the run that measured it.
+    again = report.carried_over(later, [("Memory", "new rss")])
+    assert again.sections[0] == ("Card GET (run of 2026-12-03 18:05 UTC)", "card table")
+    assert ("Command start-up (run of 2026-12-06 23:40 UTC)", "cli table") in again.sections
+    assert ("Memory", "new rss") in again.sections
+    assert again.figures["cli_start_vs_stock_django"] == 3.5
+
+
 def test_nginx_serves_the_card_at_its_own_path_with_the_security_headers(tmp_path: Path) -> None:
     path = "/a/0b5e/.well-known/agent-card.json"
     placed = nginx.write_site(root=tmp_path / "www", card_path=path, body=b"{}")
