@@ -6,6 +6,7 @@ field, column or page. Every action is the write function `virgo keys` calls (ca
 peer's credential is written, never shown: the form seals what is typed (cards.ard.federation).
 """
 
+from types import ModuleType
 from typing import Any
 
 from django import forms
@@ -14,9 +15,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from cards import keys
-from cards.ard import federation
 from cards.models import FederationPeer, SigningKey
 from virgo.admin_permissions import NoEditsMixin
+
+
+def federation() -> ModuleType:
+    """cards.ard.federation, imported when a peer is edited: it loads the A2A client and httpx,
+    which every command would otherwise pay for at start (django.setup imports each admin)."""
+    from cards.ard import federation
+
+    return federation
 
 
 @admin.register(SigningKey)
@@ -92,8 +100,8 @@ class FederationPeerForm(forms.ModelForm):
 
     def clean_credential(self) -> str:
         try:
-            return federation.checked_credential(self.cleaned_data["credential"])
-        except federation.PeerRefused as refused:
+            return federation().checked_credential(self.cleaned_data["credential"])
+        except federation().PeerRefused as refused:
             raise forms.ValidationError(str(refused).removeprefix("credential: ")) from None
 
     def clean(self) -> dict[str, Any]:
@@ -106,8 +114,8 @@ class FederationPeerForm(forms.ModelForm):
 
     def clean_url(self) -> str:
         try:
-            return federation.normalised_url(self.cleaned_data["url"])
-        except federation.PeerRefused as refused:
+            return federation().normalised_url(self.cleaned_data["url"])
+        except federation().PeerRefused as refused:
             raise forms.ValidationError(str(refused).removeprefix("url: ")) from None
 
 
@@ -141,5 +149,5 @@ class FederationPeerAdmin(admin.ModelAdmin):
     ) -> None:
         credential = form.cleaned_data.get("credential", "")
         if credential or not change:
-            obj.credential_sealed = federation.sealed_credential(obj.url, credential)
+            obj.credential_sealed = federation().sealed_credential(obj.url, credential)
         super().save_model(request, obj, form, change)
