@@ -115,7 +115,7 @@ def measure() -> tuple[dict[str, float], str]:
             [
                 ["virgo agent list", figures["cli_start_virgo_ms"]],
                 ["stock Django (admin, DRF)", figures["cli_start_stock_django_ms"]],
-                ["ratio", figures["cli_start_vs_stock_django"]],
+                ["ratio", report.format_value(figures["cli_start_vs_stock_django"])],
             ],
         )
     )

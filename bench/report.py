@@ -180,7 +180,8 @@ def markdown(
     parts = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (bench/run.py); every number below is from the run dated here.",
+        "Written by `make bench` (bench/run.py); every number below is from the run dated here"
+        + (", or from the earlier run a section's title names." if measured else "."),
         "Absolute rates drift between runs on shared machines; ratios from one interleaved run"
         " hold.",
         "",
