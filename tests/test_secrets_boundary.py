@@ -537,6 +537,42 @@ def test_no_reason_the_boundary_gives_is_itself_withheld() -> None:
     assert [text for text in reasons + kinds if credentials.looks_secret(text)] == []
 
 
+@pytest.mark.parametrize(
+    ("template", "stand_in", "value"),
+    [
+        # A sequence (detect-secrets' is_sequential_string), and nothing else.
+        ('password = "{}"\n', "ABCDEFGH", fake("stand-in-sequence", 20)),
+        # A template (is_templated_secret) as a URL's password, no secret-sounding word in it.
+        (
+            "Clone `https://user:{}@git.example.org/core.git`.\n",
+            "<token>",
+            fake("stand-in-template", 20),
+        ),
+        # Shell variables (is_prefixed_with_dollar_sign) in a generic rule's capture.
+        (
+            'curl -u "{}" https://api.example.com/login\n',
+            "$USER:$TOKEN",
+            "deploy:" + fake("stand-in-variable", 20),
+        ),
+        # No letter at all (is_not_alphanumeric_string): a PIN, not a sequence.
+        ('password = "{}"\n', "4815162342", fake("stand-in-digits", 20)),
+        # A value spelling a secret-sounding word, in capitals and with hyphens (Virgo's filter
+        # reads it lower-cased, `-` as `_`): `YOUR-API-KEY` is `api_key`.
+        ('API_KEY = "{}"\n', "YOUR-API-KEY", fake("stand-in-word", 20)),
+    ],
+    ids=["sequence", "template", "variable", "no-letter", "hyphenated-keyword"],
+)
+def test_each_stand_in_filter_alone_keeps_a_value_from_being_a_credential(
+    template: str, stand_in: str, value: str
+) -> None:
+    """VX-SEC-14, VX-SEC-16: each of decision 160's value filters on its own makes a stand-in
+    (a sequence, a template, a `$VARIABLE`, no letter, a secret-sounding word however it is
+    cased or joined), whether a keyword assignment, a URL's password or a generic Kingfisher
+    rule's capture holds it; the same place holding a random value is a credential."""
+    assert credentials.find_secret(template.format(stand_in)) is None
+    assert credentials.find_secret(template.format(value)) is not None
+
+
 def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
     """VX-SEC-14: the bounds that keep crafted text from backtracking for minutes: no piece the
     format detectors read has a line over the limit (a long one comes in overlapping windows),

@@ -21,6 +21,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from cards import keys
@@ -473,3 +474,32 @@ def test_the_list_names_the_installation_as_its_issuer(persona: Persona) -> None
     assert document["issuer"] == f"{settings.VIRGO_PUBLIC_BASE_URL}/"
     assert document["@context"] == ["https://www.w3.org/ns/credentials/v2"]
     assert document["credentialSubject"]["id"] == f"{status_list_url()}#list"
+
+
+def test_the_list_is_one_block_until_an_index_needs_the_next(persona: Persona) -> None:
+    """VX-TRUST-7: the list is the W3C minimum, 131,072 bits and no more, while every index given
+    out is below it; an index at 131,072 makes it one whole block longer, with that index's bit
+    readable there."""
+    assert len(bits(served_list())) * 8 == MIN_BITS
+    # Entries whose generations are gone (a purged persona's keep their indexes), at the last
+    # index of the first block and then the first of the second.
+    StatusListEntry.objects.create(index=MIN_BITS - 1)
+    assert len(bits(served_list())) * 8 == MIN_BITS
+    StatusListEntry.objects.create(index=MIN_BITS, revoked_at=timezone.now())
+    bitstring = bits(served_list())
+    assert len(bitstring) * 8 == 2 * MIN_BITS
+    assert set_bits(bitstring) == [MIN_BITS]
+
+
+def test_a_revoked_index_on_a_byte_boundary_sets_its_bit_alone(persona: Persona) -> None:
+    """VX-TRUST-7: an index that is a multiple of 8 is the left-most bit of its byte (W3C: index
+    0 is the left-most bit of the first byte); revoking it sets that bit and no other bit of the
+    byte."""
+    for number in range(2, 10):
+        if index_of(persona) % 8 == 0:
+            break
+        persona = update_persona(persona, description=f"Generation {number}.")
+    index = index_of(persona)
+    assert index % 8 == 0
+    revoke(persona, generation=persona.generation)
+    assert set_bits(bits(served_list())) == [index]

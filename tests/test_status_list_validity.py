@@ -2,6 +2,7 @@
 stops verifying for a peer that checks its dates, as docs/revocation.md's verifier does, instead
 of hiding a revocation forever."""
 
+import base64
 import json
 import re
 import time
@@ -140,3 +141,43 @@ def test_readmes_verifier_reads_a_fresh_list_and_refuses_a_stale_one(
     with pytest.raises(ValueError, match="stale status list"):
         run_readme_verifier(monkeypatch, index, kept_list=kept)
     assert run_readme_verifier(monkeypatch, index) == 1
+
+
+def test_processes_rendering_a_moment_apart_encode_the_same_bytes(clock: list[float]) -> None:
+    """VX-TRUST-8: the list's GZIP carries no time (RFC 1952: MTIME 0, no time stamp), so a
+    process that renders the same state a second after another, in the same period, serves the
+    same encodedList and the same ETag."""
+    clock[0] = float(int(clock[0]) // (HOUR // 2) * (HOUR // 2) + 10)
+    response, document = served()
+    clock[0] += 1
+    status_list._forget()  # another process, holding nothing
+    again, other = served()
+    encoded = document["credentialSubject"]["encodedList"]
+    assert other["credentialSubject"]["encodedList"] == encoded
+    assert again["ETag"] == response["ETag"]
+    member = base64.urlsafe_b64decode(encoded[1:] + "=" * (-len(encoded[1:]) % 4))
+    assert member[:2] == b"\x1f\x8b"  # one GZIP member
+    assert int.from_bytes(member[4:8], "little") == 0  # MTIME: no time stamp
+
+
+@pytest.mark.parametrize(
+    ("validity", "boundary"),
+    [
+        (3, 1_800_000_001),  # half of 3 s is 1 s: a boundary every second
+        (HOUR + 1, 1_800_001_800),  # half of 3,601 s is 1,800 s: a boundary every half hour
+    ],
+)
+def test_half_the_validity_is_counted_in_whole_seconds(
+    clock: list[float], settings: Any, validity: int, boundary: int
+) -> None:
+    """VX-TRUST-8: whatever VIRGO_STATUS_LIST_VALIDITY is, odd or a few seconds, the period starts
+    at a multiple of half of it in whole seconds (rounded down, a second at least), so a list
+    signed just after a boundary is valid from that very second, for exactly the validity."""
+    settings.VIRGO_STATUS_LIST_VALIDITY = validity
+    clock[0] = boundary + 0.25
+    _, document = served()
+    verified(document)
+    assert (document["validFrom"], document["validUntil"]) == (
+        stamp(boundary),
+        stamp(boundary + validity),
+    )
