@@ -16,6 +16,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from cards.signing import verify_document
+from personas import audit
 from personas.models import Agent, AuditEvent, Persona, PurgedPersona
 from personas.services import agent_delete, persona_delete, persona_purge
 from tests.factories import make_agent, make_owner, make_persona, update_persona
@@ -174,3 +175,64 @@ def test_deleting_the_owners_account_keeps_every_tombstone(revoked: Persona, own
     assert AuditEvent.objects.get(kind=AuditEvent.Kind.PURGED).data["via"] == "deletion"
     assert get_card(revoked).status_code == 410
     assert get_card(kept_alive).status_code == 404
+
+
+def test_a_purged_generation_keeps_its_tombstone_and_the_event_keeps_what_it_said(
+    owner: Any,
+) -> None:
+    """VX-TRUST-5, VX-AUDIT-1: a persona whose current generation alone is revoked, purged by a
+    superuser: its card answers the same tombstone as before, naming the generation (kept in
+    the PurgedPersona), and the one "purged" event keeps the persona, its agent, when, why and
+    which generation, in words too."""
+    persona = make_persona(make_agent(owner), discoverable=True)
+    revoke(persona, owner, generation=persona.generation)
+    persona = Persona.objects.get(pk=persona.pk)
+    tombstone = persona.tombstone()
+    assert tombstone is not None and tombstone.generation == 1
+    before = tombstone_of(persona.card_path)
+    assert (before["scope"], before["generation"]) == ("generation", 1)
+    admin = moderator()
+    persona_purge(persona=persona, actor=admin)
+    assert not Persona.objects.filter(pk=persona.pk).exists()
+    assert tombstone_of(persona.card_path) == before
+    kept = PurgedPersona.objects.get()
+    assert (kept.uuid, kept.generation, kept.purged_by) == (persona.uuid, 1, admin)
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.PURGED)
+    assert event.actor == admin
+    assert event.data == {
+        "persona": str(persona.uuid),
+        "name": persona.name,
+        "agent": persona.agent_id,
+        "agent_name": persona.agent.name,
+        "via": "purge",
+        "revoked_at": tombstone.revoked_at.isoformat(),
+        "reason_code": "compromised",
+        "generation": 1,
+    }
+    assert audit.describe(event.kind, event.data) == (
+        f"{persona.name} ({persona.uuid}) purged by a superuser; its tombstone kept: "
+        f"revoked {tombstone.revoked_at.isoformat()}, compromised"
+    )
+
+
+def test_an_owners_deletion_keeps_the_tombstone_in_their_name(owner: Any) -> None:
+    """VX-TRUST-9, VX-TRUST-5: the tombstone a deletion keeps names who deleted, the owner,
+    whether the persona went alone or with its agent; each deletion is its one "persona
+    deleted" event by them, naming the generations revoked, with no "revoked" or "purged"
+    beside it."""
+    alone = make_persona(make_agent(owner), discoverable=True)
+    with_agent = make_persona(make_agent(owner), discoverable=True)
+    persona_delete(persona=alone, actor=owner)
+    agent_delete(agent=with_agent.agent, actor=owner)
+    assert {k.uuid: (k.purged_by, k.revocation_reason) for k in PurgedPersona.objects.all()} == {
+        alone.uuid: (owner, "retired"),
+        with_agent.uuid: (owner, "retired"),
+    }
+    deleted = AuditEvent.objects.filter(kind=AuditEvent.Kind.PERSONA_DELETED)
+    assert {e.data["persona"]: (e.actor, e.data["revoked_generations"]) for e in deleted} == {
+        str(alone.uuid): (owner, [1]),
+        str(with_agent.uuid): (owner, [1]),
+    }
+    assert not AuditEvent.objects.filter(
+        kind__in=[AuditEvent.Kind.REVOKED, AuditEvent.Kind.PURGED]
+    ).exists()
