@@ -10,7 +10,9 @@ RFC 8785 by the rfc8785 package: nothing of Virgo's), answers for every card it 
 import base64
 import gzip
 import json
+import re
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,7 +45,7 @@ from personas.services import (
     persona_revoke,
     status_list_changed,
 )
-from personas.status_list import list_state, status_indexes
+from personas.status_list import list_state, revoked_indexes, status_indexes
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit, update_persona
 from tests.revocation_support import moderator
 from tests.status_list_support import LIST, index_of, revoke, verified
@@ -503,3 +505,26 @@ def test_a_revoked_index_on_a_byte_boundary_sets_its_bit_alone(persona: Persona)
     assert index % 8 == 0
     revoke(persona, generation=persona.generation)
     assert set_bits(bits(served_list())) == [index]
+
+
+def test_the_lists_etag_has_the_form_of_every_etag_virgo_serves(persona: Persona) -> None:
+    """VX-TRUST-7: the list's ETag is a strong validator of the same form as the card's and the
+    JWKS's: the first 128 bits of a SHA-256 in hex, quoted."""
+    form = re.compile(r'"[0-9a-f]{32}"')
+    for response in (
+        Client().get(persona.card_path),
+        Client().get("/.well-known/jwks.json"),
+        fetch(),
+    ):
+        assert response.status_code == 200
+        assert form.fullmatch(response["ETag"]), response["ETag"]
+
+
+def test_the_revoked_indexes_are_read_without_a_deprecated_call(persona: Persona) -> None:
+    """VX-TRUST-7: the revoked indexes the list is rendered from are read, in index order, with no
+    warning: nothing the list is rendered from is on its way out of Django, which would then
+    refuse it and the list would answer 500."""
+    revoke(persona)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert revoked_indexes() == [index_of(persona)]
