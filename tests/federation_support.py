@@ -58,8 +58,10 @@ class FakePeer(LoopbackServer):
     list's validity around now, negative for a stale list), `delay` (seconds before a search
     answers), `search_status`, `search_body` (raw bytes instead of the results), `entry_edits`
     (a function changing each entry as served), `card_edits` (the same for each card, after
-    signing) and `shared_secret` (published in the JWKS as an HS256 key, which then signs the
-    status list in place of the peer's EC key).
+    signing), `card_fields` (the same before signing, so the card still verifies),
+    `status_edits` (the status list before signing), `list_bits` (the list's length in bits),
+    `host` (the name its URLs use for 127.0.0.1) and `shared_secret` (published in the JWKS as
+    an HS256 key, which then signs the status list in place of the peer's EC key).
     """
 
     def __init__(self) -> None:
@@ -73,6 +75,10 @@ class FakePeer(LoopbackServer):
         self.search_body: bytes | None = None
         self.entry_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda entry: entry
         self.card_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda card: card
+        self.card_fields: Callable[[dict[str, Any]], dict[str, Any]] = lambda card: card
+        self.status_edits: Callable[[dict[str, Any]], dict[str, Any]] = lambda status: status
+        self.list_bits = LIST_BITS
+        self.host = "127.0.0.1"
         self.shared_secret: bytes | None = None
         self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.requested: list[str] = []
@@ -105,6 +111,10 @@ class FakePeer(LoopbackServer):
                 self.send(404, b"{}")
 
         super().__init__(Handler)
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.host}:{self.server.server_address[1]}"
 
     @property
     def registry(self) -> str:
@@ -193,11 +203,11 @@ class FakePeer(LoopbackServer):
         }
         header = {"kid": self.kid, "alg": "ES256", "typ": "JOSE"}
         signer = create_agent_card_signer(self.key, header)  # type: ignore[arg-type]
-        signed = MessageToDict(signer(parse_agent_card(document)))
+        signed = MessageToDict(signer(parse_agent_card(self.card_fields(document))))
         return self.card_edits(signed)
 
     def status_list(self) -> dict[str, Any]:
-        bits = bytearray(LIST_BITS // 8)
+        bits = bytearray(self.list_bits // 8)
         for index in self.revoked:
             bits[index // 8] |= 0x80 >> (index % 8)
         encoded = base64.urlsafe_b64encode(gzip.compress(bytes(bits), mtime=0))
@@ -216,9 +226,34 @@ class FakePeer(LoopbackServer):
                 "encodedList": "u" + encoded.decode().rstrip("="),
             },
         }
+        document = self.status_edits(document)
         payload = rfc8785.dumps(document)
         if self.shared_secret is not None:
             signature = _jws_parts(payload, self.shared_secret, "shared", "HS256")
         else:
             signature = _jws_parts(payload, self.key, self.kid)
         return {**document, "signatures": [signature]}
+
+
+def extension_edit(
+    uri: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `card_fields` hook: the card's extension `uri` with the params `change` makes of its
+    own (returning None: the card lists no such extension)."""
+
+    def fields(document: dict[str, Any]) -> dict[str, Any]:
+        listed = []
+        for extension in document["capabilities"]["extensions"]:
+            if extension["uri"] != uri:
+                listed.append(extension)
+            elif (params := change(dict(extension["params"]))) is not None:
+                listed.append({**extension, "params": params})
+        document["capabilities"]["extensions"] = listed
+        return document
+
+    return fields
+
+
+def multibase(compressed: bytes) -> str:
+    """`compressed` as a status list's encodedList: multibase base64url, unpadded."""
+    return "u" + base64.urlsafe_b64encode(compressed).decode().rstrip("=")

@@ -7,10 +7,12 @@ with keys of their own."""
 import io
 import logging
 import re
+import socket
 import time
-from collections.abc import Iterator
-from datetime import timedelta
-from typing import Any
+import zlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, Self
 
 import pytest
 from django.core.cache import cache
@@ -20,11 +22,19 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from cards import sealing
-from cards.ard import federation
+from cards.ard import federation, foreign
 from cards.ard.views import ANSWERED_AS
 from cards.models import FederationPeer
+from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
+from cards.status_list import STATUS_EXTENSION
 from tests.factories import make_agent, make_owner, make_persona
-from tests.federation_support import FakePeer
+from tests.federation_support import (
+    STATUS_PATH,
+    FakePeer,
+    PeerCard,
+    extension_edit,
+    multibase,
+)
 from tests.owner_clients import token_client
 
 pytestmark = pytest.mark.django_db
@@ -446,3 +456,278 @@ def test_a_fault_of_virgos_own_leaves_the_peer_out_and_logs_its_traceback(
     [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert record.getMessage() == "federation peer peer one left out"
     assert record.exc_info and "a bug in the verifier" in str(record.exc_info[1])
+
+
+def _checked(peer: FakePeer) -> str:
+    """What `virgo peers check` says of `peer` for a search for quokkas."""
+    return federation.check_peer(
+        federation.Peer(peer.registry, "checked", None), {"text": "quokka"}
+    )
+
+
+def _subject(**changes: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `status_edits` hook changing the list's credentialSubject."""
+    return lambda status: {
+        **status,
+        "credentialSubject": {**status["credentialSubject"], **changes},
+    }
+
+
+def _without(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A hook leaving `name` out of the document (an entry, a card or a status list)."""
+    return lambda document: {key: value for key, value in document.items() if key != name}
+
+
+def _attestations(value: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An `entry_edits` hook: the entry's trust manifest with `value` as its attestations."""
+    return lambda entry: {
+        **entry,
+        "trustManifest": {**entry["trustManifest"], "attestations": value},
+    }
+
+
+_ORGANIZATION_UNCLAIMED: dict[str, Any] = {
+    "provider": "installation",
+    "organization": {"domain": "ada-labs.example", "verification": "dns-txt"},
+}
+
+
+def _organization_unclaimed(peer: FakePeer, card: PeerCard) -> None:
+    card.publisher = "ada-labs.example"
+    peer.card_fields = extension_edit(IDENTITY_EXTENSION, lambda params: _ORGANIZATION_UNCLAIMED)
+
+
+# What a peer serves (set on the peer and its one card) -> the reason `virgo peers check` gives;
+# {urn} is the entry's identifier and {status} the peer's status list.
+REASONS: dict[str, tuple[Callable[[FakePeer, PeerCard], None], str]] = {
+    "a card pinning no grant": (
+        lambda peer, card: setattr(
+            peer, "card_fields", extension_edit(PINNED_GRANT_EXTENSION, lambda params: None)
+        ),
+        "{urn}: its card pins no grant",
+    ),
+    "a card pinning an empty grant digest": (
+        lambda peer, card: setattr(card, "grant_digest", ""),
+        "{urn}: its card pins no grant",
+    ),
+    "a card without capabilities": (
+        lambda peer, card: setattr(peer, "card_fields", _without("capabilities")),
+        "{urn}: its card pins no grant",
+    ),
+    "a card whose capabilities list no extensions": (
+        lambda peer, card: setattr(
+            peer, "card_fields", lambda document: {**document, "capabilities": {}}
+        ),
+        "{urn}: its card pins no grant",
+    ),
+    "an entry whose pinned grant is not its card's": (
+        lambda peer, card: setattr(
+            peer,
+            "entry_edits",
+            lambda entry: _attestations(
+                [{**entry["trustManifest"]["attestations"][0], "digest": "b2" * 32}]
+            )(entry),
+        ),
+        "{urn}: the entry's pinned-grant digest is not its card's",
+    ),
+    "an organization the card names without being its provider": (
+        _organization_unclaimed,
+        "{urn}: its publisher 'ada-labs.example' is neither the card's host nor the "
+        "organization its signed card names",
+    ),
+    "a card naming no status list": (
+        lambda peer, card: setattr(
+            peer, "card_fields", extension_edit(STATUS_EXTENSION, lambda params: None)
+        ),
+        "{urn}: its card names no revocation status list",
+    ),
+    "a status list on another origin": (
+        lambda peer, card: setattr(
+            peer,
+            "card_fields",
+            extension_edit(
+                STATUS_EXTENSION,
+                lambda params: {**params, "statusListCredential": "http://127.0.0.2/status"},
+            ),
+        ),
+        "{urn}: its status list is not on its card's origin",
+    ),
+    "a statusListIndex that is not a number": (
+        lambda peer, card: setattr(
+            peer,
+            "card_fields",
+            extension_edit(STATUS_EXTENSION, lambda params: {**params, "statusListIndex": "7a"}),
+        ),
+        "{urn}: its card's statusListIndex is not a number",
+    ),
+    "a status list that is not there": (
+        lambda peer, card: setattr(
+            peer,
+            "card_fields",
+            extension_edit(
+                STATUS_EXTENSION,
+                lambda params: {
+                    **params,
+                    "statusListCredential": params["statusListCredential"] + "-gone",
+                },
+            ),
+        ),
+        "status list: {status}-gone answered 404",
+    ),
+    "a status list signed only by a shared secret": (
+        lambda peer, card: setattr(peer, "shared_secret", b"published-for-all-to-read-0123456789"),
+        "{status}: no signature by a key of its origin's JWKS verifies",
+    ),
+    "a status list stating no end": (
+        lambda peer, card: setattr(peer, "status_edits", _without("validUntil")),
+        "{status} states no validity period",
+    ),
+    "a status list starting at a time without a timezone": (
+        lambda peer, card: setattr(
+            peer, "status_edits", lambda status: {**status, "validFrom": "2026-01-01T00:00:00"}
+        ),
+        "{status} states no validity period",
+    ),
+    "a status list without a credentialSubject": (
+        lambda peer, card: setattr(peer, "status_edits", _without("credentialSubject")),
+        "{status} has no multibase encodedList",
+    ),
+    "an encodedList in another multibase encoding": (
+        lambda peer, card: setattr(
+            peer,
+            "status_edits",
+            lambda status: _subject(
+                encodedList="z" + status["credentialSubject"]["encodedList"][1:]
+            )(status),
+        ),
+        "{status} has no multibase encodedList",
+    ),
+    "an encodedList compressed as zlib, not GZIP": (
+        lambda peer, card: setattr(
+            peer, "status_edits", _subject(encodedList=multibase(zlib.compress(bytes(16))))
+        ),
+        "{status}: its encodedList is not base64url GZIP",
+    ),
+    "a list longer than 16 MB once inflated": (
+        lambda peer, card: setattr(peer, "list_bits", (16 * 1024 * 1024 + 1024) * 8),
+        "{status}: its list is longer than 16777216 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("served", sorted(REASONS))
+def test_checking_a_peer_says_exactly_why_its_entry_is_left_out(served: str) -> None:
+    """VX-DISC-5: each way a peer's entry fails to verify (a card, its extensions, the status
+    list and its bits, each signed as served) leaves it out for the one reason it fails, and
+    `virgo peers check` tells the operator exactly that reason."""
+    setup, reason = REASONS[served]
+    with FakePeer() as peer:
+        card = peer.add("Quokka Liar")
+        setup(peer, card)
+        said = _checked(peer)
+        urn = peer.entry(card)["identifier"]
+        expected = reason.format(urn=urn, status=peer.origin + STATUS_PATH)
+    assert said == f"answered 1 entries, 0 verified\n  left out: {expected}"
+
+
+# What a peer serves that nothing in VX-DISC-5 asks of it: the entry still verifies.
+TOLERATED: dict[str, Callable[[FakePeer], None]] = {
+    "an entry without a trust manifest": lambda peer: setattr(
+        peer, "entry_edits", _without("trustManifest")
+    ),
+    "a trust manifest whose attestations are null": lambda peer: setattr(
+        peer, "entry_edits", _attestations(None)
+    ),
+    "a card extension without params": lambda peer: setattr(
+        peer,
+        "card_fields",
+        lambda document: {
+            **document,
+            "capabilities": {
+                "extensions": [
+                    {"uri": "urn:example:no-params"},
+                    *document["capabilities"]["extensions"],
+                ]
+            },
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("served", sorted(TOLERATED))
+def test_an_entry_is_shown_whatever_it_leaves_unsaid(served: str) -> None:
+    """VX-DISC-5: an entry stating no pinned-grant attestation has none to contradict its card,
+    and an extension the registry does not read is passed over: the entry verifies."""
+    with FakePeer() as peer:
+        peer.add("Quokka Terse")
+        TOLERATED[served](peer)
+        assert _checked(peer) == "answered 1 entries, 1 verified"
+
+
+def test_a_status_bit_is_read_at_its_index_up_to_the_lists_last() -> None:
+    """VX-DISC-5 with W3C Bitstring Status List: index i is bit 0x80 >> (i % 8) of byte i // 8;
+    in a list of 16 bits (its base64url unpadded), 8 is clear though 15 is set, 15 is revoked
+    and 16 is past the end. `virgo peers check` asks for a page of 10 and says why each entry
+    left out is, a line each."""
+    with FakePeer() as peer:
+        peer.list_bits = 16
+        peer.add("Quokka Clear").index = 8
+        revoked = peer.add("Quokka Revoked")
+        revoked.index = 15
+        peer.revoked.add(15)
+        beyond = peer.add("Quokka Beyond")
+        beyond.index = 16
+        status = peer.origin + STATUS_PATH
+        said = _checked(peer)
+    assert said == (
+        "answered 3 entries, 1 verified"
+        f"\n  left out: {peer.entry(revoked)['identifier']}: revoked (its bit is set in {status})"
+        f"\n  left out: {peer.entry(beyond)['identifier']}: its status index is past the end "
+        f"of {status}"
+    )
+    [(_, asked)] = peer.searches
+    assert asked == {"query": {"text": "quokka"}, "federation": "none", "pageSize": 10}
+
+
+class _Stopped(datetime):
+    """cards.ard.foreign's datetime with its clock stopped at 2026-12-07 12:00 UTC."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> Self:
+        return cls(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def _valid(start: datetime, end: datetime) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `status_edits` hook: the list valid from `start` until `end`."""
+    return lambda status: {**status, "validFrom": start.isoformat(), "validUntil": end.isoformat()}
+
+
+def test_a_status_list_is_valid_from_its_first_instant_until_its_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-DISC-5 with VX-TRUST-8: a list is valid from the instant its validFrom names (that
+    instant included) until its validUntil (excluded): at that instant it proves nothing."""
+    monkeypatch.setattr(foreign, "datetime", _Stopped)
+    now, hour = _Stopped.now(), timedelta(hours=1)
+    with FakePeer() as peer:
+        peer.add("Quokka Punctual")
+        peer.status_edits = _valid(now, now + hour)
+        assert _checked(peer) == "answered 1 entries, 1 verified"
+        peer.status_edits = _valid(now - hour, now)
+        assert _checked(peer) == (
+            f"answered 1 entries, 0 verified\n  left out: {peer.origin}{STATUS_PATH} is valid "
+            "from 2026-12-07 11:00:00+00:00 until 2026-12-07 12:00:00+00:00, not now"
+        )
+
+
+def test_a_publisher_names_the_cards_host_in_any_case() -> None:
+    """VX-DISC-5: a host name is case-insensitive, so an entry whose URN names its card's host
+    in capitals (LOCALHOST for a card at localhost) is bound to it and shown."""
+    resolved = socket.getaddrinfo("localhost", None, type=socket.SOCK_STREAM)
+    if resolved[0][4][0] != "127.0.0.1":
+        pytest.skip("localhost does not resolve to 127.0.0.1 first here")
+    with FakePeer() as peer:
+        peer.host = "localhost"
+        card = peer.add("Quokka Shouter", publisher="LOCALHOST")
+        assert peer.entry(card)["identifier"].startswith("urn:air:LOCALHOST:")
+        assert _checked(peer) == "answered 1 entries, 1 verified"
