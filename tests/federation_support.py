@@ -60,8 +60,10 @@ class FakePeer(LoopbackServer):
     (a function changing each entry as served), `card_edits` (the same for each card, after
     signing), `card_fields` (the same before signing, so the card still verifies),
     `status_edits` (the status list before signing), `list_bits` (the list's length in bits),
-    `host` (the name its URLs use for 127.0.0.1) and `shared_secret` (published in the JWKS as
-    an HS256 key, which then signs the status list in place of the peer's EC key).
+    `host` (the name its URLs use for 127.0.0.1), `shared_secret` (published in the JWKS as
+    an HS256 key, which then signs the status list in place of the peer's EC key) and
+    `jwks_edits` (a function changing the JWKS as served; it may return what is not a JSON
+    object).
     """
 
     def __init__(self) -> None:
@@ -80,6 +82,7 @@ class FakePeer(LoopbackServer):
         self.list_bits = LIST_BITS
         self.host = "127.0.0.1"
         self.shared_secret: bytes | None = None
+        self.jwks_edits: Callable[[dict[str, Any]], Any] = lambda jwks: jwks
         self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.requested: list[str] = []
         self.fetch_headers: list[dict[str, str]] = []
@@ -102,7 +105,7 @@ class FakePeer(LoopbackServer):
                 served.requested.append(self.path)
                 served.fetch_headers.append(dict(self.headers))
                 if self.path == "/.well-known/jwks.json":
-                    return self.send(200, json.dumps(served.jwks()).encode())
+                    return self.send(200, json.dumps(served.jwks_edits(served.jwks())).encode())
                 if self.path == STATUS_PATH:
                     return self.send(200, json.dumps(served.status_list()).encode())
                 for card in served.cards:

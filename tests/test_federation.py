@@ -4,7 +4,10 @@ labels it with its source, never lets it stand in for a local entry, and a faili
 degrades to its absence. The peers here are real HTTP servers on loopback (FakePeer) that sign
 with keys of their own."""
 
+import base64
+import contextlib
 import io
+import json
 import logging
 import re
 import socket
@@ -731,3 +734,276 @@ def test_a_publisher_names_the_cards_host_in_any_case() -> None:
         card = peer.add("Quokka Shouter", publisher="LOCALHOST")
         assert peer.entry(card)["identifier"].startswith("urn:air:LOCALHOST:")
         assert _checked(peer) == "answered 1 entries, 1 verified"
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """The federation log's lines as (level, message)."""
+    return [
+        (record.levelname, record.getMessage())
+        for record in caplog.records
+        if record.name == "virgo.federation"
+    ]
+
+
+def test_federated_asks_the_enabled_peers_unless_told_which(peer: FakePeer) -> None:
+    """VX-DISC-5: without a list of peers a search asks the enabled peers (never a disabled
+    one); given a list, it asks those alone (none for an empty list), and a page of no entries
+    asks nobody."""
+    with FakePeer() as disabled:
+        disabled.add("Quokka Sleeper")
+        federation.add_peer(disabled.registry, label="off")
+        FederationPeer.objects.filter(url=disabled.registry).update(enabled=False)
+        shown = federation.federated({"text": "quokka"}, 10)
+        assert [entry["displayName"] for entry in shown] == ["Quokka Counter", "Quokka Painter"]
+        assert [entry["source"] for entry in shown] == [peer.registry, peer.registry]
+        assert federation.federated({"text": "quokka"}, 10, []) == []
+        assert federation.federated({"text": "quokka"}, 0) == []
+        assert federation.federated({"text": "quokka"}, -1) == []
+        assert disabled.searches == []
+    assert len(peer.searches) == 1
+
+
+def test_each_peer_left_out_is_logged_with_why_and_the_rest_follow_in_peer_order(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5: of the peers a search is given, one answering what does not verify is left
+    out with a warning saying why, one Virgo fails on is left out with an error (and its
+    traceback), and the others' entries are shown in the peers' order, each with its source."""
+    real = federation.verified
+    with (
+        FakePeer() as first,
+        FakePeer() as refusing,
+        FakePeer() as broken,
+        FakePeer() as second,
+    ):
+        first.add("Quokka One")
+        refusing.add("Quokka Refused")
+        refusing.search_status = 500
+        broken.add("Quokka Broken")
+        second.add("Quokka Two")
+        second.add("Quokka Three")
+
+        def verifier(entry: Any, fetcher: Any) -> Any:
+            if entry["url"].startswith(broken.origin):
+                raise RuntimeError("a bug in the verifier")
+            return real(entry, fetcher)
+
+        monkeypatch.setattr(federation, "verified", verifier)
+        peers = [
+            federation.Peer(first.registry, "first", None),
+            federation.Peer(refusing.registry, "refusing", None),
+            federation.Peer(broken.registry, "broken", None),
+            federation.Peer(second.registry, "second", None),
+        ]
+        with caplog.at_level(logging.INFO, logger="virgo.federation"):
+            shown = federation.federated({"text": "quokka"}, 10, peers)
+    assert [(entry["displayName"], entry["source"]) for entry in shown] == [
+        ("Quokka One", first.registry),
+        ("Quokka Two", second.registry),
+        ("Quokka Three", second.registry),
+    ]
+    assert _logged(caplog) == [
+        (
+            "WARNING",
+            f"federation peer refusing left out: federation peer: {refusing.registry}search "
+            "answered 500",
+        ),
+        ("ERROR", "federation peer broken left out"),
+    ]
+    [error] = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert error.exc_info and str(error.exc_info[1]) == "a bug in the verifier"
+
+
+def test_a_peer_still_answering_at_the_deadline_is_not_waited_for(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5: a search waits for its peers until VIRGO_ARD_FEDERATION_SECONDS is over and
+    no longer, even when what still runs is Virgo's own work on a peer's answer (not bounded
+    by the fetches' timeouts): that peer is left out, the log saying it gave no answer within
+    the budget."""
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 2.0
+
+    def overrunning(entry: Any, fetcher: Any) -> Any:
+        # Done 0.3 s after the deadline (and before a second of the search has passed).
+        time.sleep(max(0.0, fetcher.deadline - time.monotonic()) + 0.3)
+        return entry
+
+    monkeypatch.setattr(federation, "verified", overrunning)
+    with FakePeer() as slow:
+        slow.add("Quokka Dawdler")
+        with caplog.at_level(logging.INFO, logger="virgo.federation"):
+            shown = federation.federated(
+                {"text": "quokka"}, 10, [federation.Peer(slow.registry, "dawdler", None)]
+            )
+        assert shown == [] and len(slow.searches) == 1
+    assert _logged(caplog) == [
+        ("WARNING", "federation peer dawdler left out: no answer within the budget")
+    ]
+
+
+def test_a_peer_still_queued_at_the_deadline_is_left_out_as_unanswered(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VX-DISC-5: with more peers than are asked at once, one still waiting its turn when the
+    budget ends is left out as unanswered like the rest, never an error of the search."""
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 1.0
+    with contextlib.ExitStack() as stack:
+        peers = [stack.enter_context(FakePeer()) for _ in range(federation._MAX_PEERS_AT_ONCE + 1)]
+        for serving in peers:
+            serving.delay = 4.0
+        asked = [
+            federation.Peer(serving.registry, f"peer {n}", None) for n, serving in enumerate(peers)
+        ]
+        with caplog.at_level(logging.INFO, logger="virgo.federation"):
+            assert federation.federated({"text": "quokka"}, 10, asked) == []
+    assert _logged(caplog) == [
+        ("WARNING", f"federation peer peer {n} left out: no answer within the budget")
+        for n in range(len(peers))
+    ]
+
+
+def _jwks_key(**changes: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `jwks_edits` hook: the card's signing key with `changes` (None: that member left out)."""
+
+    def edit(jwks: dict[str, Any]) -> dict[str, Any]:
+        [key, *others] = jwks["keys"]
+        changed = {**key, **changes}
+        return {"keys": [{k: v for k, v in changed.items() if v is not None}, *others]}
+
+    return edit
+
+
+def _header_kid(kid: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A `card_edits` hook: the card's signature with a protected header naming `kid`."""
+    header = json.dumps({"alg": "ES256", "kid": kid, "typ": "JOSE"}).encode()
+    protected = base64.urlsafe_b64encode(header).decode().rstrip("=")
+    return lambda card: {
+        **card,
+        "signatures": [{**card["signatures"][0], "protected": protected}],
+    }
+
+
+NOT_VERIFIED = "{urn}: its card's signatures do not verify (No valid signature found)"
+
+# What a peer serves of its keys -> the reason `virgo peers check` gives; {urn} is the entry's
+# identifier and {jwks} the peer's JWKS.
+KEY_REASONS: dict[str, tuple[Callable[[FakePeer], None], str]] = {
+    "a JWKS that is not a JSON object": (
+        lambda peer: setattr(peer, "jwks_edits", lambda jwks: jwks["keys"]),
+        "JWKS: {jwks} is not a JSON object",
+    ),
+    "a JWKS without a keys list": (
+        lambda peer: setattr(peer, "jwks_edits", lambda jwks: {"keys": jwks["keys"][0]}),
+        "{jwks} has no keys",
+    ),
+    "the card's key published for RS256": (
+        lambda peer: setattr(peer, "jwks_edits", _jwks_key(alg="RS256")),
+        NOT_VERIFIED,
+    ),
+    "the card's key published without an alg": (
+        lambda peer: setattr(peer, "jwks_edits", _jwks_key(alg=None)),
+        NOT_VERIFIED,
+    ),
+    "a card signature naming its kid in a list": (
+        lambda peer: setattr(peer, "card_edits", _header_kid([peer.kid])),
+        NOT_VERIFIED,
+    ),
+}
+
+
+@pytest.mark.parametrize("served", sorted(KEY_REASONS))
+def test_checking_a_peer_says_why_its_card_origins_keys_do_not_verify(served: str) -> None:
+    """VX-DISC-5: a card verifies only by a key its origin's JWKS lists under the kid its
+    signature names (a string), for ES256 or EdDSA; a JWKS that lists no keys verifies
+    nothing. `virgo peers check` says exactly why the entry is left out."""
+    setup, reason = KEY_REASONS[served]
+    with FakePeer() as peer:
+        card = peer.add("Quokka Keyless")
+        setup(peer)
+        said = _checked(peer)
+        expected = reason.format(
+            urn=peer.entry(card)["identifier"], jwks=peer.origin + "/.well-known/jwks.json"
+        )
+    assert said == f"answered 1 entries, 0 verified\n  left out: {expected}"
+
+
+def test_a_jwks_entry_that_is_not_a_key_with_a_string_kid_is_passed_over() -> None:
+    """VX-DISC-5: what a JWKS lists that is not an object with a string kid names no key; the
+    key the card is signed with still verifies it."""
+    with FakePeer() as peer:
+        peer.add("Quokka Tidy")
+        peer.jwks_edits = lambda jwks: {
+            "keys": ["junk", {"kty": "oct", "kid": 7}, {"kty": "oct"}, *jwks["keys"]]
+        }
+        assert _checked(peer) == "answered 1 entries, 1 verified"
+
+
+_REFUSED = (
+    "{urn}: its publisher {publisher!r} is neither the card's host nor the organization its "
+    "signed card names"
+)
+
+# The identity the signed card states, the entry's publisher -> None when it is shown, else
+# the reason `virgo peers check` gives.
+PUBLISHERS: dict[str, tuple[dict[str, Any], str, str | None]] = {
+    "an organization domain in other case": (
+        {
+            "provider": "organization",
+            "organization": {"domain": "Ada-Labs.Example", "verification": "dns-txt"},
+        },
+        "ADA-LABS.example",
+        None,
+    ),
+    "an organization stating no verification": (
+        {"provider": "organization", "organization": {"domain": "ada-labs.example"}},
+        "ada-labs.example",
+        _REFUSED,
+    ),
+    "an organization stated unverified": (
+        {
+            "provider": "organization",
+            "organization": {"domain": "ada-labs.example", "verification": "unverified"},
+        },
+        "ada-labs.example",
+        _REFUSED,
+    ),
+    "a subdomain of the organization's": (
+        {
+            "provider": "organization",
+            "organization": {"domain": "ada-labs.example", "verification": "dns-txt"},
+        },
+        "eu.ada-labs.example",
+        _REFUSED,
+    ),
+    "an organization naming no domain, publisher none": (
+        {"provider": "organization", "organization": {"verification": "dns-txt"}},
+        "none",
+        _REFUSED,
+    ),
+    "an organization naming no domain, publisher xxxx": (
+        {"provider": "organization", "organization": {"verification": "dns-txt"}},
+        "xxxx",
+        _REFUSED,
+    ),
+}
+
+
+@pytest.mark.parametrize("served", sorted(PUBLISHERS))
+def test_a_publisher_is_the_organization_domain_the_signed_card_proves_in_any_case(
+    served: str,
+) -> None:
+    """VX-DISC-5: besides the card's host, an entry may publish under the domain of the
+    organization its signed card names as its provider, verified (a verification stated, and
+    not `unverified`), in any case; a subdomain, or a card naming no domain, allows no other
+    publisher, and `virgo peers check` says so exactly."""
+    identity, publisher, reason = PUBLISHERS[served]
+    with FakePeer() as peer:
+        card = peer.add("Quokka Branded", publisher=publisher)
+        peer.card_fields = extension_edit(IDENTITY_EXTENSION, lambda params: identity)
+        said = _checked(peer)
+        urn = peer.entry(card)["identifier"]
+    if reason is None:
+        assert said == "answered 1 entries, 1 verified"
+    else:
+        expected = reason.format(urn=urn, publisher=publisher.lower())
+        assert said == f"answered 1 entries, 0 verified\n  left out: {expected}"

@@ -134,7 +134,8 @@ def federated(
         pool.shutdown(wait=False, cancel_futures=True)
     answers = []
     for peer, future in zip(peers, asked, strict=True):
-        if not future.done():
+        # A peer still queued at the deadline (more peers than run at once) was cancelled.
+        if not future.done() or future.cancelled():
             logger.warning("federation peer %s left out: no answer within the budget", peer.label)
         elif isinstance(failure := future.exception(), Unverified):
             logger.warning("federation peer %s left out: %s", peer.label, failure)
