@@ -94,10 +94,12 @@ bench: install
 # tests (mutation/run.py); writes docs/mutation.md. MUTATION_MODULES=stamps/validation.py,...
 # runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run, and with it
 # MUTATION_TESTS=tests/test_card_fastpath.py,... runs the mutants it let through against those files.
+# MUTATION_MINUTES=120 stops the run then and reports only the modules it finished.
 MUTATION_CHILDREN ?= 2
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt
 	command -v redis-server >/dev/null 2>&1 || { . scripts/lib.sh && install_debian_packages redis-server; }
 	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
 		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep) \
-		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)")
+		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)") \
+		$(if $(MUTATION_MINUTES),--minutes $(MUTATION_MINUTES))

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 KILLED = frozenset({"killed", "caught by type check"})
 TIMED_OUT = frozenset({"timeout"})
 SURVIVED = frozenset({"survived", "no tests"})
+# What mutmut says of a mutant a stopped run never reached (or was running when it stopped).
+NOT_RUN = frozenset({"not checked", "check was interrupted by user"})
 GOAL = 0.9
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -75,6 +77,8 @@ class RunInfo:
     wall_seconds: float
     mutants_run: int
     command: str
+    # Modules a run stopped at its time budget before finishing: they keep their earlier rows.
+    unfinished: tuple[str, ...] = ()
 
 
 def score_modules(
@@ -104,6 +108,12 @@ def score_modules(
             )
         )
     return rows
+
+
+def unfinished_modules(mutants: Iterable[Mutant], modules: Sequence[str]) -> list[str]:
+    """The modules of `modules` (in their order) with a mutant the run did not finish."""
+    stopped = {mutant.module for mutant in mutants if mutant.status in NOT_RUN}
+    return [module for module in modules if module in stopped]
 
 
 def one_line_change(diff: str) -> str:
@@ -215,6 +225,14 @@ def render(
         f"- commit: {info.commit}",
         f"- command: `{info.command}`",
         f"- wall time: {minutes:.0f} min for {info.mutants_run} mutants, {info.children} at a time",
+    ]
+    if info.unfinished:
+        lines.append(
+            "- stopped at its time budget: "
+            + ", ".join(f"`{module}`" for module in info.unfinished)
+            + " did not finish and keep their earlier rows and survivors"
+        )
+    lines += [
         "- tests: the non-live suite on SQLite, and the live tests marked `mutation` (in-process",
         "  servers, a private Redis); each mutant runs only the tests that call the mutated",
         "  function, until the first failure",

@@ -9,6 +9,7 @@ empty mutants/; --keep reuses the last one and runs again only the mutants it le
 tests added since; a changed source module needs a fresh run).
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
+        [--minutes 120]
 """
 
 import argparse
@@ -138,6 +139,35 @@ def mutmut(*args: str, capture: bool = False) -> str:
     return done.stdout if capture else ""
 
 
+def mutmut_run(args: list[str], minutes: float | None) -> None:
+    """`mutmut run`, ended after `minutes` if given: what it finished by then stays in its
+    records, and the report counts only the modules it finished."""
+    # Its own session, so that stopping it stops its test processes and nothing else.
+    process = subprocess.Popen([str(MUTMUT), "run", *args], cwd=ROOT, start_new_session=True)
+    try:
+        code = process.wait(timeout=minutes * 60 if minutes else None)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        return
+    except BaseException:
+        # Ctrl-C or SIGTERM reaches this process only, not the session mutmut runs in.
+        _stop(process)
+        raise
+    if code != 0:
+        raise SystemExit(f"mutmut run failed with exit status {code}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    # SIGINT is mutmut's Ctrl-C: it stops its workers and keeps what they finished.
+    os.killpg(process.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=60)
+    # Whatever of its session outlived it (a test's server, a worker that ignored SIGINT).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def results(globs: list[str]) -> list[report.Mutant]:
     """Every mutant matching the globs, with mutmut's word for its outcome."""
     mutants = []
@@ -247,6 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--tests", default="", help="with --keep: run those mutants against these test files"
     )
+    parser.add_argument(
+        "--minutes", type=float, help="stop after this long; report the modules finished by then"
+    )
     parser.add_argument("--report", type=Path, default=DOC)
     args = parser.parse_args(argv)
     tests = [name for name in re.split(r"[,\s]+", args.tests) if name]
@@ -269,18 +302,21 @@ def main(argv: list[str] | None = None) -> None:
             if tests and rerun is not None:
                 run_against(rerun, tests, args.children)
             else:
-                mutmut(
-                    "run",
-                    "--max-children",
-                    str(args.children),
-                    *(globs if rerun is None else rerun),
+                mutmut_run(
+                    ["--max-children", str(args.children), *(globs if rerun is None else rerun)],
+                    args.minutes,
                 )
     wall_seconds = time.monotonic() - started
 
-    mutants = sorted(results(globs), key=lambda m: m.sort_key)
+    everything = results(globs)
+    unfinished = report.unfinished_modules(everything, modules)
+    finished = [module for module in modules if module not in unfinished]
+    mutants = sorted(
+        (m for m in everything if m.module not in unfinished), key=lambda m: m.sort_key
+    )
     listed = [with_change(m) for m in mutants if m.listed]
     rows = report.score_modules(
-        mutants, {module: scope(module) for module in modules}, seconds_by_mutant(modules)
+        mutants, {module: scope(module) for module in finished}, seconds_by_mutant(finished)
     )
     info = report.RunInfo(
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -294,7 +330,9 @@ def main(argv: list[str] | None = None) -> None:
         command="make mutation"
         + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
         + (" MUTATION_KEEP=1" if args.keep else "")
-        + (f" MUTATION_TESTS={','.join(tests)}" if tests else ""),
+        + (f" MUTATION_TESTS={','.join(tests)}" if tests else "")
+        + (f" MUTATION_MINUTES={args.minutes:g}" if args.minutes else ""),
+        unfinished=tuple(unfinished),
     )
     previous = args.report.read_text() if args.report.exists() else ""
     args.report.write_text(
@@ -312,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{row.module}: {row.killed}/{row.total} killed ({row.score:.1%}), "
             f"{row.survived} survived, {row.timed_out} timed out, {row.other} other"
         )
+    if unfinished:
+        print(f"stopped at {args.minutes:g} min before finishing: {', '.join(unfinished)}")
     print(f"wrote {args.report}")
 
 

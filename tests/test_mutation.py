@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -373,3 +375,91 @@ def test_named_test_files_need_the_last_runs_mutants() -> None:
     last run to take them from, and the run says so before it deletes anything."""
     with pytest.raises(SystemExit, match="MUTATION_KEEP"):
         run.main(["--tests", "tests/test_card_fastpath.py"])
+
+
+def test_a_module_with_a_mutant_not_run_is_unfinished() -> None:
+    """A run stopped at its budget counts only the modules it finished: one with a mutant
+    mutmut never reached, or was running when it stopped, is unfinished."""
+    mutants = [
+        Mutant("stamps.validation.x_a__mutmut_1", "killed"),
+        Mutant("stamps.validation.x_a__mutmut_2", "survived"),
+        Mutant("stamps.projections.x_b__mutmut_1", "killed"),
+        Mutant("stamps.projections.x_b__mutmut_2", "not checked"),
+        Mutant("stamps.grant.x_c__mutmut_1", "check was interrupted by user"),
+    ]
+    modules = ["stamps/grant.py", "stamps/validation.py", "stamps/projections.py"]
+    assert report.unfinished_modules(mutants, modules) == [
+        "stamps/grant.py",
+        "stamps/projections.py",
+    ]
+    assert report.unfinished_modules(mutants[:3], modules) == []
+
+
+def test_a_stopped_runs_report_names_what_it_did_not_finish() -> None:
+    """The header says which modules a stopped run did not finish; a finished run says nothing."""
+    rows = [ModuleScore("stamps/validation.py", "whole module", 9, 1, 0, 0, 60.0)]
+    stopped = dataclasses.replace(INFO, unfinished=("stamps/projections.py",))
+    assert (
+        "- stopped at its time budget: `stamps/projections.py` did not finish and keep their "
+        "earlier rows and survivors" in report.render(stopped, rows, [], {})
+    )
+    assert "stopped at" not in report.render(INFO, rows, [], {})
+
+
+def test_a_run_past_its_budget_is_stopped_with_its_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MUTATION_MINUTES: mutmut is interrupted as by Ctrl-C when the budget ends (so it keeps
+    what it finished), and a worker it started stops with it; a run that fails still says so."""
+    pid_file = tmp_path / "worker.pid"
+    fake = tmp_path / "mutmut"
+    fake.write_text(
+        "#!/bin/bash\n"
+        '[ "$2" = "fail" ] && exit 3\n'
+        f"sleep 300 & echo $! > {pid_file}\n"
+        "trap 'exit 0' INT\n"
+        "while true; do sleep 0.1; done\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(run, "MUTMUT", fake)
+
+    run.mutmut_run(["--max-children"], minutes=0.02)
+
+    assert not _alive(int(pid_file.read_text()))
+    pid_file.unlink()
+    # A Ctrl-C or SIGTERM of the run (raised while it waits) stops mutmut's session too.
+    monkeypatch.setattr(subprocess.Popen, "wait", _interrupted_once(subprocess.Popen.wait))
+    with pytest.raises(KeyboardInterrupt):
+        run.mutmut_run(["--max-children"], minutes=None)
+    assert not _alive(int(pid_file.read_text()))
+    with pytest.raises(SystemExit, match="exit status 3"):
+        run.mutmut_run(["fail"], minutes=None)
+
+
+def _interrupted_once(wait: Callable[..., int]) -> Callable[..., int]:
+    """Popen.wait raising KeyboardInterrupt the first time it is called without a timeout, once
+    the process has started its worker (as Ctrl-C interrupts a wait)."""
+    interrupted = []
+
+    def waiting(process: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        if timeout is None and not interrupted:
+            interrupted.append(True)
+            time.sleep(1)
+            raise KeyboardInterrupt
+        return wait(process, timeout)
+
+    return waiting
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs, given a moment to be reaped (a killed orphan is a zombie until
+    its new parent waits for it)."""
+    for _ in range(50):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state in {"Z", "X"}:
+            return False
+        time.sleep(0.1)
+    return True
