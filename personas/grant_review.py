@@ -27,35 +27,35 @@ _LISTS = (
 
 def named(text: str, owner_id: int) -> str:
     """`text` with each uuid of one of the owner's personas replaced by that persona's name."""
-    uuids = set(_UUID.findall(text))
+    return naming([text], owner_id)[0]
+
+
+def naming(texts: list[str], owner_id: int) -> list[str]:
+    """`named` for each of `texts`, with one query for them all."""
+    uuids = {uuid for text in texts for uuid in _UUID.findall(text)}
     if not uuids:
-        return text
-    names = dict(
-        Persona.objects.filter(agent__owner_id=owner_id, uuid__in=uuids).values_list("uuid", "name")
+        return list(texts)
+    names = Persona.objects.filter(agent__owner_id=owner_id, uuid__in=uuids).values_list(
+        "uuid", "name"
     )
-    by_text = {str(uuid): name for uuid, name in names.items()}
-    return _UUID.sub(lambda found: by_text.get(found[0], found[0]), text)
-
-
-_ADDS_TOOL = "adds tool "
+    by_text = {str(uuid): name for uuid, name in names}
+    return [_UUID.sub(lambda found: by_text.get(found[0], found[0]), text) for text in texts]
 
 
 def widening_reasons(diff: dict[str, Any], owner_id: int) -> list[str]:
-    """Why the proposal waits, a reason a line, personas by name; the tools it adds are said
-    once, as one list where the first of them was (a first grant adds every tool of the class)."""
-    reasons: list[str | None] = []
-    added: list[str] = []
-    for reason in diff.get("widening", []):
-        if reason.startswith(_ADDS_TOOL):
-            if not added:
-                reasons.append(None)
-            added.append(reason.removeprefix(_ADDS_TOOL))
-        else:
-            reasons.append(named(reason, owner_id))
-    tools = f"adds tool {added[0]}" if len(added) == 1 else f"adds {len(added)} tools: "
-    if len(added) > 1:
-        tools += ", ".join(added)
-    return [tools if reason is None else reason for reason in reasons]
+    """Why the proposal waits, a reason a line, personas by name."""
+    return naming(list(diff.get("widening", [])), owner_id)
+
+
+def widening_reasons_of(diffs: dict[int, dict[str, Any]], owner_id: int) -> dict[int, list[str]]:
+    """`widening_reasons` of each diff (by key, e.g. a proposal's pk), with one query for all."""
+    keys = list(diffs)
+    texts = [list(diffs[key].get("widening", [])) for key in keys]
+    flat = naming([text for reasons in texts for text in reasons], owner_id)
+    found: dict[int, list[str]] = {}
+    for key, reasons in zip(keys, texts, strict=True):
+        found[key], flat = flat[: len(reasons)], flat[len(reasons) :]
+    return found
 
 
 def _place(scope: dict[str, Any] | None) -> str:

@@ -292,6 +292,13 @@ def _tool_widening(old: ToolGrant, new: ToolGrant, *, already: dict[str, set[str
     return widening
 
 
+def _tools_widening(added: list[str]) -> list[str]:
+    """The tools a change adds, as one reason (a first grant adds every tool of its class)."""
+    if len(added) > 1:
+        return [f"adds {len(added)} tools: {', '.join(added)}"]
+    return [f"adds tool {name}" for name in added]
+
+
 def compare(before: Grant | None, after: Grant | None) -> dict[str, Any]:
     """What changes from `before` to `after`, and each way in which it widens.
 
@@ -317,7 +324,7 @@ def compare(before: Grant | None, after: Grant | None) -> dict[str, Any]:
     surfaces = _added_removed(old_grant.human_surfaces, new_grant.human_surfaces)
     paths = _added_removed(old_grant.writable_paths, new_grant.writable_paths)
     ask_first = _added_removed(old_grant.ask_first, new_grant.ask_first)
-    widening = [f"adds tool {name}" for name in tools_added]
+    widening = _tools_widening(tools_added)
     if before is not None and after is not None:
         scope = _scope_widening(before, after)
         already = {

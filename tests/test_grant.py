@@ -214,6 +214,20 @@ def test_every_kind_of_widening_is_named(kind: str) -> None:
     assert any(said in reason for reason in diff["widening"]), diff["widening"]
 
 
+def test_the_tools_a_change_adds_are_one_reason() -> None:
+    """VX-GRANT-2, VX-OPS-11: the tools a change adds are said once, as one list in the place of
+    the first (a first grant adds every tool of its class); one tool is said as one."""
+    fewer = [verb for verb in SECRETARY_VERBS if verb not in ("claim", "complete")]
+    diff = compare(_grant(verb_subset=fewer), _grant(queues=["reviews", "triage"]))
+    assert diff["tools_added"] == ["claim", "complete"]
+    assert diff["widening"] == ["adds 2 tools: claim, complete", "adds queue triage"]
+    first = compare(None, _grant())
+    assert first["widening"][0] == (
+        f"adds {len(SECRETARY_VERBS)} tools: {', '.join(sorted(SECRETARY_VERBS))}"
+    )
+    assert not any(reason.startswith("adds tool") for reason in first["widening"])
+
+
 @pytest.mark.parametrize("kind", NARROWINGS)
 def test_every_kind_of_narrowing_widens_nothing(kind: str) -> None:
     """VX-GRANT-2: narrowing (or no grant change) is not widening."""

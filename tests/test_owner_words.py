@@ -4,10 +4,13 @@ page shows only what changes, names personas by name, and tells Confirm from Rej
 
 import io
 import re
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from personas import grant_review, services
 from personas.models import Persona, PersonaClass
@@ -97,14 +100,45 @@ def test_the_review_page_shows_only_what_changes_and_names_the_lead() -> None:
     assert "Reject: change nothing" in shown and 'class="button reject-proposal"' in shown
 
 
-def test_why_a_proposal_waits_says_the_tools_it_adds_once() -> None:
-    """VX-OPS-11: the tools a proposal adds are one line where the first was; other reasons keep
-    their place; one tool is said as one."""
-    diff = {"widening": ["adds tool a", "adds queue q", "adds tool b", "adds tool c"]}
-    assert grant_review.widening_reasons(diff, owner_id=0) == [
-        "adds 3 tools: a, b, c",
-        "adds queue q",
-    ]
-    one = {"widening": ["its role changes", "adds tool a"]}
-    assert grant_review.widening_reasons(one, owner_id=0) == ["its role changes", "adds tool a"]
-    assert grant_review.widening_reasons({}, owner_id=0) == []
+def test_why_proposals_wait_names_every_persona_with_one_query() -> None:
+    """VX-OPS-11: the reasons of a persona's proposals name personas by name, never a uuid, and
+    the persona page names them all with one query, however many proposals it lists."""
+    owner = make_owner("reasons-owner")
+    agent = make_agent(owner)
+    lead = standing_persona(owner, agent=agent, persona_class=PersonaClass.PROJECT_LEAD)
+    deputy = standing_persona(owner, agent=agent)
+    client = session_client(owner)
+    page = f"/admin/personas/persona/{deputy.pk}/change/"
+
+    def propose(**changes: Any) -> None:
+        with run_on_commit():
+            services.persona_submit(
+                persona=deputy, actor=owner, via="test", owning_lead=lead, **changes
+            )
+
+    def queries() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as captured:
+            shown = client.get(page)
+        assert shown.status_code == 200
+        return len(captured), shown.content.decode()
+
+    propose(verb_subset=[*deputy.verb_subset, "claim"])
+    queries()  # the first request also reads content types, which later ones have cached
+    one, _ = queries()
+    propose(verb_subset=[*deputy.verb_subset, "complete"])
+    propose(queues=[*deputy.queues, "triage"])
+    three, shown = queries()
+    assert deputy.proposals.count() == 3
+    assert three == one
+    assert shown.count(f"to owning lead {lead.name}") == 3
+    cells = re.findall(r'<td class="field-widening">\s*<p>(.*?)</p>', shown, re.S)
+    assert len(cells) == 3 and not any(str(lead.uuid) in cell for cell in cells)
+    diffs = {p.pk: p.diff for p in deputy.proposals.all()}
+    with CaptureQueriesContext(connection) as captured:
+        reasons = grant_review.widening_reasons_of(diffs, owner.pk)
+    assert len(captured) == 1
+    assert all(any(lead.name in r for r in found) for found in reasons.values())
+    assert reasons == {
+        pk: grant_review.widening_reasons(diff, owner.pk) for pk, diff in diffs.items()
+    }
+    assert grant_review.widening_reasons({}, owner.pk) == []
