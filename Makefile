@@ -98,7 +98,10 @@ bench: install
 MUTATION_CHILDREN ?= 2
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt
-	command -v redis-server >/dev/null 2>&1 || { . scripts/lib.sh && install_debian_packages redis-server; }
+	# The suite it runs needs Redis, and bubblewrap for `launch --check` (as `make test` installs).
+	missing=(); command -v redis-server >/dev/null 2>&1 || missing+=(redis-server); \
+	command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap); \
+	. scripts/lib.sh && install_debian_packages "$${missing[@]}"
 	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
 		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep) \
 		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)") \
