@@ -943,45 +943,39 @@ _REFUSED = (
     "signed card names"
 )
 
+
 # The identity the signed card states, the entry's publisher -> None when it is shown, else
 # the reason `virgo peers check` gives.
+def _organization(domain: str | None = "ada-labs.example", **verification: str) -> dict[str, Any]:
+    """The identity a card's provider states: an organization, its domain and verification."""
+    organization = {**({"domain": domain} if domain else {}), **verification}
+    return {"provider": "organization", "organization": organization}
+
+
 PUBLISHERS: dict[str, tuple[dict[str, Any], str, str | None]] = {
     "an organization domain in other case": (
-        {
-            "provider": "organization",
-            "organization": {"domain": "Ada-Labs.Example", "verification": "dns-txt"},
-        },
+        _organization("Ada-Labs.Example", verification="dns-txt"),
         "ADA-LABS.example",
         None,
     ),
-    "an organization stating no verification": (
-        {"provider": "organization", "organization": {"domain": "ada-labs.example"}},
-        "ada-labs.example",
-        _REFUSED,
-    ),
+    "an organization stating no verification": (_organization(), "ada-labs.example", _REFUSED),
     "an organization stated unverified": (
-        {
-            "provider": "organization",
-            "organization": {"domain": "ada-labs.example", "verification": "unverified"},
-        },
+        _organization(verification="unverified"),
         "ada-labs.example",
         _REFUSED,
     ),
     "a subdomain of the organization's": (
-        {
-            "provider": "organization",
-            "organization": {"domain": "ada-labs.example", "verification": "dns-txt"},
-        },
+        _organization(verification="dns-txt"),
         "eu.ada-labs.example",
         _REFUSED,
     ),
     "an organization naming no domain, publisher none": (
-        {"provider": "organization", "organization": {"verification": "dns-txt"}},
+        _organization(None, verification="dns-txt"),
         "none",
         _REFUSED,
     ),
     "an organization naming no domain, publisher xxxx": (
-        {"provider": "organization", "organization": {"verification": "dns-txt"}},
+        _organization(None, verification="dns-txt"),
         "xxxx",
         _REFUSED,
     ),
