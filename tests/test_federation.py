@@ -400,6 +400,48 @@ def test_a_credential_with_spaces_is_refused(tmp_path: Any) -> None:
         call_command("peers", "add", "https://peer.example/", "--credential-file", str(token))
 
 
+@pytest.mark.parametrize(
+    ("url", "kwargs", "message"),
+    [
+        ("https://peer.example/api/ard/#top", {}, "url: 'https://peer.example/api/ard/#top' "
+         "carries a query, fragment or credentials; give them apart"),
+        ("https://ada@peer.example/api/ard/", {}, "url: 'https://ada@peer.example/api/ard/' "
+         "carries a query, fragment or credentials; give them apart"),
+        ("https://:secret@peer.example/", {}, "url: 'https://:secret@peer.example/' carries a "
+         "query, fragment or credentials; give them apart"),
+        ("https://peer.example/", {"scheme": "Basic"}, "scheme: 'Basic' is not one of Token, "
+         "Bearer"),
+        ("https://peer.example/", {"credential": "one\ntwo"}, "credential: one token, without "
+         "spaces or line breaks"),
+    ],
+)  # fmt: skip
+def test_a_peer_refused_says_exactly_why(url: str, kwargs: dict[str, str], message: str) -> None:
+    """VX-DISC-5: each part of a peer Virgo will not add is refused alone (a fragment, a user
+    name without a password, a password without a user name, a scheme it does not send, a
+    credential of two words), with the field and the reason, and nothing is stored."""
+    with pytest.raises(federation.PeerRefused) as refused:
+        federation.add_peer(url, **kwargs)
+    assert str(refused.value) == message
+    assert not FederationPeer.objects.exists()
+
+
+def test_a_peer_added_with_nothing_but_its_url_is_named_by_its_host_and_holds_no_credential() -> (
+    None
+):
+    """VX-DISC-5: `virgo peers add URL` alone labels the peer by its host and port and stores no
+    credential, so its searches are sent without one."""
+    peer = federation.add_peer("https://peer.example:8443/api/ard")
+    assert (peer.url, peer.label, peer.scheme, peer.credential_sealed) == (
+        "https://peer.example:8443/api/ard/",
+        "peer.example:8443",
+        "Token",
+        "",
+    )
+    assert federation.enabled_peers() == [
+        federation.Peer("https://peer.example:8443/api/ard/", "peer.example:8443", None)
+    ]
+
+
 def test_only_a_superuser_manages_peers_in_the_admin() -> None:
     """VX-DISC-5: the admin's peers page is a superuser's; the credential typed there is sealed
     and never rendered back."""

@@ -13,7 +13,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from personas import audit
-from personas.models import AuditEvent, Generation, Persona, PurgedPersona, RevocationReason
+from personas.models import (
+    AuditEvent,
+    Generation,
+    Persona,
+    PurgedPersona,
+    RevocationReason,
+    Tombstone,
+)
 from personas.services.status_list import status_revoke
 from personas.services.validation import User
 from personas.signals import persona_revoked, personas_written
@@ -175,13 +182,11 @@ def revoke_before_deleting(persona: Persona, *, actor: User) -> list[int]:
         via="deletion",
     )
     persona.refresh_from_db()
-    keep_tombstone(persona, actor=actor, via="deletion", recorded=False)
+    _store_tombstone(persona, actor=actor)
     return revocation.generations
 
 
-def keep_tombstone(
-    persona: Persona, *, actor: User | None, via: str = "purge", recorded: bool = True
-) -> None:
+def keep_tombstone(persona: Persona, *, actor: User | None, via: str = "purge") -> None:
     """Before a revoked persona's row goes, keep what its tombstone says (PurgedPersona) and
     say so in the audit trail; nothing for a persona that is not revoked, or kept already.
 
@@ -189,18 +194,8 @@ def keep_tombstone(
     from its agent or owner included, takes the tombstone with it. The event names the persona
     and its agent in its data only: both rows may be going in the same deletion.
     """
-    tombstone = persona.tombstone()
-    if tombstone is None or PurgedPersona.objects.filter(uuid=persona.uuid).exists():
-        return
-    PurgedPersona.objects.create(
-        uuid=persona.uuid,
-        revoked_at=tombstone.revoked_at,
-        revocation_reason=tombstone.reason,
-        generation=tombstone.generation,
-        listed=persona.discoverable,
-        purged_by=actor,
-    )
-    if not recorded:
+    tombstone = _store_tombstone(persona, actor=actor)
+    if tombstone is None:
         return
     audit.record(
         AuditEvent.Kind.PURGED,
@@ -216,6 +211,23 @@ def keep_tombstone(
             "generation": tombstone.generation,
         },
     )
+
+
+def _store_tombstone(persona: Persona, *, actor: User | None) -> Tombstone | None:
+    """The persona's tombstone, kept as its PurgedPersona row in `actor`'s name; None for a
+    persona that is not revoked, or whose tombstone is kept already."""
+    tombstone = persona.tombstone()
+    if tombstone is None or PurgedPersona.objects.filter(uuid=persona.uuid).exists():
+        return None
+    PurgedPersona.objects.create(
+        uuid=persona.uuid,
+        revoked_at=tombstone.revoked_at,
+        revocation_reason=tombstone.reason,
+        generation=tombstone.generation,
+        listed=persona.discoverable,
+        purged_by=actor,
+    )
+    return tombstone
 
 
 def tombstone_kept_on_delete(sender: type[Persona], instance: Persona, **kwargs: Any) -> None:
