@@ -336,14 +336,18 @@ def test_a_peer_whose_credential_does_not_open_is_left_out(
     client: APIClient, local: Any, peer: FakePeer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """VX-DISC-5: a credential sealed for another peer (copied onto this row) does not open,
-    and the peer is left out, saying so."""
-    FederationPeer.objects.filter(url=peer.registry).update(
-        credential_sealed=federation.sealed_credential("http://elsewhere/", CREDENTIAL)
-    )
+    and the peer is left out, the log saying why it did not open."""
+    copied = federation.sealed_credential("http://elsewhere/", CREDENTIAL)
+    FederationPeer.objects.filter(url=peer.registry).update(credential_sealed=copied)
+    with pytest.raises(sealing.KeyCannotBeOpened) as why:
+        sealing.unseal(peer.registry, copied, sealing.PEER_CREDENTIAL)
     with caplog.at_level(logging.WARNING, logger="virgo.federation"):
         answer = search(client)
     assert names(answer) == ["Quokka Keeper"] and answer[ANSWERED_AS] == "referrals"
-    assert "federation peer peer one left out" in caplog.text
+    assert str(why.value)
+    assert f"federation peer peer one left out: {why.value}" in [
+        record.getMessage() for record in caplog.records
+    ]
 
 
 def test_peers_commands_add_list_check_and_remove(tmp_path: Any) -> None:
