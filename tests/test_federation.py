@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -347,6 +348,21 @@ def test_a_peer_whose_credential_does_not_open_is_left_out(
     assert str(why.value)
     assert f"federation peer peer one left out: {why.value}" in [
         record.getMessage() for record in caplog.records
+    ]
+
+
+def test_a_peer_whose_credential_does_not_open_leaves_the_next_peers_asked() -> None:
+    """VX-DISC-5: a credential that does not open leaves out its own peer only; the peers
+    added after it are asked, with their credentials."""
+    federation.add_peer("https://first.example/api/ard/", label="first", credential=CREDENTIAL)
+    federation.add_peer("https://second.example/api/ard/", label="second", credential="s3cond")
+    federation.add_peer("https://third.example/api/ard/", label="third")
+    FederationPeer.objects.filter(label="first").update(
+        credential_sealed=federation.sealed_credential("http://elsewhere/", CREDENTIAL)
+    )
+    assert federation.enabled_peers() == [
+        federation.Peer("https://second.example/api/ard/", "second", "Token s3cond"),
+        federation.Peer("https://third.example/api/ard/", "third", None),
     ]
 
 
@@ -858,6 +874,33 @@ def test_each_peer_left_out_is_logged_with_why_and_the_rest_follow_in_peer_order
     ]
     [error] = [record for record in caplog.records if record.levelname == "ERROR"]
     assert error.exc_info and str(error.exc_info[1]) == "a bug in the verifier"
+
+
+def test_a_search_asks_at_most_eight_peers_at_once(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-DISC-5: however many peers are enabled, a search has at most eight of them answering
+    at once (and all eight when it has that many), so one search cannot open a connection to
+    every registry an operator added."""
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 30.0
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def counted(peer: Any, query: Any, page_size: int, deadline: float) -> list[Any]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.5)
+        with lock:
+            running[0] -= 1
+        return []
+
+    monkeypatch.setattr(federation, "_ask", counted)
+    peers = [federation.Peer(f"http://peer{n}.example/", f"peer {n}", None) for n in range(12)]
+    assert federation.federated({"text": "quokka"}, 10, peers) == []
+    assert most[0] == federation._MAX_PEERS_AT_ONCE == 8
+    most[0] = 0
+    assert federation.federated({"text": "quokka"}, 10, peers[:3]) == []
+    assert most[0] == 3
 
 
 def test_a_peer_still_answering_at_the_deadline_is_not_waited_for(
