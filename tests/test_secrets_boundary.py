@@ -573,6 +573,19 @@ def test_each_stand_in_filter_alone_keeps_a_value_from_being_a_credential(
     assert credentials.find_secret(template.format(value)) is not None
 
 
+def test_the_entropy_floor_is_three_bits_a_character_inclusive_of_what_ends_the_match() -> None:
+    """VX-SEC-14: a rule's match of exactly 3 bits a character (eight characters, each as often)
+    is a credential, the same place holding seven characters (under 3 bits) is not the rule's:
+    the floor that tells `ghp_` and 36 x's from a token is inclusive."""
+    rule = "betterleaks.hashicorp-tf-password"
+    assert credentials._entropy("q7Zm2Kx9q7Zm2Kx9") == credentials.ENTROPY_FLOOR == 3.0
+    assert credentials.find_secret('password = "q7Zm2Kx9q7Zm2Kx9"') == rule
+    assert credentials._entropy("q7Zm2Kxq7Zm2Kx") < 3.0
+    assert credentials.find_secret('password = "q7Zm2Kxq7Zm2Kx"') != rule
+    # Only quotes, backticks and spaces are taken off a match: an X on either end counts.
+    assert credentials.find_secret('password = "Xq7Zm2K9q7Zm2K9X"') == rule
+
+
 def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
     """VX-SEC-14: the bounds that keep crafted text from backtracking for minutes: no piece the
     format detectors read has a line over the limit (a long one comes in overlapping windows),
