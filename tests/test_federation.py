@@ -903,6 +903,28 @@ def test_a_search_asks_at_most_eight_peers_at_once(
     assert most[0] == 3
 
 
+def test_a_budget_under_a_second_is_kept_and_a_peer_queued_past_it_is_never_asked(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-DISC-5: a search waits for its peers no longer than its budget, however short, and a
+    peer still waiting its turn when the budget ends is never asked afterwards: the search's
+    work ends with its answer."""
+    settings.VIRGO_ARD_FEDERATION_SECONDS = 0.1
+    asked: list[str] = []
+
+    def slow(peer: Any, query: Any, page_size: int, deadline: float) -> list[Any]:
+        asked.append(peer.label)
+        time.sleep(0.4)
+        return [{"identifier": f"urn:peer:{peer.label}"}]
+
+    monkeypatch.setattr(federation, "_ask", slow)
+    count = federation._MAX_PEERS_AT_ONCE + 1
+    peers = [federation.Peer(f"http://peer{n}.example/", f"peer {n}", None) for n in range(count)]
+    assert federation.federated({"text": "quokka"}, 10, peers) == []
+    time.sleep(1.5)
+    assert sorted(asked) == sorted(peer.label for peer in peers[:-1])
+
+
 def test_a_peer_still_answering_at_the_deadline_is_not_waited_for(
     settings: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
