@@ -3,10 +3,9 @@ registries a federated search asks.
 
 The admin shows a key's public half (the JWK peers see) and its life; the private key is in no
 field, column or page. Every action is the write function `virgo keys` calls (cards.keys). A
-peer's credential is written, never shown: the form seals what is typed (cards.ard.federation).
+peer's credential is written, never shown: the form seals what is typed (cards.ard.peers).
 """
 
-from types import ModuleType
 from typing import Any
 
 from django import forms
@@ -15,16 +14,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from cards import keys
+from cards.ard import peers
 from cards.models import FederationPeer, SigningKey
 from virgo.admin_permissions import NoEditsMixin
-
-
-def federation() -> ModuleType:
-    """cards.ard.federation, imported when a peer is edited: it loads the A2A client and httpx,
-    which every command would otherwise pay for at start (django.setup imports each admin)."""
-    from cards.ard import federation
-
-    return federation
 
 
 @admin.register(SigningKey)
@@ -100,8 +92,8 @@ class FederationPeerForm(forms.ModelForm):
 
     def clean_credential(self) -> str:
         try:
-            return federation().checked_credential(self.cleaned_data["credential"])
-        except federation().PeerRefused as refused:
+            return peers.checked_credential(self.cleaned_data["credential"])
+        except peers.PeerRefused as refused:
             raise forms.ValidationError(str(refused).removeprefix("credential: ")) from None
 
     def clean(self) -> dict[str, Any]:
@@ -114,8 +106,8 @@ class FederationPeerForm(forms.ModelForm):
 
     def clean_url(self) -> str:
         try:
-            return federation().normalised_url(self.cleaned_data["url"])
-        except federation().PeerRefused as refused:
+            return peers.normalised_url(self.cleaned_data["url"])
+        except peers.PeerRefused as refused:
             raise forms.ValidationError(str(refused).removeprefix("url: ")) from None
 
 
@@ -149,5 +141,5 @@ class FederationPeerAdmin(admin.ModelAdmin):
     ) -> None:
         credential = form.cleaned_data.get("credential", "")
         if credential or not change:
-            obj.credential_sealed = federation().sealed_credential(obj.url, credential)
+            obj.credential_sealed = peers.sealed_credential(obj.url, credential)
         super().save_model(request, obj, form, change)

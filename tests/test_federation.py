@@ -9,8 +9,11 @@ import contextlib
 import io
 import json
 import logging
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -26,7 +29,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from cards import sealing
-from cards.ard import federation, foreign
+from cards.ard import federation, foreign, peers
 from cards.ard.views import ANSWERED_AS
 from cards.models import FederationPeer
 from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
@@ -75,7 +78,7 @@ def peer() -> Iterator[FakePeer]:
     with FakePeer() as serving:
         serving.add("Quokka Counter")
         serving.add("Quokka Painter")
-        federation.add_peer(serving.registry, label="peer one", credential=CREDENTIAL)
+        peers.add_peer(serving.registry, label="peer one", credential=CREDENTIAL)
         yield serving
 
 
@@ -188,7 +191,7 @@ def test_an_entry_that_does_not_verify_is_left_out(
     answers, with everything that did verify), and the log says why, never the credential."""
     with FakePeer() as peer:
         lying = peer.add("Quokka Liar")
-        federation.add_peer(peer.registry, label="liar", credential=CREDENTIAL)
+        peers.add_peer(peer.registry, label="liar", credential=CREDENTIAL)
         LIES[lie](peer, lying)
         with caplog.at_level(logging.WARNING, logger="virgo.federation"):
             answer = search(client)
@@ -207,7 +210,7 @@ def test_a_peer_cannot_make_the_registry_fetch_from_another_private_address(
         elsewhere = internal.add("Quokka Internal")
         peer.entry_edits = lambda entry: {**entry, "url": internal.card_url(elsewhere)}
         peer.add("Quokka Pointer")
-        federation.add_peer(peer.registry, label="pointer")
+        peers.add_peer(peer.registry, label="pointer")
         with caplog.at_level(logging.WARNING, logger="virgo.federation"):
             answer = search(client)
         assert names(answer) == ["Quokka Keeper"]
@@ -226,7 +229,7 @@ def test_a_card_of_an_organization_it_proves_may_publish_under_that_domain(
     verified provider is shown (the other half of the publisher binding above)."""
     with FakePeer() as peer:
         peer.add("Quokka Auditor", publisher="ada-labs.example", organization="ada-labs.example")
-        federation.add_peer(peer.registry)
+        peers.add_peer(peer.registry)
         assert names(search(client)) == ["Quokka Keeper", "Quokka Auditor"]
 
 
@@ -250,8 +253,8 @@ def test_a_failing_peer_degrades_to_its_absence(
     with FakePeer() as failing, FakePeer() as working:
         failing.add("Quokka Ghost")
         working.add("Quokka Counter")
-        federation.add_peer(failing.registry, label="failing")
-        federation.add_peer(working.registry, label="working")
+        peers.add_peer(failing.registry, label="failing")
+        peers.add_peer(working.registry, label="working")
         FAILURES[failure](failing)
         started = time.monotonic()
         answer = search(client)
@@ -264,7 +267,7 @@ def test_a_failing_peer_degrades_to_its_absence(
 def test_a_peer_that_is_down_degrades_to_its_absence(client: APIClient, local: Any) -> None:
     """VX-DISC-5: nothing listening at the peer's address is an absence, not an error."""
     gone = FakePeer()
-    federation.add_peer(gone.registry, label="gone")
+    peers.add_peer(gone.registry, label="gone")
     gone.server.server_close()
     answer = search(client)
     assert answer.status_code == 200 and names(answer) == ["Quokka Keeper"]
@@ -280,8 +283,8 @@ def test_a_peer_never_stands_in_for_a_local_entry(client: APIClient, local: Any)
         copy = second.add("Quokka Shared again")
         copy.persona_uuid = shared.persona_uuid
         copy.publisher = shared.publisher
-        federation.add_peer(first.registry, label="first")
-        federation.add_peer(second.registry, label="second")
+        peers.add_peer(first.registry, label="first")
+        peers.add_peer(second.registry, label="second")
         answer = search(client)
     assert names(answer) == ["Quokka Keeper", "Quokka Shared"]
     assert answer.json()["results"][1]["source"] == first.registry
@@ -338,7 +341,7 @@ def test_a_peer_whose_credential_does_not_open_is_left_out(
 ) -> None:
     """VX-DISC-5: a credential sealed for another peer (copied onto this row) does not open,
     and the peer is left out, the log saying why it did not open."""
-    copied = federation.sealed_credential("http://elsewhere/", CREDENTIAL)
+    copied = peers.sealed_credential("http://elsewhere/", CREDENTIAL)
     FederationPeer.objects.filter(url=peer.registry).update(credential_sealed=copied)
     with pytest.raises(sealing.KeyCannotBeOpened) as why:
         sealing.unseal(peer.registry, copied, sealing.PEER_CREDENTIAL)
@@ -354,11 +357,11 @@ def test_a_peer_whose_credential_does_not_open_is_left_out(
 def test_a_peer_whose_credential_does_not_open_leaves_the_next_peers_asked() -> None:
     """VX-DISC-5: a credential that does not open leaves out its own peer only; the peers
     added after it are asked, with their credentials."""
-    federation.add_peer("https://first.example/api/ard/", label="first", credential=CREDENTIAL)
-    federation.add_peer("https://second.example/api/ard/", label="second", credential="s3cond")
-    federation.add_peer("https://third.example/api/ard/", label="third")
+    peers.add_peer("https://first.example/api/ard/", label="first", credential=CREDENTIAL)
+    peers.add_peer("https://second.example/api/ard/", label="second", credential="s3cond")
+    peers.add_peer("https://third.example/api/ard/", label="third")
     FederationPeer.objects.filter(label="first").update(
-        credential_sealed=federation.sealed_credential("http://elsewhere/", CREDENTIAL)
+        credential_sealed=peers.sealed_credential("http://elsewhere/", CREDENTIAL)
     )
     assert federation.enabled_peers() == [
         federation.Peer("https://second.example/api/ard/", "second", "Token s3cond"),
@@ -439,8 +442,8 @@ def test_a_peer_refused_says_exactly_why(url: str, kwargs: dict[str, str], messa
     """VX-DISC-5: each part of a peer Virgo will not add is refused alone (a fragment, a user
     name without a password, a password without a user name, a scheme it does not send, a
     credential of two words), with the field and the reason, and nothing is stored."""
-    with pytest.raises(federation.PeerRefused) as refused:
-        federation.add_peer(url, **kwargs)
+    with pytest.raises(peers.PeerRefused) as refused:
+        peers.add_peer(url, **kwargs)
     assert str(refused.value) == message
     assert not FederationPeer.objects.exists()
 
@@ -450,7 +453,7 @@ def test_a_peer_added_with_nothing_but_its_url_is_named_by_its_host_and_holds_no
 ):
     """VX-DISC-5: `virgo peers add URL` alone labels the peer by its host and port and stores no
     credential, so its searches are sent without one."""
-    peer = federation.add_peer("https://peer.example:8443/api/ard")
+    peer = peers.add_peer("https://peer.example:8443/api/ard")
     assert (peer.url, peer.label, peer.scheme, peer.credential_sealed) == (
         "https://peer.example:8443/api/ard/",
         "peer.example:8443",
@@ -460,6 +463,22 @@ def test_a_peer_added_with_nothing_but_its_url_is_named_by_its_host_and_holds_no
     assert federation.enabled_peers() == [
         federation.Peer("https://peer.example:8443/api/ard/", "peer.example:8443", None)
     ]
+
+
+def test_setting_up_django_loads_the_peer_records_but_not_the_federation_client() -> None:
+    """VX-OPS-10 (decision 292): every command sets Django up, which imports each admin; the
+    peers' admin needs only the peer records, so neither federated search nor the A2A client it
+    asks peers with is loaded before a search."""
+    listed = subprocess.run(
+        [sys.executable, "-c", "import django, sys; django.setup(); print(' '.join(sys.modules))"],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "virgo.settings", "VIRGO_EMBEDDED": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(listed.stdout.split())
+    assert {"cards.admin", "cards.ard.peers"} <= loaded
+    assert not {"cards.ard.federation", "cards.ard.foreign", "a2a.client"} & loaded
 
 
 def test_only_a_superuser_manages_peers_in_the_admin() -> None:
@@ -813,7 +832,7 @@ def test_federated_asks_the_enabled_peers_unless_told_which(peer: FakePeer) -> N
     asks nobody."""
     with FakePeer() as disabled:
         disabled.add("Quokka Sleeper")
-        federation.add_peer(disabled.registry, label="off")
+        peers.add_peer(disabled.registry, label="off")
         FederationPeer.objects.filter(url=disabled.registry).update(enabled=False)
         shown = federation.federated({"text": "quokka"}, 10)
         assert [entry["displayName"] for entry in shown] == ["Quokka Counter", "Quokka Painter"]

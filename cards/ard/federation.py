@@ -1,8 +1,9 @@
 """Federated search (ARD §8 `federation: auto`, VX-DISC-5): the peers' entries after this
 registry's own, each shown only once it verifies (cards.ard.foreign).
 
-The peers are the ARD registries an operator told this installation of (`virgo peers add`, the
-admin's Federation peers), each with the credential it answers to, sealed at rest. A search asks
+The peers are the ARD registries an operator told this installation of (cards.ard.peers:
+`virgo peers add`, the admin's Federation peers), each with the credential it answers to,
+sealed at rest. A search asks
 every enabled peer at once, with `federation: none` so that no search goes round in a circle,
 and waits for them no longer than VIRGO_ARD_FEDERATION_SECONDS in all, reading at most
 VIRGO_ARD_FEDERATION_BYTES of each answer. A peer that is slow, down, over budget or answers
@@ -20,7 +21,6 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -32,12 +32,7 @@ from personas.models import Persona
 
 logger = logging.getLogger("virgo.federation")
 
-SCHEMES = ("Token", "Bearer")
 _MAX_PEERS_AT_ONCE = 8
-
-
-class PeerRefused(ValueError):
-    """A peer Virgo will not add; the message names the field and why."""
 
 
 @dataclass(frozen=True)
@@ -47,57 +42,6 @@ class Peer:
     url: str
     label: str
     authorization: str | None
-
-
-def normalised_url(url: str) -> str:
-    """The base URL of a peer's ARD API as stored: http(s), a host, no query, fragment or
-    credentials, ending in `/` (its search is `<url>search`)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PeerRefused(f"url: {url!r} is not an http(s) URL of an ARD registry")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise PeerRefused(f"url: {url!r} carries a query, fragment or credentials; give them apart")
-    path = parts.path if parts.path.endswith("/") else parts.path + "/"
-    stored = f"{parts.scheme}://{parts.netloc}{path}"
-    if origin_of(stored) == origin_of(settings.VIRGO_PUBLIC_BASE_URL):
-        raise PeerRefused(f"url: {stored} is this installation's own origin")
-    return stored
-
-
-def add_peer(
-    url: str, *, label: str = "", scheme: str = "Token", credential: str = ""
-) -> FederationPeer:
-    """Record a peer (or replace the one at the same URL), its credential sealed."""
-    stored = normalised_url(url)
-    if scheme not in SCHEMES:
-        raise PeerRefused(f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)}")
-    credential = checked_credential(credential)
-    sealed = sealed_credential(stored, credential)
-    peer, _ = FederationPeer.objects.update_or_create(
-        url=stored,
-        defaults={
-            "label": label.strip() or urlsplit(stored).netloc,
-            "scheme": scheme,
-            "credential_sealed": sealed,
-            "enabled": True,
-        },
-    )
-    return peer
-
-
-def checked_credential(credential: str) -> str:
-    """The token as it is sent: one word, the line break a file ends with dropped."""
-    token = credential.strip()
-    if any(character.isspace() for character in token):
-        raise PeerRefused("credential: one token, without spaces or line breaks")
-    return token
-
-
-def sealed_credential(url: str, credential: str) -> str:
-    """The credential as stored for the peer at `url` (empty for none)."""
-    if not credential.strip():
-        return ""
-    return sealing.seal(url, credential.strip().encode(), sealing.PEER_CREDENTIAL)
 
 
 def enabled_peers() -> list[Peer]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from cards.ard import federation
+from cards.ard import federation, peers
 from cards.models import FederationPeer
 
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         add.add_argument("--label", default="", help="what to call it in logs (default: its host)")
         add.add_argument(
             "--scheme",
-            choices=federation.SCHEMES,
+            choices=peers.SCHEMES,
             default="Token",
             help="how its credential is sent: Authorization: <scheme> <credential>",
         )
@@ -64,13 +64,13 @@ class Command(BaseCommand):
         elif options["credential_stdin"]:
             credential = sys.stdin.read()
         try:
-            peer = federation.add_peer(
+            peer = peers.add_peer(
                 options["url"],
                 label=options["label"],
                 scheme=options["scheme"],
                 credential=credential,
             )
-        except federation.PeerRefused as refused:
+        except peers.PeerRefused as refused:
             raise CommandError(str(refused)) from None
         held = "with a sealed credential" if peer.credential_sealed else "without a credential"
         self.stdout.write(f"added {peer.label} ({peer.url}), {held}")
@@ -86,8 +86,8 @@ class Command(BaseCommand):
 
     def _remove(self, options: dict[str, Any]) -> None:
         try:
-            url = federation.normalised_url(options["url"])
-        except federation.PeerRefused as refused:
+            url = peers.normalised_url(options["url"])
+        except peers.PeerRefused as refused:
             raise CommandError(str(refused)) from None
         removed, _ = FederationPeer.objects.filter(url=url).delete()
         if not removed:
@@ -95,9 +95,9 @@ class Command(BaseCommand):
         self.stdout.write(f"removed {url}")
 
     def _check(self, options: dict[str, Any]) -> None:
-        peers = federation.enabled_peers()
-        if not peers:
+        enabled = federation.enabled_peers()
+        if not enabled:
             raise CommandError("no enabled peer to check: `virgo peers add URL` adds one")
-        for peer in peers:
+        for peer in enabled:
             report = federation.check_peer(peer, {"text": options["text"]})
             self.stdout.write(f"{peer.label}: {report}")
