@@ -197,7 +197,11 @@ def test_an_entry_that_does_not_verify_is_left_out(
             answer = search(client)
     assert answer.status_code == 200
     assert names(answer) == ["Quokka Keeper"], lie
-    assert "an entry left out" in caplog.text and CREDENTIAL not in caplog.text
+    assert any(
+        record.getMessage().startswith("federation peer liar: an entry left out: ")
+        for record in caplog.records
+    ), caplog.text
+    assert CREDENTIAL not in caplog.text
 
 
 def test_a_peer_cannot_make_the_registry_fetch_from_another_private_address(
@@ -920,6 +924,42 @@ def test_a_search_asks_at_most_eight_peers_at_once(
     most[0] = 0
     assert federation.federated({"text": "quokka"}, 10, peers[:3]) == []
     assert most[0] == 3
+
+
+def test_the_merged_answer_is_one_page_and_never_names_a_persona_of_this_installation(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-DISC-5: the peers' verified entries are merged into at most one page, whatever form
+    their identifiers take; an identifier naming a persona of this installation is left out
+    even after one whose uuid part is no uuid."""
+    ours = make_persona(make_agent(make_owner("merge-owner")))
+    answers = {
+        "first": [
+            {"identifier": "urn:example:not-ours", "url": "https://a.example/card"},
+            {
+                "identifier": "urn:air:peer.example:virgo-persona:not-a-uuid",
+                "url": "https://a.example/x",
+            },
+            {
+                "identifier": f"urn:air:peer.example:virgo-persona:{ours.uuid}",
+                "url": "https://a.example/y",
+            },
+        ],
+        "second": [
+            {"identifier": f"urn:peer:{n}", "url": f"https://b.example/{n}"} for n in range(4)
+        ],
+    }
+    monkeypatch.setattr(
+        federation, "_ask", lambda peer, query, page_size, deadline: answers[peer.label]
+    )
+    peers_asked = [federation.Peer(f"http://{n}.example/", n, None) for n in answers]
+    shown = federation.federated({"text": "quokka"}, 4, peers_asked)
+    assert [entry["identifier"] for entry in shown] == [
+        "urn:example:not-ours",
+        "urn:air:peer.example:virgo-persona:not-a-uuid",
+        "urn:peer:0",
+        "urn:peer:1",
+    ]
 
 
 def test_a_budget_under_a_second_is_kept_and_a_peer_queued_past_it_is_never_asked(
