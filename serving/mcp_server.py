@@ -115,11 +115,12 @@ def _unavailable(exc: StampUnavailable) -> McpError:
 def build_server(persona: Persona, *, one_request: bool = False) -> Server:
     """The MCP server of one persona. Raises StampUnavailable if its stamp cannot be served.
 
-    A long-lived server (stdio, `--http`) reads the persona's row again for every request;
-    `one_request` (the remote endpoint builds a server per request) uses `persona` as the
-    request just read it. The stamp is loaded for every request either way.
+    A long-lived server (stdio, `--http`) reads the persona's row and its stamp again for every
+    request; `one_request` (the remote endpoint builds a server per request) lists and names
+    the tools from `persona` and the stamp as the request just read them. Either way the
+    handler reads the stamp again to decide a call.
     """
-    load_active_stamp(persona)
+    loaded = load_active_stamp(persona)
     server: Server = Server(
         SERVER_NAME, version=SERVER_VERSION, instructions=f"Tools of persona {persona.name}."
     )
@@ -127,7 +128,7 @@ def build_server(persona: Persona, *, one_request: bool = False) -> Server:
 
     def current() -> tuple[Persona, ActiveStamp]:
         if one_request:
-            return persona, load_active_stamp(persona)
+            return persona, loaded
         return _current(persona_pk)
 
     def list_tools() -> list[types.Tool]:
