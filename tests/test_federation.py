@@ -26,10 +26,12 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from jwt.exceptions import PyJWKError
 from rest_framework.test import APIClient
 
 from cards import sealing
 from cards.ard import federation, foreign, peers
+from cards.ard.entries import ENTRY_TYPE
 from cards.ard.views import ANSWERED_AS
 from cards.models import FederationPeer
 from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
@@ -483,6 +485,65 @@ def test_setting_up_django_loads_the_peer_records_but_not_the_federation_client(
     loaded = set(listed.stdout.split())
     assert {"cards.admin", "cards.ard.peers"} <= loaded
     assert not {"cards.ard.federation", "cards.ard.foreign", "a2a.client"} & loaded
+
+
+_URN = "urn:air:peer.example:virgo-persona:7c1e4b52-3f7e-4d47-9a43-3f0f2f4b8f10"
+_CARD_URL = "https://peer.example/a/card.json"
+# Each entry and what `virgo peers check` says of it: the checks made before anything is fetched.
+MALFORMED_ENTRIES: dict[str, tuple[Any, str]] = {
+    "a list": (["not", "an", "entry"], "the entry is not a JSON object"),
+    "an identifier that is no string": (
+        {"identifier": 7, "type": ENTRY_TYPE, "url": _CARD_URL},
+        "the entry has no urn:air: identifier",
+    ),
+    "an identifier of another scheme": (
+        {"identifier": "urn:other:quokka", "type": ENTRY_TYPE, "url": _CARD_URL},
+        "the entry has no urn:air: identifier",
+    ),
+    "a type other than an A2A card": (
+        {"identifier": _URN, "type": "text/html", "url": _CARD_URL},
+        f"{_URN}: only A2A agent cards can be verified, not 'text/html'",
+    ),
+    "a card URL that is no string": (
+        {"identifier": _URN, "type": ENTRY_TYPE, "url": 5},
+        f"{_URN}: the entry names no http(s) card URL",
+    ),
+    "a card URL of another scheme": (
+        {"identifier": _URN, "type": ENTRY_TYPE, "url": "ftp://peer.example/a/card.json"},
+        f"{_URN}: the entry names no http(s) card URL",
+    ),
+}
+
+
+@pytest.mark.parametrize("served", sorted(MALFORMED_ENTRIES))
+def test_a_malformed_entry_is_refused_saying_what_it_lacks(served: str) -> None:
+    """VX-DISC-5: an entry that is not one, names no identifier of ours, is no A2A card or names
+    no http(s) card URL is refused for that, word for word, before anything is fetched."""
+    entry, reason = MALFORMED_ENTRIES[served]
+    fetcher = foreign.Fetcher(time.monotonic() + 5)
+    with pytest.raises(foreign.Unverified) as refused:
+        foreign.verified(entry, fetcher)
+    assert str(refused.value) == reason
+    assert fetcher.documents == {}
+
+
+def test_an_https_card_url_is_fetched_and_a_key_of_another_kind_never_verifies() -> None:
+    """VX-DISC-5: an https card URL passes the entry's checks to have its card and its origin's
+    JWKS read; a kid the JWKS does not publish, or a key not for the algorithms cards are
+    signed with, is named as such."""
+    fetcher = foreign.Fetcher(time.monotonic() + 5)
+    fetcher.documents[_CARD_URL] = {"name": "Quokka"}
+    fetcher.documents["https://peer.example" + foreign.JWKS_PATH] = {"keys": []}
+    entry = {"identifier": _URN, "type": ENTRY_TYPE, "url": _CARD_URL}
+    with pytest.raises(foreign.Unverified) as refused:
+        foreign.verified(entry, fetcher)
+    assert "http(s)" not in str(refused.value) and str(refused.value).startswith(_URN)
+    with pytest.raises(PyJWKError) as missing:
+        foreign._key({}, "k1")
+    assert str(missing.value) == "no key 'k1' in the card origin's JWKS"
+    with pytest.raises(PyJWKError) as other:
+        foreign._key({"k1": {"kid": "k1", "kty": "oct", "alg": "HS256"}}, "k1")
+    assert str(other.value) == "key 'k1' is not for ES256 or EdDSA"
 
 
 def test_only_a_superuser_manages_peers_in_the_admin() -> None:
