@@ -529,8 +529,8 @@ def test_a_malformed_entry_is_refused_saying_what_it_lacks(served: str) -> None:
 
 def test_an_https_card_url_is_fetched_and_a_key_of_another_kind_never_verifies() -> None:
     """VX-DISC-5: an https card URL passes the entry's checks to have its card and its origin's
-    JWKS read; a kid the JWKS does not publish, or a key not for the algorithms cards are
-    signed with, is named as such."""
+    JWKS read, and a card that cannot be read is named as the card; a kid the JWKS does not
+    publish, or a key not for the algorithms cards are signed with, is named as such."""
     fetcher = foreign.Fetcher(time.monotonic() + 5)
     fetcher.documents[_CARD_URL] = {"name": "Quokka"}
     fetcher.documents["https://peer.example" + foreign.JWKS_PATH] = {"keys": []}
@@ -538,6 +538,13 @@ def test_an_https_card_url_is_fetched_and_a_key_of_another_kind_never_verifies()
     with pytest.raises(foreign.Unverified) as refused:
         foreign.verified(entry, fetcher)
     assert "http(s)" not in str(refused.value) and str(refused.value).startswith(_URN)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/a/card.json"
+    unanswered = foreign.Fetcher(time.monotonic() + 5, peer_origin=foreign.origin_of(closed))
+    with pytest.raises(foreign.Unverified) as refused:
+        foreign.verified({**entry, "url": closed}, unanswered)
+    assert str(refused.value) == f"card: {closed} did not answer (ConnectError)"
     with pytest.raises(PyJWKError) as missing:
         foreign._key({}, "k1")
     assert str(missing.value) == "no key 'k1' in the card origin's JWKS"
