@@ -95,8 +95,10 @@ def names(answer: Any) -> list[str]:
 def test_a_search_shows_the_peers_verified_entries_after_its_own_labelled_by_source(
     client: APIClient, local: Any, peer: FakePeer
 ) -> None:
-    """VX-DISC-5: `auto` asks the peer (with `none`, and its credential), then shows its
-    verified entries after the registry's own, each with the peer as its `source`."""
+    """VX-DISC-5: `auto` asks the peer (with `none`, and its credential, in JSON), then shows
+    its verified entries after the registry's own, each with the peer as its `source`, whatever
+    source the peer's entries claim."""
+    peer.entry_edits = lambda entry: {**entry, "source": "https://elsewhere.example/api/ard/"}
     answer = search(client)
     assert answer.status_code == 200, answer.content
     assert answer[ANSWERED_AS] == "auto"
@@ -108,6 +110,9 @@ def test_a_search_shows_the_peers_verified_entries_after_its_own_labelled_by_sou
     # Asked for what fits on the page after the one local entry.
     assert asked == {"query": {"text": "quokka"}, "federation": "none", "pageSize": 9}
     assert headers["Authorization"] == f"Token {CREDENTIAL}"
+    # Header names and media types are case-insensitive (RFC 9110).
+    sent = {name.lower(): value.lower() for name, value in headers.items()}
+    assert (sent["content-type"], sent["accept"]) == ("application/json",) * 2
     # The credential goes to the peer's search alone, never with a card, JWKS or list it names.
     assert peer.fetch_headers and not [h for h in peer.fetch_headers if "Authorization" in h]
 
