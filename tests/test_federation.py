@@ -275,6 +275,25 @@ def test_a_failing_peer_degrades_to_its_absence(
     assert elapsed < 2.5, f"the search waited {elapsed:.1f} s for a budget of 1 s"
 
 
+def test_checking_a_peer_that_answers_what_is_not_ard_says_so() -> None:
+    """VX-DISC-5: a search answered with JSON that holds no ARD results is named as such by
+    `virgo peers check`, and a fetch with no time left in the budget is not made."""
+    with FakePeer() as peer:
+        peer.search_body = b'{"items": []}'
+        said = federation.check_peer(federation.Peer(peer.registry, "odd", None), {"text": "q"})
+        assert said == f"left out: {peer.registry}search did not answer ARD search results"
+        with pytest.raises(foreign.Unverified) as late:
+            foreign.json_object(
+                peer.registry + "search",
+                what="search",
+                deadline=time.monotonic() - 1,
+                limit=2048,
+                operator_chosen=True,
+            )
+        assert str(late.value) == "search: no time left in the search's budget"
+        assert peer.requested == []
+
+
 def test_a_peer_that_is_down_degrades_to_its_absence(client: APIClient, local: Any) -> None:
     """VX-DISC-5: nothing listening at the peer's address is an absence, not an error."""
     gone = FakePeer()
