@@ -276,8 +276,9 @@ def test_a_failing_peer_degrades_to_its_absence(
 
 
 def test_checking_a_peer_that_answers_what_is_not_ard_says_so() -> None:
-    """VX-DISC-5: a search answered with JSON that holds no ARD results is named as such by
-    `virgo peers check`, and a fetch with no time left in the budget is not made."""
+    """VX-DISC-5: a search answered with JSON that holds no ARD results, or with what is not
+    JSON, is named as such by `virgo peers check`; a fetch with no time left in the budget is
+    not made, and one refused as a private address names what it was for."""
     with FakePeer() as peer:
         peer.search_body = b'{"items": []}'
         said = federation.check_peer(federation.Peer(peer.registry, "odd", None), {"text": "q"})
@@ -292,6 +293,20 @@ def test_checking_a_peer_that_answers_what_is_not_ard_says_so() -> None:
             )
         assert str(late.value) == "search: no time left in the search's budget"
         assert peer.requested == []
+        peer.search_body = b"<html>busy</html>"
+        said = federation.check_peer(federation.Peer(peer.registry, "odd", None), {"text": "q"})
+        assert said == f"left out: federation peer: {peer.registry}search is not JSON"
+    with pytest.raises(foreign.Unverified) as private:
+        foreign.json_object(
+            "http://10.0.0.1/card.json",
+            what="card",
+            deadline=time.monotonic() + 5,
+            limit=2048,
+            operator_chosen=False,
+        )
+    assert str(private.value) == (
+        "card: 10.0.0.1 is a private address; VIRGO_OUTBOUND_ALLOWED_NETWORKS can allow its network"
+    )
 
 
 def test_a_peer_that_is_down_degrades_to_its_absence(client: APIClient, local: Any) -> None:
