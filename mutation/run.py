@@ -326,7 +326,10 @@ def main(argv: list[str] | None = None) -> None:
         commit=commit,
         children=args.children,
         wall_seconds=wall_seconds,
-        mutants_run=len(mutants) if rerun is None else len(rerun),
+        # What it ran, its unfinished modules' too, not only what the rows count.
+        mutants_run=len(rerun)
+        if rerun is not None
+        else sum(m.status not in report.NOT_RUN for m in everything),
         command="make mutation"
         + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
         + (" MUTATION_KEEP=1" if args.keep else "")
