@@ -204,6 +204,27 @@ def test_readyz_reuses_a_fresh_backlog_count(client: Client, settings: Settings)
     health.BACKLOG.forget()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_settling_waits_for_the_count_a_probe_left_running(
+    client: Client, settings: Settings
+) -> None:
+    """VX-OPS-5: a test's teardown waits for the count a probe left running before it empties
+    the database (tests/stamp_fixtures.py): the count's read would otherwise lock SQLite's
+    shared tables under the flush, and the flush's failure leaks this test's rows into the
+    next test."""
+    settings.VIRGO_BACKLOG = "tests.test_health.blocked_backlog"
+    settings.VIRGO_READYZ_BACKLOG_FRESH_SECONDS = 60
+    BACKLOG_RELEASED.clear()
+    health.BACKLOG.forget()
+    assert probe(client)["backlog"] is None
+    health.BACKLOG.settle(timeout=0.2)
+    assert health.BACKLOG.read() is None, "settle returned a count that was still blocked"
+    threading.Timer(0.2, BACKLOG_RELEASED.set).start()
+    health.BACKLOG.settle(timeout=10)
+    assert health.BACKLOG.read() == {"stamp": 7, "card": 7, "recompute": 0}
+    health.BACKLOG.forget()
+
+
 MANIFEST_STORAGE = "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"
 
 

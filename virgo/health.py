@@ -222,6 +222,14 @@ class BacklogCount:
         with self._lock:
             self._counted = None
 
+    def settle(self, timeout: float) -> None:
+        """Wait up to `timeout` for a count in progress to finish and close its connection
+        (tests, before they empty the database the count is reading)."""
+        with self._lock:
+            running = self._running
+        if running is not None:
+            wait_for([running], timeout=timeout)
+
     def _count(self) -> None:
         counted = None
         try:
