@@ -42,7 +42,7 @@ from tests.factories import (
 )
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from virgo import health
-from virgo.public_url import normalise_base_url
+from virgo.public_url import normalise_base_url, origin_of
 from virgo.startup import EXIT_MISCONFIGURED, web_starting
 
 A = "https://virgo.example.org"
@@ -132,6 +132,41 @@ def test_what_is_not_a_base_url_is_refused_saying_why(written: str, why: str) ->
     reason is the whole message."""
     with pytest.raises(ValueError) as refused:
         normalise_base_url(written)
+    assert str(refused.value) == why
+
+
+@pytest.mark.parametrize(
+    ("written", "origin"),
+    [
+        ("https://virgo.example.org", A),
+        ("HTTPS://Virgo.Example.ORG/api/ard/", A),
+        ("https://virgo.example.org:443/a/b?x=1#top", A),
+        ("https://ops:secret@VIRGO.example.org/", A),
+        ("http://virgo.example.org:80/", "http://virgo.example.org"),
+        ("http://virgo.example.org:443/", "http://virgo.example.org:443"),
+        ("https://virgo.example.org:8443/x", "https://virgo.example.org:8443"),
+        ("http://[::1]:8000/", "http://[::1]:8000"),
+    ],
+)
+def test_an_origin_is_one_however_it_is_spelled(written: str, origin: str) -> None:
+    """VX-DISC-5: the origin Virgo compares (its own against a peer's, a card's against its
+    status list's) ignores the case of scheme and host, the scheme's default port and all that
+    follows the host, so no spelling passes a peer or a card off as another origin."""
+    assert origin_of(written) == origin
+
+
+@pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ("ftp://virgo.example.org/", "it does not start with https:// or http://"),
+        ("https:///path", "it names no host"),
+        ("https://virgo.example.org:99999/", "its port is not a TCP port (1 to 65535)"),
+    ],
+)
+def test_what_has_no_origin_is_refused_saying_why(written: str, why: str) -> None:
+    """VX-DISC-5: a URL that names no http(s) origin is refused, never compared."""
+    with pytest.raises(ValueError) as refused:
+        origin_of(written)
     assert str(refused.value) == why
 
 

@@ -45,6 +45,7 @@ from tests.federation_support import (
     multibase,
 )
 from tests.owner_clients import token_client
+from virgo.public_url import origin_of
 
 pytestmark = pytest.mark.django_db
 SEARCH = "/api/ard/search"
@@ -351,6 +352,24 @@ def test_an_entry_whose_card_is_on_this_installations_origin_is_left_out(
     assert names(search(client)) == ["Quokka Keeper", "Quokka Counter", "Quokka Painter"]
 
 
+def test_a_card_on_this_installations_origin_in_another_spelling_is_left_out(
+    client: APIClient, local: Any, settings: Any
+) -> None:
+    """VX-DISC-5 (attack): a peer cannot pass a card on this installation's origin off as its
+    own by spelling the host in other letters' case; an origin is compared in one spelling."""
+    resolved = socket.getaddrinfo("localhost", None, type=socket.SOCK_STREAM)
+    if resolved[0][4][0] != "127.0.0.1":
+        pytest.skip("localhost does not resolve to 127.0.0.1 first here")
+    with FakePeer() as peer:
+        peer.host = "LocalHost"
+        peer.add("Quokka Mimic", publisher="localhost")
+        peers.add_peer(peer.registry, label="mimic")
+        assert names(search(client)) == ["Quokka Keeper", "Quokka Mimic"]
+        settings.VIRGO_PUBLIC_BASE_URL = f"http://localhost:{peer.server.server_address[1]}"
+        cache.clear()
+        assert names(search(client)) == ["Quokka Keeper"]
+
+
 def test_the_peers_entries_follow_on_one_more_page_when_the_last_local_page_is_full(
     client: APIClient, local: Any, peer: FakePeer
 ) -> None:
@@ -447,6 +466,19 @@ def test_peers_commands_add_list_check_and_remove(tmp_path: Any) -> None:
         (["add", "ftp://peer.example/"], "url: 'ftp://peer.example/' is not an http(s) URL"),
         (["add", "https://peer.example/?x=1"], "carries a query, fragment or credentials"),
         (["add", "http://testserver/api/ard/"], "is this installation's own origin"),
+        (
+            ["add", "http://TESTSERVER/api/ard/"],
+            "url: http://testserver/api/ard/ is this installation's own origin",
+        ),
+        (
+            ["add", "HTTP://testserver:80/api/ard/"],
+            "url: http://testserver/api/ard/ is this installation's own origin",
+        ),
+        (
+            ["add", "https://peer.example:99999/"],
+            "url: 'https://peer.example:99999/' is not an "
+            "http(s) URL of an ARD registry: its port is not a TCP port (1 to 65535)",
+        ),
         (["remove", "https://never.example/api/ard/"], "no peer at https://never.example/api/ard/"),
         (["check"], "no enabled peer to check"),
     ],
@@ -580,7 +612,7 @@ def test_an_https_card_url_is_fetched_and_a_key_of_another_kind_never_verifies()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}/a/card.json"
-    unanswered = foreign.Fetcher(time.monotonic() + 5, peer_origin=foreign.origin_of(closed))
+    unanswered = foreign.Fetcher(time.monotonic() + 5, peer_origin=origin_of(closed))
     with pytest.raises(foreign.Unverified) as refused:
         foreign.verified({**entry, "url": closed}, unanswered)
     assert str(refused.value) == f"card: {closed} did not answer (ConnectError)"

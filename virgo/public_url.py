@@ -16,16 +16,26 @@ def normalise_base_url(text: str) -> str:
     """`text` as Virgo renders and compares it: scheme and host in lower case, no default port,
     no trailing slash, the path as written. ValueError saying what is wrong when it is not an
     http(s) URL of a host with at most a path."""
+    origin = origin_of(text)
     parts = urlsplit(text.strip())
+    if "@" in parts.netloc:
+        raise ValueError("it holds a user name or password")
+    if parts.query or parts.fragment:
+        raise ValueError("it has a query or a fragment")
+    return f"{origin}{parts.path.rstrip('/')}"
+
+
+def origin_of(url: str) -> str:
+    """`url`'s origin in one spelling (RFC 6454): scheme and host in lower case, no default
+    port; any user name, path, query or fragment left out. Two URLs are on one origin exactly
+    when theirs are equal, however each was written. ValueError saying what is wrong when it is
+    not an http(s) URL of a host."""
+    parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         raise ValueError("it does not start with https:// or http://")
     if not parts.hostname:
         raise ValueError("it names no host")
-    if "@" in parts.netloc:
-        raise ValueError("it holds a user name or password")
-    if parts.query or parts.fragment:
-        raise ValueError("it has a query or a fragment")
     try:
         port = parts.port
     except ValueError:
@@ -34,4 +44,4 @@ def normalise_base_url(text: str) -> str:
         raise ValueError("its port is not a TCP port (1 to 65535)")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
+    return f"{scheme}://{netloc}"

@@ -26,9 +26,10 @@ from django.conf import settings
 
 from cards import sealing
 from cards.ard import entries
-from cards.ard.foreign import Fetcher, Unverified, json_object, origin_of, verified
+from cards.ard.foreign import Fetcher, Unverified, json_object, verified
 from cards.models import FederationPeer
 from personas.models import Persona
+from virgo.public_url import origin_of
 
 logger = logging.getLogger("virgo.federation")
 

@@ -34,6 +34,7 @@ from cards.rendering import IDENTITY_EXTENSION, PINNED_GRANT_EXTENSION
 from cards.signing import ALGORITHMS, JWKS_PATH, BadSignature, verify_document
 from cards.status_list import STATUS_EXTENSION
 from virgo import outbound
+from virgo.public_url import origin_of
 
 CARD_BYTES = 256 * 1024
 JWKS_BYTES = 64 * 1024
@@ -111,11 +112,6 @@ def json_object(
     return document
 
 
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def verified(entry: Any, fetcher: Fetcher) -> dict[str, Any]:
     """`entry` when its card, publisher, pinned grant and status all verify; else Unverified."""
     if not isinstance(entry, dict):
@@ -125,16 +121,26 @@ def verified(entry: Any, fetcher: Fetcher) -> dict[str, Any]:
         raise Unverified("the entry has no urn:air: identifier")
     if kind != ENTRY_TYPE:
         raise Unverified(f"{urn}: only A2A agent cards can be verified, not {kind!r}")
-    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+    origin = _origin_or_none(url)
+    if origin is None:
         raise Unverified(f"{urn}: the entry names no http(s) card URL")
     card = fetcher.json(url, "card", CARD_BYTES)
-    keys = _jwks(origin_of(url), fetcher)
+    keys = _jwks(origin, fetcher)
     _check_signatures(card, keys, urn)
     extensions = _extensions(card)
     _check_publisher(urn, url, extensions.get(IDENTITY_EXTENSION, {}))
     _check_pinned_grant(entry, extensions.get(PINNED_GRANT_EXTENSION), urn)
-    _check_status(extensions.get(STATUS_EXTENSION), origin_of(url), keys, fetcher, urn)
+    _check_status(extensions.get(STATUS_EXTENSION), origin, keys, fetcher, urn)
     return entry
+
+
+def _origin_or_none(url: Any) -> str | None:
+    if not isinstance(url, str):
+        return None
+    try:
+        return origin_of(url)
+    except ValueError:
+        return None
 
 
 def _jwks(origin: str, fetcher: Fetcher) -> dict[str, dict[str, Any]]:
@@ -225,7 +231,7 @@ def _check_status(
     if place is None:
         raise Unverified(f"{urn}: its card names no revocation status list")
     url, index = place.get("statusListCredential"), place.get("statusListIndex")
-    if not isinstance(url, str) or not url.startswith(origin + "/"):
+    if _origin_or_none(url) != origin:
         raise Unverified(f"{urn}: its status list is not on its card's origin")
     if not isinstance(index, str) or not index.isdigit():
         raise Unverified(f"{urn}: its card's statusListIndex is not a number")

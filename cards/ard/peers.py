@@ -12,6 +12,7 @@ from django.conf import settings
 
 from cards import sealing
 from cards.models import FederationPeer
+from virgo.public_url import origin_of
 
 SCHEMES = ("Token", "Bearer")
 
@@ -23,14 +24,19 @@ class PeerRefused(ValueError):
 def normalised_url(url: str) -> str:
     """The base URL of a peer's ARD API as stored: http(s), a host, no query, fragment or
     credentials, ending in `/` (its search is `<url>search`)."""
+    try:
+        origin = origin_of(url)
+    except ValueError as not_one:
+        raise PeerRefused(
+            f"url: {url!r} is not an http(s) URL of an ARD registry: {not_one}"
+        ) from None
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PeerRefused(f"url: {url!r} is not an http(s) URL of an ARD registry")
-    if parts.query or parts.fragment or parts.username or parts.password:
+    if parts.query or parts.fragment or "@" in parts.netloc:
         raise PeerRefused(f"url: {url!r} carries a query, fragment or credentials; give them apart")
     path = parts.path if parts.path.endswith("/") else parts.path + "/"
-    stored = f"{parts.scheme}://{parts.netloc}{path}"
-    if _origin(stored) == _origin(settings.VIRGO_PUBLIC_BASE_URL):
+    stored = f"{origin}{path}"
+    # However either is spelled (case, a default port): one origin is one origin.
+    if origin == origin_of(settings.VIRGO_PUBLIC_BASE_URL):
         raise PeerRefused(f"url: {stored} is this installation's own origin")
     return stored
 
@@ -69,8 +75,3 @@ def sealed_credential(url: str, credential: str) -> str:
     if not credential.strip():
         return ""
     return sealing.seal(url, credential.strip().encode(), sealing.PEER_CREDENTIAL)
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc
