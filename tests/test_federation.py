@@ -18,6 +18,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Self
 
@@ -259,7 +260,8 @@ def test_a_failing_peer_degrades_to_its_absence(
     client: APIClient, local: Any, settings: Any, failure: str
 ) -> None:
     """VX-DISC-5: a peer that is slow, errs, answers what is not ARD or more than the budget
-    reads is left out; the other peer and the local entries are shown, within the time budget."""
+    reads is left out; the other peer and the local entries are shown. (That a search ends
+    with its budget is proven without a clock by the test of a budget under a second.)"""
     settings.VIRGO_ARD_FEDERATION_SECONDS = 1.0
     settings.VIRGO_ARD_FEDERATION_BYTES = 2048
     with FakePeer() as failing, FakePeer() as working:
@@ -268,12 +270,9 @@ def test_a_failing_peer_degrades_to_its_absence(
         peers.add_peer(failing.registry, label="failing")
         peers.add_peer(working.registry, label="working")
         FAILURES[failure](failing)
-        started = time.monotonic()
         answer = search(client)
-        elapsed = time.monotonic() - started
     assert answer.status_code == 200
     assert names(answer) == ["Quokka Keeper", "Quokka Counter"]
-    assert elapsed < 2.5, f"the search waited {elapsed:.1f} s for a budget of 1 s"
 
 
 def test_checking_a_peer_that_answers_what_is_not_ard_says_so() -> None:
@@ -1038,31 +1037,39 @@ def test_each_peer_left_out_is_logged_with_why_and_the_rest_follow_in_peer_order
     assert error.exc_info and str(error.exc_info[1]) == "a bug in the verifier"
 
 
+class RecordedPool(ThreadPoolExecutor):
+    """The pool a search asks its peers on, kept for the test to read and to join."""
+
+    made: list["RecordedPool"] = []
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers)
+        self.size = max_workers
+        RecordedPool.made.append(self)
+
+
+@pytest.fixture
+def pools(monkeypatch: pytest.MonkeyPatch) -> list[RecordedPool]:
+    RecordedPool.made = []
+    monkeypatch.setattr(federation, "ThreadPoolExecutor", RecordedPool)
+    return RecordedPool.made
+
+
 def test_a_search_asks_at_most_eight_peers_at_once(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, monkeypatch: pytest.MonkeyPatch, pools: list[RecordedPool]
 ) -> None:
     """VX-DISC-5: however many peers are enabled, a search has at most eight of them answering
-    at once (and all eight when it has that many), so one search cannot open a connection to
-    every registry an operator added."""
+    at once (and all of them when it has fewer), so one search cannot open a connection to
+    every registry an operator added; each is asked once."""
     settings.VIRGO_ARD_FEDERATION_SECONDS = 30.0
-    lock, running, most = threading.Lock(), [0], [0]
-
-    def counted(peer: Any, query: Any, page_size: int, deadline: float) -> list[Any]:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.5)
-        with lock:
-            running[0] -= 1
-        return []
-
-    monkeypatch.setattr(federation, "_ask", counted)
+    asked: list[str] = []
+    monkeypatch.setattr(federation, "_ask", lambda peer, *_: asked.append(peer.label) or [])
     peers = [federation.Peer(f"http://peer{n}.example/", f"peer {n}", None) for n in range(12)]
     assert federation.federated({"text": "quokka"}, 10, peers) == []
-    assert most[0] == federation._MAX_PEERS_AT_ONCE == 8
-    most[0] = 0
     assert federation.federated({"text": "quokka"}, 10, peers[:3]) == []
-    assert most[0] == 3
+    assert [pool.size for pool in pools] == [federation._MAX_PEERS_AT_ONCE, 3]
+    assert federation._MAX_PEERS_AT_ONCE == 8
+    assert sorted(asked) == sorted([peer.label for peer in peers] + [p.label for p in peers[:3]])
 
 
 def test_the_merged_answer_is_one_page_and_never_names_a_persona_of_this_installation(
@@ -1102,24 +1109,30 @@ def test_the_merged_answer_is_one_page_and_never_names_a_persona_of_this_install
 
 
 def test_a_budget_under_a_second_is_kept_and_a_peer_queued_past_it_is_never_asked(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, monkeypatch: pytest.MonkeyPatch, pools: list[RecordedPool]
 ) -> None:
     """VX-DISC-5: a search waits for its peers no longer than its budget, however short, and a
     peer still waiting its turn when the budget ends is never asked afterwards: the search's
     work ends with its answer."""
     settings.VIRGO_ARD_FEDERATION_SECONDS = 0.1
     asked: list[str] = []
+    released = threading.Event()
 
-    def slow(peer: Any, query: Any, page_size: int, deadline: float) -> list[Any]:
+    def held(peer: Any, query: Any, page_size: int, deadline: float) -> list[Any]:
+        # Answers only once the search has answered: a search that waited would show it.
         asked.append(peer.label)
-        time.sleep(0.4)
+        released.wait(timeout=10)
         return [{"identifier": f"urn:peer:{peer.label}"}]
 
-    monkeypatch.setattr(federation, "_ask", slow)
+    monkeypatch.setattr(federation, "_ask", held)
     count = federation._MAX_PEERS_AT_ONCE + 1
     peers = [federation.Peer(f"http://peer{n}.example/", f"peer {n}", None) for n in range(count)]
-    assert federation.federated({"text": "quokka"}, 10, peers) == []
-    time.sleep(1.5)
+    try:
+        assert federation.federated({"text": "quokka"}, 10, peers) == []
+    finally:
+        released.set()
+    [pool] = pools
+    pool.shutdown(wait=True)
     assert sorted(asked) == sorted(peer.label for peer in peers[:-1])
 
 
