@@ -32,14 +32,8 @@ def named(text: str, owner_id: int) -> str:
 
 def naming(texts: list[str], owner_id: int) -> list[str]:
     """`named` for each of `texts`, with one query for them all."""
-    uuids = {uuid for text in texts for uuid in _UUID.findall(text)}
-    if not uuids:
-        return list(texts)
-    names = Persona.objects.filter(agent__owner_id=owner_id, uuid__in=uuids).values_list(
-        "uuid", "name"
-    )
-    by_text = {str(uuid): name for uuid, name in names}
-    return [_UUID.sub(lambda found: by_text.get(found[0], found[0]), text) for text in texts]
+    names = _persona_names(texts, owner_id)
+    return [_with_names(text, names) for text in texts]
 
 
 def widening_reasons(diff: dict[str, Any], owner_id: int) -> list[str]:
@@ -49,13 +43,28 @@ def widening_reasons(diff: dict[str, Any], owner_id: int) -> list[str]:
 
 def widening_reasons_of(diffs: dict[int, dict[str, Any]], owner_id: int) -> dict[int, list[str]]:
     """`widening_reasons` of each diff (by key, e.g. a proposal's pk), with one query for all."""
-    keys = list(diffs)
-    texts = [list(diffs[key].get("widening", [])) for key in keys]
-    flat = naming([text for reasons in texts for text in reasons], owner_id)
-    found: dict[int, list[str]] = {}
-    for key, reasons in zip(keys, texts, strict=True):
-        found[key], flat = flat[: len(reasons)], flat[len(reasons) :]
-    return found
+    names = _persona_names(
+        [text for diff in diffs.values() for text in diff.get("widening", [])], owner_id
+    )
+    return {
+        key: [_with_names(text, names) for text in diff.get("widening", [])]
+        for key, diff in diffs.items()
+    }
+
+
+def _persona_names(texts: list[str], owner_id: int) -> dict[str, str]:
+    """The name of each of the owner's personas whose uuid `texts` hold, by that uuid."""
+    uuids = {uuid for text in texts for uuid in _UUID.findall(text)}
+    if not uuids:
+        return {}
+    found = Persona.objects.filter(agent__owner_id=owner_id, uuid__in=uuids).values_list(
+        "uuid", "name"
+    )
+    return {str(uuid): name for uuid, name in found}
+
+
+def _with_names(text: str, names: dict[str, str]) -> str:
+    return _UUID.sub(lambda found: names.get(found[0], found[0]), text)
 
 
 def _place(scope: dict[str, Any] | None) -> str:
