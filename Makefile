@@ -94,7 +94,9 @@ bench: install
 # tests (mutation/run.py); writes docs/mutation.md. MUTATION_MODULES=stamps/validation.py,...
 # runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run, and with it
 # MUTATION_TESTS=tests/test_card_fastpath.py,... runs the mutants it let through against those files.
-# MUTATION_MINUTES=120 stops the run then and reports only the modules it finished.
+# MUTATION_MINUTES=120 stops the run then and reports only the modules it finished. With
+# DATABASE_URL naming a PostgreSQL, MUTATION_TESTS run on it (each child on a database of its
+# own): how the search's PostgreSQL-only SQL (cards/ard/matching.py) is mutated.
 MUTATION_CHILDREN ?= 2
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt

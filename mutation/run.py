@@ -6,7 +6,9 @@ cards/views.py the tombstone answer. mutmut copies the packages into mutants/, r
 suite (and the live tests marked `mutation`, with a Redis this run starts) once to learn which
 tests call which function, then runs each mutant against only those tests. A run starts from an
 empty mutants/; --keep reuses the last one and runs again only the mutants it let through (for
-tests added since; a changed source module needs a fresh run).
+tests added since; a changed source module needs a fresh run). mutmut's own runs are on SQLite;
+--tests with DATABASE_URL naming a PostgreSQL runs those files on it, for the code only
+PostgreSQL runs.
 
     .venv/bin/python -m mutation.run [--modules runtime/handler.py,...] [--children 2] [--keep]
         [--minutes 120]
@@ -19,6 +21,7 @@ import fnmatch
 import json
 import os
 import platform
+import queue
 import re
 import shutil
 import signal
@@ -31,6 +34,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from mutation import report
 
@@ -142,8 +146,14 @@ def mutmut(*args: str, capture: bool = False) -> str:
 def mutmut_run(args: list[str], minutes: float | None) -> None:
     """`mutmut run`, ended after `minutes` if given: what it finished by then stays in its
     records, and the report counts only the modules it finished."""
-    # Its own session, so that stopping it stops its test processes and nothing else.
-    process = subprocess.Popen([str(MUTMUT), "run", *args], cwd=ROOT, start_new_session=True)
+    # Its own session, so that stopping it stops its test processes and nothing else. On
+    # SQLite: its forked children would share one PostgreSQL test database.
+    process = subprocess.Popen(
+        [str(MUTMUT), "run", *args],
+        cwd=ROOT,
+        start_new_session=True,
+        env={name: value for name, value in os.environ.items() if name != "DATABASE_URL"},
+    )
     try:
         code = process.wait(timeout=minutes * 60 if minutes else None)
     except subprocess.TimeoutExpired:
@@ -230,15 +240,30 @@ def run_against(names: list[str], tests: list[str], children: int) -> None:
     mutmut's own record of the mutant's module, where `mutmut results` and this report read it.
     """
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot in range(children):
+        slots.put(slot)
 
     def outcome(name: str) -> tuple[str, int, float]:
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", *config["pytest_add_cli_args"], *tests],
-            cwd=MUTANTS,
-            env={**os.environ, "MUTANT_UNDER_TEST": name},
-            capture_output=True,
-        )
+        slot = slots.get()
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-x",
+                    "-q",
+                    *config["pytest_add_cli_args"],
+                    *tests,
+                ],
+                cwd=MUTANTS,
+                env={**os.environ, "MUTANT_UNDER_TEST": name, **database_of_child(slot)},
+                capture_output=True,
+            )
+        finally:
+            slots.put(slot)
         return name, done.returncode, time.monotonic() - started
 
     with ThreadPoolExecutor(children) as pool:
@@ -252,6 +277,18 @@ def run_against(names: list[str], tests: list[str], children: int) -> None:
             record["exit_code_by_key"][name] = exit_code
             record.setdefault("durations_by_key", {})[name] = seconds
             meta.write_text(json.dumps(record))
+
+
+def database_of_child(slot: int) -> dict[str, str]:
+    """The DATABASE_URL of the child in `slot` when the run is given a PostgreSQL (the code
+    only PostgreSQL runs, tests/test_ard_registry_postgres.py): a database of its own, so that
+    children running at once never create or empty each other's test database. Nothing to
+    change for SQLite, whose test databases live in each process's memory."""
+    url = os.environ.get("DATABASE_URL", "")
+    parts = urlsplit(url)
+    if not parts.scheme.startswith(("postgres", "pgsql")):
+        return {}
+    return {"DATABASE_URL": urlunsplit(parts._replace(path=f"{parts.path}_mutant{slot}"))}
 
 
 def git_commit() -> str:
@@ -334,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
         + (" MUTATION_KEEP=1" if args.keep else "")
         + (f" MUTATION_TESTS={','.join(tests)}" if tests else "")
+        + (" on PostgreSQL (DATABASE_URL)" if tests and database_of_child(0) else "")
         + (f" MUTATION_MINUTES={args.minutes:g}" if args.minutes else ""),
         unfinished=tuple(unfinished),
     )

@@ -19,7 +19,9 @@ from rest_framework.test import APIClient
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse fixture)
 from tests.search_support import analysed_fleet
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db]
+# `mutation`: the search's PostgreSQL-only SQL is mutated by a run given a PostgreSQL
+# (MUTATION_TESTS with DATABASE_URL, mutation/run.py); the SQLite run skips these.
+pytestmark = [pytest.mark.live, pytest.mark.mutation, pytest.mark.django_db]
 
 ALIKE = 2000
 GRACE = "grace-works.example"

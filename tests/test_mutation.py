@@ -370,6 +370,55 @@ def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_th
     assert json.loads(meta.read_text())["exit_code_by_key"][names[0]] == 0
 
 
+def test_children_on_postgresql_each_have_a_database_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With DATABASE_URL naming a PostgreSQL (how the PostgreSQL-only search code is mutated),
+    each child of a run against named test files gets a database of its own, so two children
+    at once never create or empty one test database; on SQLite nothing changes."""
+    monkeypatch.setenv("DATABASE_URL", "postgres://virgo:pw@127.0.0.1:5433/virgo")
+    assert run.database_of_child(1) == {
+        "DATABASE_URL": "postgres://virgo:pw@127.0.0.1:5433/virgo_mutant1"
+    }
+    monkeypatch.setattr(run, "MUTANTS", tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
+    # Each test holds its database's name while it runs: a second holder at once fails.
+    (tmp_path / "test_database.py").write_text(
+        "import os, time\n\n\ndef test_alone_on_its_database():\n"
+        "    held = os.environ['DATABASE_URL'].rsplit('/', 1)[1]\n"
+        "    fd = os.open(held, os.O_CREAT | os.O_EXCL)\n"
+        "    time.sleep(0.3)\n"
+        "    os.close(fd)\n"
+        "    os.remove(held)\n"
+        "    open('seen', 'a').write(held + '\\n')\n"
+    )
+    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in range(1, 5)]
+    meta = tmp_path / "pkg" / "mod.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    run.run_against(names, ["test_database.py"], 2)
+    assert json.loads(meta.read_text())["exit_code_by_key"] == dict.fromkeys(names, 0)
+    assert set((tmp_path / "seen").read_text().split()) == {"virgo_mutant0", "virgo_mutant1"}
+    for url in ("sqlite:///tmp/virgo.sqlite3", ""):
+        monkeypatch.setenv("DATABASE_URL", url)
+        assert run.database_of_child(0) == {}
+
+
+def test_mutmuts_own_run_is_on_sqlite_whatever_the_shell_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mutmut forks its children from one process, which would share one PostgreSQL test
+    database: its run never sees a DATABASE_URL the shell holds."""
+    seen = tmp_path / "seen"
+    fake = tmp_path / "mutmut"
+    fake.write_text(f'#!/bin/bash\necho "${{DATABASE_URL-unset}}" > {seen}\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(run, "MUTMUT", fake)
+    monkeypatch.setenv("DATABASE_URL", "postgres://virgo:pw@127.0.0.1:5433/virgo")
+    run.mutmut_run(["--max-children"], minutes=None)
+    assert seen.read_text() == "unset\n"
+
+
 def test_named_test_files_need_the_last_runs_mutants() -> None:
     """MUTATION_TESTS re-runs what the last run let through; without MUTATION_KEEP there is no
     last run to take them from, and the run says so before it deletes anything."""
