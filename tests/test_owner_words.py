@@ -2,6 +2,7 @@
 which proposal and where to approve it, not its implementation's checklist; the grant review
 page shows only what changes, names personas by name, and tells Confirm from Reject."""
 
+import html
 import io
 import re
 from typing import Any
@@ -12,8 +13,8 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from personas import grant_review, services
-from personas.models import Persona, PersonaClass
+from personas import audit, grant_review, services
+from personas.models import AuditEvent, Persona, PersonaClass
 from runtime.stamp import StampUnavailable, load_active_stamp, why_not_standing
 from tests.factories import address, make_agent, make_owner, run_on_commit
 from tests.owner_clients import session_client
@@ -130,9 +131,9 @@ def test_why_proposals_wait_names_every_persona_with_one_query() -> None:
     three, shown = queries()
     assert deputy.proposals.count() == 3
     assert three == one
-    assert shown.count(f"to owning lead {lead.name}") == 3
     cells = re.findall(r'<td class="field-widening">\s*<p>(.*?)</p>', shown, re.S)
     assert len(cells) == 3 and not any(str(lead.uuid) in cell for cell in cells)
+    assert all(f"to owning lead {lead.name}" in cell for cell in cells)
     diffs = {p.pk: p.diff for p in deputy.proposals.all()}
     with CaptureQueriesContext(connection) as captured:
         reasons = grant_review.widening_reasons_of(diffs, owner.pk)
@@ -142,3 +143,29 @@ def test_why_proposals_wait_names_every_persona_with_one_query() -> None:
         pk: grant_review.widening_reasons(diff, owner.pk) for pk, diff in diffs.items()
     }
     assert grant_review.widening_reasons({}, owner.pk) == []
+
+
+def test_a_held_change_is_audited_naming_the_personas_as_they_were_named_then() -> None:
+    """VX-OPS-11: the audit trail says why a change waits in the owner's words, the owning lead
+    by its name, never a uuid; an event is a record of its moment, so renaming the lead later
+    leaves it as it was."""
+    owner = make_owner("audit-words-owner")
+    agent = make_agent(owner)
+    lead = standing_persona(owner, agent=agent, persona_class=PersonaClass.PROJECT_LEAD)
+    deputy = standing_persona(owner, agent=agent)
+    with run_on_commit():
+        services.persona_submit(
+            persona=deputy,
+            actor=owner,
+            via="test",
+            owning_lead=lead,
+            verb_subset=[*deputy.verb_subset, "claim"],
+        )
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.PROPOSAL_MADE, persona=deputy)
+    said = audit.describe(event.kind, event.data)
+    assert f"to owning lead {lead.name}" in said and not UUID.search(said)
+    Persona.objects.filter(pk=lead.pk).update(name="Renamed Lead")
+    event.refresh_from_db()
+    assert audit.describe(event.kind, event.data) == said
+    shown = session_client(owner).get(f"/admin/personas/persona/{deputy.pk}/change/")
+    assert said in html.unescape(shown.content.decode())

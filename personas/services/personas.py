@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from personas import audit
+from personas import audit, grant_review
 from personas.models import Agent, AuditEvent, Generation, GrantProposal, Persona, RegisteredAddress
 from personas.services.addresses import resolve_address
 from personas.services.derivation import composition_hash, current_skill_map
@@ -277,7 +277,8 @@ def _propose(
             data={
                 "name": persona.name,
                 "fields": sorted(changes),
-                "widening": list(diff.get("widening", [])),
+                # In the words of the moment it was held: the personas by their name then.
+                "widening": grant_review.widening_reasons(diff, persona.agent.owner_id),
                 "base_generation": current.number,
                 "via": via,
                 "proposal": proposal.pk,
