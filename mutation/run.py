@@ -146,8 +146,9 @@ def mutmut(*args: str, capture: bool = False) -> str:
 def mutmut_run(args: list[str], minutes: float | None) -> None:
     """`mutmut run`, ended after `minutes` if given: what it finished by then stays in its
     records, and the report counts only the modules it finished."""
-    # Its own session, so that stopping it stops its test processes and nothing else. On
-    # SQLite: its forked children would share one PostgreSQL test database.
+    # Its own session, so that stopping it stops its test processes and nothing else. Always
+    # on SQLite, whatever the shell holds: its forked children would share one PostgreSQL test
+    # database.
     process = subprocess.Popen(
         [str(MUTMUT), "run", *args],
         cwd=ROOT,
