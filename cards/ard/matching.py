@@ -10,6 +10,7 @@ PostgreSQL full-text rank where it runs, and a documented weighted match elsewhe
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from django.db.models import (
@@ -141,9 +142,9 @@ def _attestation(value: str) -> Q:
     return NONE
 
 
-def _metadata(key: str) -> Callable[[str], Q]:
-    path = entries.METADATA_PATHS[key]
-    return lambda value: _identity_is(path, value)
+def _metadata(key: str, value: str) -> Q:
+    """The identity chain holds `value` where ARD's metadata key `key` points."""
+    return _identity_is(entries.METADATA_PATHS[key], value)
 
 
 FILTERS: dict[str, Callable[[str], Q]] = {
@@ -156,7 +157,9 @@ FILTERS: dict[str, Callable[[str], Q]] = {
     "trustManifest.identity": _identifier,
     "trustManifest.identityType": lambda value: EVERY if value == "other" else NONE,
     "trustManifest.attestations.type": _attestation,
-    **{f"metadata.{key}": _metadata(key) for key in entries.METADATA_PATHS},
+    # The path is looked up at each call, not at import: `make mutation` turns its mutants on
+    # after the import, and would otherwise never test this rule.
+    **{f"metadata.{key}": partial(_metadata, key) for key in entries.METADATA_PATHS},
 }
 
 
