@@ -11,6 +11,7 @@ import base64
 import gzip
 import json
 import re
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from cards import keys
+from cards import status_list as status_list_module
 from cards.status_list import MIN_BITS, STATUS_EXTENSION, status_entry, status_list_url
 from personas import audit
 from personas.models import (
@@ -528,3 +530,42 @@ def test_the_revoked_indexes_are_read_without_a_deprecated_call(persona: Persona
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert revoked_indexes() == [index_of(persona)]
+
+
+class _RenderedMeanwhile:
+    """The render lock, as a thread finds it that waited for another thread's render: on
+    entry, the list that other thread rendered and kept is already there."""
+
+    def __init__(self, kept: Any) -> None:
+        self.kept = kept
+        self.entered = 0
+
+    def __enter__(self) -> None:
+        self.entered += 1
+        status_list_module._held = self.kept
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_current_list_is_served_without_the_render_lock_and_rendered_once(
+    persona: Persona, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-TRUST-7: a list kept for the state and validity period of now is served without
+    taking the render lock (requests never queue behind a render they do not need), and a
+    request that waited for another's render serves that list instead of signing again."""
+    status_list_module._forget()
+    state = list_state()
+    validity = status_list_module.validity_at(time.time())
+    rendered_by_the_other = status_list_module._render(state, validity)
+    renders: list[object] = []
+    real_render = status_list_module._render
+    monkeypatch.setattr(
+        status_list_module, "_render", lambda *args: renders.append(args) or real_render(*args)
+    )
+    waited = _RenderedMeanwhile(rendered_by_the_other)
+    monkeypatch.setattr(status_list_module, "_rendering", waited)
+    assert status_list_module.current_list() is rendered_by_the_other
+    assert (waited.entered, renders) == (1, [])
+    assert status_list_module.current_list() is rendered_by_the_other
+    assert waited.entered == 1, "a request took the render lock for a list already kept"
