@@ -586,6 +586,22 @@ def test_the_entropy_floor_is_three_bits_a_character_inclusive_of_what_ends_the_
     assert credentials.find_secret('password = "Xq7Zm2K9q7Zm2K9X"') == rule
 
 
+def test_an_unquoted_keyword_value_counts_only_above_the_librarys_entropy_limit() -> None:
+    """VX-SEC-14: where only the keyword tells a value apart and it is not quoted (`password =
+    ...` in code), it is a credential only when more random than detect-secrets' limit for
+    base64 strings (4.5 bits a character), as the library itself reads it: a value of exactly
+    the limit is not, the same value with two characters more is."""
+    doubled, single = "Q7mZr2Lw", "k9XpV4tB8nHc3yFd"
+    at_limit = "".join(
+        doubled[n] + single[2 * n] + doubled[n] + single[2 * n + 1] for n in range(8)
+    )
+    assert credentials.ENTROPY.calculate_shannon_entropy(at_limit) == 4.5
+    assert credentials.ENTROPY.entropy_limit == 4.5
+    assert credentials.find_secret(f"password = {at_limit}", filename="app.py") is None
+    above = at_limit + "Gj"
+    assert credentials.find_secret(f"password = {above}", filename="app.py") == "Secret Keyword"
+
+
 def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
     """VX-SEC-14: the bounds that keep crafted text from backtracking for minutes: no piece the
     format detectors read has a line over the limit (a long one comes in overlapping windows),
