@@ -154,6 +154,15 @@ def test_a_pairwise_subject_is_this_installations_own(settings: Any, ada: Any) -
     assert services.composition_of(make_persona(make_agent(other)))["identity"]["owner"][
         "subject"
     ] not in (first["subject"], "sub-grace")
+    # A subject is one issuer's name for someone: the same text at another issuer is another
+    # person, and gets another pairwise subject.
+    namesake = make_owner(
+        "ada-elsewhere", identity_issuer="https://id.other.example/", identity_subject="sub-ada"
+    )
+    assert (
+        services.composition_of(make_persona(make_agent(namesake)))["identity"]["owner"]["subject"]
+        != first["subject"]
+    )
 
 
 def test_a_second_owner_cannot_get_a_card_naming_anothers_organization(
