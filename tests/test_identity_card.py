@@ -21,6 +21,7 @@ from django.utils import timezone
 from cards.rendering import IDENTITY_EXTENSION
 from personas import selectors, services
 from personas.models import AuditEvent, OrganizationDomain, OwnerIdentity, Persona, Verification
+from personas.services import derivation
 from tests.card_support import identity_extension
 from tests.factories import make_agent, make_owner, make_persona, run_on_commit
 from tests.signing_support import peer_verifier, served_jwks
@@ -162,6 +163,17 @@ def test_a_pairwise_subject_is_this_installations_own(settings: Any, ada: Any) -
     assert (
         services.composition_of(make_persona(make_agent(namesake)))["identity"]["owner"]["subject"]
         != first["subject"]
+    )
+
+
+def test_a_pairwise_subject_is_the_same_from_one_version_to_the_next(settings: Any) -> None:
+    """VX-ID-3: a peer may key what it knows of an owner on the pairwise subject a card shows,
+    so its derivation (HMAC-SHA256 of the issuer and subject under the installation's secret,
+    in Virgo's own salt) is pinned here: a change of any part would rename every owner."""
+    settings.SECRET_KEY = "a-test-secret-key-that-is-long-enough-for-django-checks-0123456789"
+    settings.VIRGO_IDENTITY_SUBJECTS = "pairwise"
+    assert derivation.shown_subject("https://id.example.org/", "sub-ada") == (
+        "351a053970d792e438e4553b74902712e79db4e976602e745930c7af052ba96b"
     )
 
 
