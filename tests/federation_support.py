@@ -61,7 +61,8 @@ class FakePeer(LoopbackServer):
     signing), `card_fields` (the same before signing, so the card still verifies),
     `status_edits` (the status list before signing), `list_bits` (the list's length in bits),
     `host` (the name its URLs use for 127.0.0.1), `shared_secret` (published in the JWKS as
-    an HS256 key, which then signs the status list in place of the peer's EC key) and
+    an HS256 key, which then signs the status list in place of the peer's EC key),
+    `card_secret` (the same for the cards: published in the JWKS, it signs each card) and
     `jwks_edits` (a function changing the JWKS as served; it may return what is not a JSON
     object).
     """
@@ -82,6 +83,7 @@ class FakePeer(LoopbackServer):
         self.list_bits = LIST_BITS
         self.host = "127.0.0.1"
         self.shared_secret: bytes | None = None
+        self.card_secret: bytes | None = None
         self.jwks_edits: Callable[[dict[str, Any]], Any] = lambda jwks: jwks
         self.searches: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.requested: list[str] = []
@@ -161,9 +163,10 @@ class FakePeer(LoopbackServer):
     def jwks(self) -> dict[str, Any]:
         public = jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
         keys = [{**public, "kid": self.kid, "alg": "ES256", "use": "sig"}]
-        if self.shared_secret is not None:
-            secret = base64.urlsafe_b64encode(self.shared_secret).decode().rstrip("=")
-            keys.append({"kty": "oct", "k": secret, "kid": "shared", "alg": "HS256"})
+        for kid, shared in (("shared", self.shared_secret), ("card-shared", self.card_secret)):
+            if shared is not None:
+                secret = base64.urlsafe_b64encode(shared).decode().rstrip("=")
+                keys.append({"kty": "oct", "k": secret, "kid": kid, "alg": "HS256"})
         return {"keys": keys}
 
     def card(self, card: PeerCard) -> dict[str, Any]:
@@ -205,7 +208,10 @@ class FakePeer(LoopbackServer):
             ],
         }
         header = {"kid": self.kid, "alg": "ES256", "typ": "JOSE"}
-        signer = create_agent_card_signer(self.key, header)  # type: ignore[arg-type]
+        key: Any = self.key
+        if self.card_secret is not None:
+            header, key = {"kid": "card-shared", "alg": "HS256", "typ": "JOSE"}, self.card_secret
+        signer = create_agent_card_signer(key, header)
         signed = MessageToDict(signer(parse_agent_card(self.card_fields(document))))
         return self.card_edits(signed)
 

@@ -800,6 +800,11 @@ REASONS: dict[str, tuple[Callable[[FakePeer, PeerCard], None], str]] = {
         ),
         "status list: {status}-gone answered 404",
     ),
+    # A key anyone who reads the JWKS holds proves nothing of who signed: asymmetric only.
+    "a card signed only by a shared secret in the JWKS": (
+        lambda peer, card: setattr(peer, "card_secret", b"published-for-all-to-read-0123456789"),
+        "{urn}: its card's signatures do not verify (No valid signature found)",
+    ),
     "a status list signed only by a shared secret": (
         lambda peer, card: setattr(peer, "shared_secret", b"published-for-all-to-read-0123456789"),
         "{status}: no signature by a key of its origin's JWKS verifies",
