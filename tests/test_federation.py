@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Self
+from unittest import mock
 
 import pytest
 from django.core.cache import cache
@@ -292,6 +293,15 @@ def test_checking_a_peer_that_answers_what_is_not_ard_says_so() -> None:
                 operator_chosen=True,
             )
         assert str(late.value) == "search: no time left in the search's budget"
+        # A deadline that is this very instant leaves no time either.
+        with (
+            mock.patch.object(foreign.time, "monotonic", return_value=1000.0),
+            pytest.raises(foreign.Unverified) as now,
+        ):
+            foreign.json_object(
+                peer.registry, what="card", deadline=1000.0, limit=2048, operator_chosen=True
+            )
+        assert str(now.value) == "card: no time left in the search's budget"
         assert peer.requested == []
         peer.search_body = b"<html>busy</html>"
         said = federation.check_peer(federation.Peer(peer.registry, "odd", None), {"text": "q"})
