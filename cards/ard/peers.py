@@ -1,14 +1,18 @@
 """The ARD registries a federated search asks, as an operator records them (VX-DISC-5):
 `virgo peers add`, the admin's Federation peers. What makes a peer acceptable (an http(s) ARD
-API that is not this installation's own origin, a scheme Virgo sends, one token) and how its
-credential is kept (sealed at rest, bound to its URL). Asking and verifying peers is
+API that is not this installation's own origin, a scheme Virgo sends, one token), how its
+credential is kept (sealed at rest, bound to its URL), and how peers stored before URLs had one
+spelling are brought to it (cards migration 0011). Asking and verifying peers is
 cards.ard.federation's; this module loads neither the A2A client nor an HTTP client, so the
 admin and the command import it at start for nothing.
 """
 
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 
 from cards import sealing
 from cards.models import FederationPeer
@@ -24,6 +28,14 @@ class PeerRefused(ValueError):
 def normalised_url(url: str) -> str:
     """The base URL of a peer's ARD API as stored: http(s), a host, no query, fragment or
     credentials, ending in `/` (its search is `<url>search`)."""
+    stored = _spelled(url)
+    if _is_own_origin(stored):
+        raise PeerRefused(f"url: {stored} is this installation's own origin")
+    return stored
+
+
+def _spelled(url: str) -> str:
+    """`url` in the one spelling a peer's URL is stored in, whoever's origin it names."""
     try:
         origin = origin_of(url)
     except ValueError as not_one:
@@ -34,11 +46,12 @@ def normalised_url(url: str) -> str:
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise PeerRefused(f"url: {url!r} carries a query, fragment or credentials; give them apart")
     path = parts.path if parts.path.endswith("/") else parts.path + "/"
-    stored = f"{origin}{path}"
+    return f"{origin}{path}"
+
+
+def _is_own_origin(stored: str) -> bool:
     # However either is spelled (case, a default port): one origin is one origin.
-    if origin == origin_of(settings.VIRGO_PUBLIC_BASE_URL):
-        raise PeerRefused(f"url: {stored} is this installation's own origin")
-    return stored
+    return origin_of(stored) == origin_of(settings.VIRGO_PUBLIC_BASE_URL)
 
 
 def add_peer(
@@ -75,3 +88,65 @@ def sealed_credential(url: str, credential: str) -> str:
     if not credential.strip():
         return ""
     return sealing.seal(url, credential.strip().encode(), sealing.PEER_CREDENTIAL)
+
+
+@dataclass
+class Respelled:
+    """What `normalise_stored_peers` did: the URLs rewritten (as stored, as now), and the URLs
+    left as stored, disabled or not, each with why."""
+
+    rewritten: list[tuple[str, str]]
+    disabled: list[tuple[str, str]]
+    left: list[tuple[str, str]]
+
+
+def normalise_stored_peers(model: Any = FederationPeer, using: str = DEFAULT_DB_ALIAS) -> Respelled:
+    """Store each peer added before URLs had one spelling (decision 296) in that spelling, its
+    credential sealed again for it, so `virgo peers remove` and the own-origin rule find it.
+
+    `model` is the migration's historical FederationPeer. Nothing is deleted and no credential
+    is lost: a row that cannot be rewritten keeps its URL (decision 298).
+    """
+    done = Respelled([], [], [])
+    spellings: dict[str, list[Any]] = {}
+    for row in model.objects.using(using).order_by("added_at", "pk"):
+        try:
+            spellings.setdefault(_spelled(row.url), []).append(row)
+        except PeerRefused as refused:
+            done.left.append((row.url, str(refused)))
+    for stored, rows in spellings.items():
+        raw = [row for row in rows if row.url != stored]
+        if _is_own_origin(stored):
+            # Refused by `virgo peers add`, so a search must not ask it either.
+            _disable(raw, "this installation's own origin", done)
+            continue
+        # The URL is unique: one row takes the spelling, the one an operator already gave in
+        # it, else the first added; one repeating it is kept, disabled, for them to remove.
+        repeated = f"another peer is stored as {stored}"
+        if len(raw) < len(rows):
+            _disable(raw, repeated, done)
+        else:
+            _disable(raw[1:], repeated, done)
+            _respell(raw[0], stored, done)
+    return done
+
+
+def _disable(rows: list[Any], why: str, done: Respelled) -> None:
+    for row in rows:
+        row.enabled = False
+        row.save(update_fields=["enabled"])
+        done.disabled.append((row.url, why))
+
+
+def _respell(row: Any, stored: str, done: Respelled) -> None:
+    if row.credential_sealed:
+        try:
+            secret = sealing.unseal(row.url, row.credential_sealed, sealing.PEER_CREDENTIAL)
+        except sealing.KeyCannotBeOpened as refused:
+            # Sealed bound to the URL as stored: moving it would lose the credential for good.
+            done.left.append((row.url, str(refused)))
+            return
+        row.credential_sealed = sealing.seal(stored, secret, sealing.PEER_CREDENTIAL)
+    done.rewritten.append((row.url, stored))
+    row.url = stored
+    row.save(update_fields=["url", "credential_sealed"])

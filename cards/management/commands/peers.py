@@ -45,7 +45,9 @@ class Command(BaseCommand):
             "list", help="The peers, enabled or not, and whether each has a credential."
         )
         remove = actions.add_parser("remove", help="Ask the registry at URL no more.")
-        remove.add_argument("url", metavar="URL", help="the URL it was added with")
+        remove.add_argument(
+            "url", metavar="URL", help="the URL it was added with, or as `list` shows it"
+        )
         check = actions.add_parser(
             "check", help="Search every enabled peer now and say what each answered."
         )
@@ -85,6 +87,11 @@ class Command(BaseCommand):
             self.stdout.write(f"{peer.label}  {peer.url}  {state}, {held}")
 
     def _remove(self, options: dict[str, Any]) -> None:
+        # A peer cards migration 0011 left in the spelling it was stored in (disabled, or not a
+        # URL it could rewrite) is removed by that spelling, as listed.
+        if FederationPeer.objects.filter(url=options["url"]).delete()[0]:
+            self.stdout.write(f"removed {options['url']}")
+            return
         try:
             url = peers.normalised_url(options["url"])
         except peers.PeerRefused as refused:
