@@ -616,6 +616,50 @@ def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
     assert list(credentials._keyword_lines("\n".join(lines))) == [lines[2]]
 
 
+def test_a_line_or_a_word_just_at_the_bound_is_still_read() -> None:
+    """VX-SEC-14: the keyword detector's bounds let through what they name: a line of exactly
+    `_LONG_LINE` characters, and a secret-sounding word of exactly `_LONG_WORD`, are read; one
+    character more of either is not."""
+    assignment = 'password = "Qv7mZr2Lw"'
+    padding = credentials._LONG_LINE - len(assignment) - 2
+    at_line_limit = assignment + " #" + "x" * padding
+    word = "password" * (credentials._LONG_WORD // len("password"))
+    assert (len(at_line_limit), len(word)) == (credentials._LONG_LINE, credentials._LONG_WORD)
+    lines = [at_line_limit, at_line_limit + "x", word + ' = "Qv7mZr2Lw"', word + 's = "Qv7mZr2Lw"']
+    assert list(credentials._keyword_lines("\n".join(lines))) == [lines[0], lines[2]]
+
+
+def test_an_unquoted_value_is_read_without_the_spaces_that_end_its_line() -> None:
+    """VX-SEC-14: the unquoted-assignment pattern takes all to the end of the line, spaces too,
+    and a value holding a space is no token; so a line is read without the spaces and tabs that
+    end it, and `password = <token>` followed by them is still a credential."""
+    token = "k9XpV4tB8nHc3yFdQ7mZr2Lw"
+    for ending in ("", "   ", "\t"):
+        text = f"    password = {token}{ending}\n"
+        assert credentials.find_secret(text, filename="app.py") == "Secret Keyword", ending
+
+
+def test_a_lock_file_or_a_swagger_file_is_not_read_for_assignments() -> None:
+    """VX-SEC-14: as `detect-secrets scan` does, the keyword detector reads neither a lock file
+    nor a swagger file (their secret-sounding keys name packages and API fields); each alone is
+    enough, and the same line in any other file is a credential."""
+    text = "password = k9XpV4tB8nHc3yFdQ7mZr2Lw\n"
+    assert credentials.find_secret(text, filename="settings.py") == "Secret Keyword"
+    for name in ("package-lock.json", "poetry.lock", "api/swagger.json", "docs/swagger-ui.html"):
+        assert credentials.find_secret(text, filename=name) is None, name
+
+
+def test_a_token_known_by_its_format_counts_whatever_word_falls_inside_it() -> None:
+    """VX-SEC-14: a value a format detector finds (Slack's `xox?-` tokens, Telegram's bot
+    tokens) is a credential by its shape alone, so the stand-in filters, which read words, do
+    not excuse one that holds `pwd` or `PASSWORD` by chance."""
+    slack = "xoxb-2-3-pwd" + fake("slack-pwd", 14)
+    telegram = "110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PASSWORD"
+    assert credentials._stand_in(slack) and credentials._stand_in(telegram)
+    assert credentials.find_secret(f"token: {slack}") == "Slack Token"
+    assert credentials.find_secret(f"bot {telegram}w") == "Telegram Bot Token"
+
+
 def test_crafted_text_is_judged_in_bounded_time() -> None:
     """VX-SEC-14, VX-SEC-16: a quarter megabyte each of what makes the patterns backtrack (`//`,
     `eyJ`, run-on keywords, `curl` named on and on before the curl rules' five lines) is judged
