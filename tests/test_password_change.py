@@ -316,12 +316,16 @@ def test_a_stored_current_hash_is_never_rehashed() -> None:
     assert not Token.objects.filter(key=key).exists()
 
 
-def test_a_hash_over_one_no_hasher_reads_is_a_change() -> None:
+@pytest.mark.parametrize(
+    "stored", ["legacy$not-a-known-hash", make_password(None)], ids=["unknown", "unusable"]
+)
+def test_a_hash_over_one_no_hasher_reads_is_a_change(stored: str) -> None:
     """VX-SEC-17: a stored value no configured hasher identifies (an import's, a hand-edited
-    row's) is never taken for one Django rehashed: what is stored over it ends the tokens."""
+    row's, an unusable password: an account that signed in only through its identity provider)
+    is never taken for one Django rehashed: what is stored over it ends the tokens."""
     owner = make_owner()
     key = Token.objects.create(user=owner).key
-    type(owner).objects.filter(pk=owner.pk).update(password="legacy$not-a-known-hash")
+    type(owner).objects.filter(pk=owner.pk).update(password=stored)
     owner.password = make_password(NEW_PASSWORD)
     owner.save()
     assert not Token.objects.filter(key=key).exists()

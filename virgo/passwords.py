@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib.admin.forms import AdminPasswordChangeForm
 from django.contrib.auth import authenticate, get_user_model
-from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
+from django.contrib.auth.hashers import get_hasher, identify_hasher
 from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
 from django.db.models.signals import pre_save
@@ -85,14 +85,14 @@ def _rehashed(instance: Any, stored: str) -> bool:
     check_password's setter marks such a save as Django's own password_changed does, by leaving
     `_password` unset (set_password sets it); only a stored hash the current hasher would
     replace can be rehashed, and only into one it would keep."""
-    if getattr(instance, "_password", None) is not None:
-        return False
-    if not (is_password_usable(stored) and is_password_usable(instance.password)):
+    # AbstractBaseUser, which every user model extends, declares `_password`.
+    if instance._password is not None:
         return False
     preferred = get_hasher("default")
     try:
         before, after = identify_hasher(stored), identify_hasher(instance.password)
     except ValueError:
+        # An unusable password (`!` and random letters) names no hasher, so it is refused here.
         return False
     outdated = before.algorithm != preferred.algorithm or preferred.must_update(stored)
     return (
