@@ -235,43 +235,60 @@ def _redis_script(action: str, *arguments: object) -> list[str]:
     return ["bash", "-c", f'. scripts/lib.sh && redis_{action} "$@"', "bash", *map(str, arguments)]
 
 
+# A mutant that loops or backtracks without end would hold its child for ever: one that runs
+# this many times as long as the tests did without a mutant (and a minute more) is stopped and
+# counted as mutmut counts a timeout.
+TIMEOUT_FACTOR = 5
+TIMEOUT_SLACK_SECONDS = 60.0
+TIMED_OUT = 36
+
+
 def run_against(names: list[str], tests: list[str], children: int) -> None:
     """Each mutant against `tests` alone, as mutmut runs one (its mutants/, MUTANT_UNDER_TEST,
     pytest -x with pyproject's arguments), `children` at a time; each outcome is written to
     mutmut's own record of the mutant's module, where `mutmut results` and this report read it.
+
+    The tests run first with no mutant: they must pass (else every mutant would count as
+    killed), and how long they take bounds each mutant's run.
     """
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     slots: queue.SimpleQueue[int] = queue.SimpleQueue()
     for slot in range(children):
         slots.put(slot)
 
+    def pytest_exit(mutant: str, slot: int, timeout: float | None) -> int:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", *config["pytest_add_cli_args"], *tests],
+            cwd=MUTANTS,
+            env={**os.environ, "MUTANT_UNDER_TEST": mutant, **database_of_child(slot)},
+            capture_output=True,
+            timeout=timeout,
+        )
+        return done.returncode
+
+    started = time.monotonic()
+    clean_exit = pytest_exit("", 0, None)
+    if clean_exit != 0:
+        raise SystemExit(f"pytest exited {clean_exit} on {', '.join(tests)} with no mutant")
+    timeout = TIMEOUT_FACTOR * (time.monotonic() - started) + TIMEOUT_SLACK_SECONDS
+
     def outcome(name: str) -> tuple[str, int, float]:
         started = time.monotonic()
         slot = slots.get()
         try:
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-x",
-                    "-q",
-                    *config["pytest_add_cli_args"],
-                    *tests,
-                ],
-                cwd=MUTANTS,
-                env={**os.environ, "MUTANT_UNDER_TEST": name, **database_of_child(slot)},
-                capture_output=True,
-            )
+            exit_code = pytest_exit(name, slot, timeout)
+        except subprocess.TimeoutExpired:
+            exit_code = TIMED_OUT
         finally:
             slots.put(slot)
-        return name, done.returncode, time.monotonic() - started
+        return name, exit_code, time.monotonic() - started
 
     with ThreadPoolExecutor(children) as pool:
         for name, exit_code, seconds in pool.map(outcome, names):
-            # pytest's 1 is a failing test; anything but that or a pass (no test collected, a
-            # usage or internal error) says nothing of the mutant and must not count as a kill.
-            if exit_code not in (0, 1):
+            # pytest's 1 is a failing test; anything but that, a pass or a timeout (no test
+            # collected, a usage or internal error) says nothing of the mutant and must not
+            # count as a kill.
+            if exit_code not in (0, 1, TIMED_OUT):
                 raise SystemExit(f"{name}: pytest exited {exit_code} on {', '.join(tests)}")
             meta = MUTANTS / f"{report.Mutant(name, '').module}.meta"
             record = json.loads(meta.read_text())

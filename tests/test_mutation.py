@@ -353,7 +353,7 @@ def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_th
     monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
     (tmp_path / "test_switch.py").write_text(
         "import os\n\n\ndef test_the_mutant():\n"
-        "    assert os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_1')\n"
+        "    assert not os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_2')\n"
     )
     names = [f"pkg.mod.x_guard__mutmut_{number}" for number in (1, 2)]
     meta = tmp_path / "pkg" / "mod.py.meta"
@@ -368,6 +368,47 @@ def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_th
     with pytest.raises(SystemExit, match="pytest exited 4"):
         run.run_against(names[:1], ["test_missing.py"], 1)
     assert json.loads(meta.read_text())["exit_code_by_key"][names[0]] == 0
+
+
+def test_tests_that_fail_with_no_mutant_are_refused_before_any_mutant_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Named test files that fail on the code as it is would count every mutant as killed:
+    they run first with no mutant, and the run stops there, recording nothing."""
+    monkeypatch.setattr(run, "MUTANTS", tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
+    (tmp_path / "test_broken.py").write_text("def test_broken():\n    assert False\n")
+    names = ["pkg.mod.x_guard__mutmut_1"]
+    meta = tmp_path / "pkg" / "mod.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    with pytest.raises(SystemExit, match=r"pytest exited 1 on test_broken\.py with no mutant"):
+        run.run_against(names, ["test_broken.py"], 1)
+    assert json.loads(meta.read_text())["exit_code_by_key"] == dict.fromkeys(names)
+
+
+def test_a_mutant_that_never_ends_is_stopped_and_counted_a_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mutant whose tests run on far past the time they take with no mutant (a loop without
+    end, a pattern backtracking for hours) is stopped and recorded as mutmut records a
+    timeout, which the report does not count as killed; the other mutants run on."""
+    monkeypatch.setattr(run, "MUTANTS", tmp_path)
+    monkeypatch.setattr(run, "TIMEOUT_SLACK_SECONDS", 3.0)
+    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
+    (tmp_path / "test_loop.py").write_text(
+        "import os, time\n\n\ndef test_the_loop():\n"
+        "    while os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_1'):\n"
+        "        time.sleep(0.1)\n"
+    )
+    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in (1, 2)]
+    meta = tmp_path / "pkg" / "mod.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    run.run_against(names, ["test_loop.py"], 2)
+    record = json.loads(meta.read_text())
+    assert record["exit_code_by_key"] == {names[0]: run.TIMED_OUT, names[1]: 0}
+    assert record["durations_by_key"][names[0]] < 60
 
 
 def test_children_on_postgresql_each_have_a_database_of_their_own(
