@@ -616,6 +616,33 @@ def test_no_long_line_or_long_word_reaches_a_pattern_whole() -> None:
     assert list(credentials._keyword_lines("\n".join(lines))) == [lines[2]]
 
 
+def test_long_lines_are_read_in_overlapping_windows_and_the_rest_in_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-SEC-14: with the limit at 8, a text no line of which passes it is one piece, as it is;
+    otherwise the lines up to the limit (8 included) come in runs, whole, and a longer line in
+    windows of 8 that each overlap the last by half, from its first character to its last."""
+    monkeypatch.setattr(credentials, "_LONG_LINE", 8)
+    within = "cdefghij\nab\r\n"
+    assert list(credentials._pieces(within)) == [within]
+    text = "ab\ncdefghij\n0123456789ABCDEFGHIJ\nkl\nmn"
+    assert list(credentials._pieces(text)) == [
+        "ab\ncdefghij",
+        "01234567",
+        "456789AB",
+        "89ABCDEF",
+        "CDEFGHIJ",
+        "kl\nmn",
+    ]
+
+
+def test_a_password_in_a_url_is_named_as_one() -> None:
+    """VX-SEC-14: a URL's password too plain for the rules' entropy floor, `hunter2`, is still
+    what a person chose: the refusal names it a URL's credentials."""
+    text = "db = https://admin:hunter2@db.example.com/"
+    assert credentials.find_secret(text) == "Basic Auth Credentials"
+
+
 def test_a_line_or_a_word_just_at_the_bound_is_still_read() -> None:
     """VX-SEC-14: the keyword detector's bounds let through what they name: a line of exactly
     `_LONG_LINE` characters, and a secret-sounding word of exactly `_LONG_WORD`, are read; one
