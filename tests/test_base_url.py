@@ -313,6 +313,19 @@ def test_a_new_installation_passes_until_its_first_card_records_a_url(settings: 
     assert "virgo.E031" in deploy_check()
 
 
+def test_of_two_machines_recording_at_once_the_first_url_is_kept(settings: Any) -> None:
+    """VX-SCALE-4: when A records its URL between B's read of nothing recorded and B's write,
+    B's write fails on the one row's key and B takes A's URL, so the installation still has one
+    URL, the first, and B then refuses to sign."""
+    on(settings, A)
+    base_url.claim_base_url()
+    assert base_url._record_first(B) == A
+    assert list(PublicBaseUrl.objects.values_list("pk", "url")) == [(1, A)]
+    on(settings, B)
+    with pytest.raises(base_url.BaseUrlMismatch):
+        base_url.claim_base_url()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_readyz_is_503_on_the_other_machine_naming_the_mismatch(settings: Any) -> None:
     """VX-SCALE-4: B's /readyz answers 503 with `base_url` failed (the URLs go to the log, not
