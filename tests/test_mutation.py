@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -342,6 +342,25 @@ def test_a_run_ended_by_sigterm_stops_its_redis() -> None:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
 
 
+def recorded_mutants(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    test_file: str,
+    source: str,
+    numbers: Iterable[int],
+) -> tuple[list[str], Path]:
+    """A mutants/ in tmp_path holding one test file and mutmut's record of one module's mutants
+    `numbers`, none run yet: their names and the record's path."""
+    monkeypatch.setattr(run, "MUTANTS", tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
+    (tmp_path / test_file).write_text(source)
+    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in numbers]
+    meta = tmp_path / "pkg" / "mod.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    return names, meta
+
+
 def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -349,16 +368,14 @@ def test_mutants_run_against_named_test_files_are_recorded_where_mutmut_keeps_th
     switch (MUTANT_UNDER_TEST) set, and writes a failing test as killed and a pass as survived
     in mutmut's record of the mutant's module; a run that tested nothing is refused, not
     counted as a kill."""
-    monkeypatch.setattr(run, "MUTANTS", tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
-    (tmp_path / "test_switch.py").write_text(
+    names, meta = recorded_mutants(
+        tmp_path,
+        monkeypatch,
+        "test_switch.py",
         "import os\n\n\ndef test_the_mutant():\n"
-        "    assert not os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_2')\n"
+        "    assert not os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_2')\n",
+        (1, 2),
     )
-    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in (1, 2)]
-    meta = tmp_path / "pkg" / "mod.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
 
     run.run_against(names, ["test_switch.py"], 2)
 
@@ -375,13 +392,9 @@ def test_tests_that_fail_with_no_mutant_are_refused_before_any_mutant_runs(
 ) -> None:
     """Named test files that fail on the code as it is would count every mutant as killed:
     they run first with no mutant, and the run stops there, recording nothing."""
-    monkeypatch.setattr(run, "MUTANTS", tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
-    (tmp_path / "test_broken.py").write_text("def test_broken():\n    assert False\n")
-    names = ["pkg.mod.x_guard__mutmut_1"]
-    meta = tmp_path / "pkg" / "mod.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    names, meta = recorded_mutants(
+        tmp_path, monkeypatch, "test_broken.py", "def test_broken():\n    assert False\n", [1]
+    )
     with pytest.raises(SystemExit, match=r"pytest exited 1 on test_broken\.py with no mutant"):
         run.run_against(names, ["test_broken.py"], 1)
     assert json.loads(meta.read_text())["exit_code_by_key"] == dict.fromkeys(names)
@@ -393,18 +406,16 @@ def test_a_mutant_that_never_ends_is_stopped_and_counted_a_timeout(
     """A mutant whose tests run on far past the time they take with no mutant (a loop without
     end, a pattern backtracking for hours) is stopped and recorded as mutmut records a
     timeout, which the report does not count as killed; the other mutants run on."""
-    monkeypatch.setattr(run, "MUTANTS", tmp_path)
     monkeypatch.setattr(run, "TIMEOUT_SLACK_SECONDS", 3.0)
-    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
-    (tmp_path / "test_loop.py").write_text(
+    names, meta = recorded_mutants(
+        tmp_path,
+        monkeypatch,
+        "test_loop.py",
         "import os, time\n\n\ndef test_the_loop():\n"
         "    while os.environ['MUTANT_UNDER_TEST'].endswith('__mutmut_1'):\n"
-        "        time.sleep(0.1)\n"
+        "        time.sleep(0.1)\n",
+        (1, 2),
     )
-    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in (1, 2)]
-    meta = tmp_path / "pkg" / "mod.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
     run.run_against(names, ["test_loop.py"], 2)
     record = json.loads(meta.read_text())
     assert record["exit_code_by_key"] == {names[0]: run.TIMED_OUT, names[1]: 0}
@@ -421,22 +432,20 @@ def test_children_on_postgresql_each_have_a_database_of_their_own(
     assert run.database_of_child(1) == {
         "DATABASE_URL": "postgres://virgo:pw@127.0.0.1:5433/virgo_mutant1"
     }
-    monkeypatch.setattr(run, "MUTANTS", tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(run.ROOT))
     # Each test holds its database's name while it runs: a second holder at once fails.
-    (tmp_path / "test_database.py").write_text(
+    names, meta = recorded_mutants(
+        tmp_path,
+        monkeypatch,
+        "test_database.py",
         "import os, time\n\n\ndef test_alone_on_its_database():\n"
         "    held = os.environ['DATABASE_URL'].rsplit('/', 1)[1]\n"
         "    fd = os.open(held, os.O_CREAT | os.O_EXCL)\n"
         "    time.sleep(0.3)\n"
         "    os.close(fd)\n"
         "    os.remove(held)\n"
-        "    open('seen', 'a').write(held + '\\n')\n"
+        "    open('seen', 'a').write(held + '\\n')\n",
+        range(1, 5),
     )
-    names = [f"pkg.mod.x_guard__mutmut_{number}" for number in range(1, 5)]
-    meta = tmp_path / "pkg" / "mod.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
     run.run_against(names, ["test_database.py"], 2)
     assert json.loads(meta.read_text())["exit_code_by_key"] == dict.fromkeys(names, 0)
     assert set((tmp_path / "seen").read_text().split()) == {"virgo_mutant0", "virgo_mutant1"}
