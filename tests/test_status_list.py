@@ -243,6 +243,26 @@ def test_a_key_rotation_signs_the_list_again(persona: Persona) -> None:
     assert after["credentialSubject"] == before["credentialSubject"]
 
 
+def test_a_render_reads_the_signing_set_once(
+    persona: Persona, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-TRUST-7: a list's signatures and its ETag come of one read of the signing set, so a
+    key rotated while the list renders never leaves it signed by one set under the ETag of
+    another (and no render pays for the set twice)."""
+    reads = []
+    read_signers = keys.signers
+
+    def counted() -> Any:
+        reads.append(1)
+        return read_signers()
+
+    with transaction.atomic():
+        status_list_changed()
+    monkeypatch.setattr(keys, "signers", counted)
+    assert fetch().status_code == 200
+    assert len(reads) == 1
+
+
 def test_one_fetch_answers_for_thousands_of_cards_in_queries_that_do_not_grow(
     persona: Persona,
 ) -> None:
