@@ -149,16 +149,18 @@ def test_of_two_other_spellings_the_first_added_is_respelled_and_the_later_disab
 def test_a_peer_on_this_installations_own_origin_is_disabled_where_it_is() -> None:
     """VX-DISC-5: a peer stored in another spelling of this installation's own origin, which
     `virgo peers add` refuses, keeps its URL and credential but is asked no more; one already
-    in the spelling is left as it is."""
+    in the spelling is left as it is; the peers stored after them are respelled all the same."""
     raw = stored_before("HTTP://TestServer:80/api/ard/", label="self")
     spelled = stored_before("http://testserver/other/", label="self too")
+    after = stored_before(RAW, label="peer")
     sealed, kept = raw.credential_sealed, as_it_is(spelled)
 
     done = peers.normalise_stored_peers()
 
     assert done == peers.Respelled(
-        [], [("HTTP://TestServer:80/api/ard/", "this installation's own origin")], []
+        [(RAW, STORED)], [("HTTP://TestServer:80/api/ard/", "this installation's own origin")], []
     )
+    assert opened(after) == CREDENTIAL.encode()
     assert as_it_is(raw) == ("HTTP://TestServer:80/api/ard/", "self", False, sealed)
     assert as_it_is(spelled) == kept
     call_command("peers", "remove", "HTTP://TestServer:80/api/ard/", stdout=io.StringIO())
