@@ -93,3 +93,18 @@ def test_the_identifier_filter_reads_the_uuid_index(client: APIClient) -> None:
     )
     assert len(found) == 1
     assert "personas_persona_uuid" in plan, plan
+
+
+def test_what_the_indexes_answer_is_what_the_query_names(client: APIClient) -> None:
+    """VX-DISC-2: on PostgreSQL a text of several words finds a persona holding any of them, and
+    the identity chain's containment finds the personas whose chain holds the value at the
+    path, and no others: Grace's deployers by her proven domain, none by another."""
+
+    def found(query: dict[str, Any]) -> list[str]:
+        return search_plan(client, query)[0]
+
+    assert found({"text": "zephyr quokka"}) == ZEPHYRS
+    assert found({"text": "unheard-of quokka"}) == ZEPHYRS
+    domain = "metadata.virgo.organization.domain"
+    assert found({"text": "quokka", "filter": {domain: GRACE}}) == ZEPHYRS
+    assert found({"text": "quokka", "filter": {domain: "elsewhere.example"}}) == []
