@@ -198,6 +198,22 @@ def test_ranking_order_on_a_fixed_fixture(client: APIClient, fleet: dict[str, Pe
     assert search(client, {"query": {"text": "nothing-like-this"}})["results"] == []
 
 
+def test_one_word_of_the_most_a_query_holds_is_enough_to_be_found(
+    client: APIClient, fleet: dict[str, Persona]
+) -> None:
+    """VX-DISC-2: a persona answering one word of a query of sixteen (the most it may hold),
+    in its description alone, is found: on the SQLite fallback it scores 100 x 1 / (6 x 16),
+    which is 1, the cutoff, and two words found in a name score as one word there does."""
+    absent = [f"absent{number}" for number in range(15)]
+    answer = search(client, {"query": {"text": " ".join(["ships", *absent])}})
+    assert names(answer) == ["Release Captain"]
+    pair = search(client, {"query": {"text": "quokka keeper"}})
+    assert names(pair)[0] == "Quokka Keeper"
+    if connection.vendor == "sqlite":
+        assert [entry["score"] for entry in answer["results"]] == [1]
+        assert pair["results"][0]["score"] == 58
+
+
 # Filters (ARD §7.1) ------------------------------------------------------------------------------
 
 
