@@ -93,7 +93,8 @@ bench: install
 # Hours, not part of `make test`: mutmut over the enforcement code at low priority, on the non-live
 # tests (mutation/run.py); writes docs/mutation.md. MUTATION_MODULES=stamps/validation.py,...
 # runs a subset, MUTATION_KEEP=1 reuses mutants/ (its test map) from the last run, and with it
-# MUTATION_TESTS=tests/test_card_fastpath.py,... runs the mutants it let through against those files.
+# MUTATION_TESTS=tests/test_card_fastpath.py,... runs the mutants it let through against those files;
+# MUTATION_CHANGED=1 with it runs again only the mutants of functions changed since a module's row.
 # MUTATION_MINUTES=120 stops the run then and reports only the modules it finished. With
 # DATABASE_URL naming a PostgreSQL, MUTATION_TESTS run on it (each child on a database of its
 # own): how the search's PostgreSQL-only SQL (cards/ard/matching.py) is mutated.
@@ -106,5 +107,6 @@ mutation: install
 	. scripts/lib.sh && install_debian_packages "$${missing[@]}"
 	nice -n 19 $(PY) -m mutation.run --children $(MUTATION_CHILDREN) \
 		--modules "$(MUTATION_MODULES)" $(if $(MUTATION_KEEP),--keep) \
+		$(if $(MUTATION_CHANGED),--changed) \
 		$(if $(MUTATION_TESTS),--tests "$(MUTATION_TESTS)") \
 		$(if $(MUTATION_MINUTES),--minutes $(MUTATION_MINUTES))

@@ -55,6 +55,8 @@ class ModuleScore:
     timed_out: int
     other: int  # suspicious, segfault, not checked: anything else mutmut can say
     seconds: float  # the mutants' test runs added up (not wall time: they run in parallel)
+    # The commit whose row's outcomes the mutants of unchanged functions keep (run.py --changed).
+    carried_from: str = ""
 
     @property
     def total(self) -> int:
@@ -85,6 +87,7 @@ def score_modules(
     mutants: Iterable[Mutant],
     scopes: Mapping[str, str],
     seconds_by_mutant: Mapping[str, float],
+    carried_from: Mapping[str, str] | None = None,
 ) -> list[ModuleScore]:
     """One row per module of `scopes` (in its order), counted from the mutants run in it."""
     by_module: dict[str, list[Mutant]] = {module: [] for module in scopes}
@@ -105,6 +108,7 @@ def score_modules(
                 timed_out=timed_out,
                 other=len(statuses) - killed - survived - timed_out,
                 seconds=sum(seconds_by_mutant.get(m.name, 0.0) for m in found),
+                carried_from=(carried_from or {}).get(module, ""),
             )
         )
     return rows
@@ -189,6 +193,34 @@ def kept_modules(document: str) -> dict[str, KeptModule]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class RowCells:
+    """What a kept score row says, as run.py --changed reads it."""
+
+    scope: str
+    killed: int
+    timed_out: int
+    other: int
+    commit: str
+
+
+def row_cells(row: str) -> RowCells:
+    cells = _cells(row)
+    # "date, commit", and after a run with --changed "; ..." on what it carried.
+    run = cells[9].split(";", 1)[0]
+    return RowCells(
+        scope=cells[1],
+        killed=int(cells[3]),
+        timed_out=int(cells[5]),
+        other=int(cells[6]),
+        commit=run.rsplit(", ", 1)[-1].strip(),
+    )
+
+
+def survivor_names(kept: KeptModule) -> list[str]:
+    return [_uncode(_cells(line)[0]) for line in kept.survivors]
+
+
 def _percent(value: float) -> str:
     return f"{value * 100:.1f}%"
 
@@ -251,7 +283,12 @@ def render(
                 row.module,
                 f"| `{row.module}` | {row.scope} | {row.total} | {row.killed} | {row.survived} | "
                 f"{row.timed_out} | {row.other} | {_percent(row.score)}{mark} | "
-                f"{row.seconds / 60:.0f} min | {info.date}, {info.commit} |",
+                f"{row.seconds / 60:.0f} min | {info.date}, {info.commit}"
+                + (
+                    f"; unchanged functions as at {row.carried_from} |"
+                    if row.carried_from
+                    else " |"
+                ),
             )
         )
     table += [(module, lines_of.row) for module, lines_of in kept_here.items()]

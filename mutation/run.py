@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from mutation import report
+from mutation import changes, report
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = ROOT / "mutants"
@@ -61,8 +61,9 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "identity_signin",
     ),
     # The rest of the card view is the ordinary card response (tests/test_card_endpoint.py);
-    # these answer for a revoked persona or generation.
-    "cards/views.py": ("_gone",),
+    # these answer for a revoked persona or generation, and for a machine that cannot sign or
+    # whose public base URL differs from the installation's (VX-SCALE-4): a 503, never a 500.
+    "cards/views.py": ("_gone", "_try_later", "cannot_sign", "base_url_mismatch"),
     # What a launch gives the agent; its MCP server's thread and the process it waits on are
     # the live tests' (tests/test_launch_server.py, test_launch_sandbox.py, test_agent_claude.py).
     "serving/launcher.py": (
@@ -128,6 +129,51 @@ def patterns(module: str) -> list[str]:
         else f"{dotted}.x_{name}__mutmut_*"
         for name in functions
     ]  # fmt: skip
+
+
+def _mangled_names(scope_cell: str) -> set[str] | None:
+    """The functions a report row's `mutated` cell names, by mutmut's names (None: all)."""
+    if scope_cell == "whole module":
+        return None
+    names = re.findall(r"`([^`]+)`", scope_cell)
+    return {f"xǁ{n.replace('.', 'ǁ')}" if "." in n else f"x_{n}" for n in names}
+
+
+def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
+    """Record as killed, in mutants/, the mutants of `module` that its kept row counted as
+    killed and whose function has not changed since that row's commit (mutation/changes.py):
+    only the rest then run again. The commit carried from; None when nothing can be carried
+    (no such commit here, or a timeout or other outcome the row does not say which mutant had).
+    """
+    cells = report.row_cells(kept.row)
+    if cells.timed_out or cells.other:
+        return None
+    shown = subprocess.run(
+        ["git", "show", f"{cells.commit}:{module}"], cwd=ROOT, capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        return None
+    changed = changes.changed_functions(shown.stdout, (ROOT / module).read_text())
+    in_scope = _mangled_names(cells.scope)
+    survivors = set(report.survivor_names(kept))
+    meta = MUTANTS / f"{module}.meta"
+    record = json.loads(meta.read_text())
+    carried = [
+        name
+        for name in record["exit_code_by_key"]
+        if (function := changes.function_of(name)) not in changed
+        and (in_scope is None or function in in_scope)
+        and name not in survivors
+    ]
+    if len(carried) > cells.killed:
+        raise SystemExit(
+            f"{module}: {len(carried)} unchanged mutants but its row at {cells.commit} killed "
+            f"{cells.killed}: mutants/ is not of the code that row ran"
+        )
+    for name in carried:
+        record["exit_code_by_key"][name] = 1
+    meta.write_text(json.dumps(record))
+    return cells.commit
 
 
 def scope(module: str) -> str:
@@ -333,6 +379,12 @@ def main(argv: list[str] | None = None) -> None:
         "--tests", default="", help="with --keep: run those mutants against these test files"
     )
     parser.add_argument(
+        "--changed",
+        action="store_true",
+        help="with --keep: run again only the mutants of functions changed since each module's "
+        "row; the others keep that row's outcome",
+    )
+    parser.add_argument(
         "--minutes", type=float, help="stop after this long; report the modules finished by then"
     )
     parser.add_argument("--report", type=Path, default=DOC)
@@ -343,6 +395,15 @@ def main(argv: list[str] | None = None) -> None:
 
     # The commit the mutants are copied from: one made while they run is not what they mutated.
     commit = git_commit()
+    previous = args.report.read_text() if args.report.exists() else ""
+    carried_from: dict[str, str] = {}
+    if args.changed:
+        if not (args.keep and MUTANTS.exists()):
+            raise SystemExit("MUTATION_CHANGED needs MUTATION_KEEP=1 and the last run's mutants/")
+        kept = report.kept_modules(previous)
+        for module in modules:
+            if module in kept and (since := carry_unchanged(module, kept[module])):
+                carried_from[module] = since
     rerun: list[str] | None = None
     if args.keep and MUTANTS.exists():
         # Only what the last run let through: the tests added since are all that changed.
@@ -371,7 +432,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     listed = [with_change(m) for m in mutants if m.listed]
     rows = report.score_modules(
-        mutants, {module: scope(module) for module in finished}, seconds_by_mutant(finished)
+        mutants,
+        {module: scope(module) for module in finished},
+        seconds_by_mutant(finished),
+        carried_from,
     )
     info = report.RunInfo(
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -388,12 +452,12 @@ def main(argv: list[str] | None = None) -> None:
         command="make mutation"
         + (f" MUTATION_MODULES={','.join(modules)}" if args.modules else "")
         + (" MUTATION_KEEP=1" if args.keep else "")
+        + (" MUTATION_CHANGED=1" if args.changed else "")
         + (f" MUTATION_TESTS={','.join(tests)}" if tests else "")
         + (" on PostgreSQL (DATABASE_URL)" if tests and database_of_child(0) else "")
         + (f" MUTATION_MINUTES={args.minutes:g}" if args.minutes else ""),
         unfinished=tuple(unfinished),
     )
-    previous = args.report.read_text() if args.report.exists() else ""
     args.report.write_text(
         report.render(
             info,
