@@ -98,7 +98,9 @@ class FederationPeerForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        moved = self.instance.pk and "url" in self.changed_data
+        # By the URL as it will be stored, not as typed: a row kept in an older spelling
+        # (migration cards 0011 leaves one it cannot respell) is respelled by saving it unchanged.
+        moved = self.instance.pk and cleaned.get("url", self.instance.url) != self.instance.url
         if moved and self.instance.credential_sealed and not cleaned.get("credential"):
             # The sealed credential is bound to the URL it was given for (cards.sealing).
             self.add_error("credential", "Enter the credential again for the new URL.")

@@ -670,6 +670,28 @@ def test_only_a_superuser_manages_peers_in_the_admin() -> None:
         },
     )
     assert "Enter the credential again for the new URL." in moved.content.decode()
+    # A row kept in an older spelling is respelled when saved as it stands: the credential was
+    # sealed for the old spelling and would no longer open, so it is asked for again.
+    FederationPeer.objects.filter(pk=row.pk).update(
+        url="https://peer.example/api/ard",
+        credential_sealed=peers.sealed_credential("https://peer.example/api/ard", CREDENTIAL),
+    )
+    unchanged = {"url": "https://peer.example/api/ard", "label": "peer", "scheme": "Token"}
+    resaved = browser.post(
+        f"/admin/cards/federationpeer/{row.pk}/change/",
+        {**unchanged, "enabled": "on", "credential": ""},
+    )
+    assert "Enter the credential again for the new URL." in resaved.content.decode()
+    assert FederationPeer.objects.get().url == "https://peer.example/api/ard"
+    resaved = browser.post(
+        f"/admin/cards/federationpeer/{row.pk}/change/",
+        {**unchanged, "enabled": "on", "credential": CREDENTIAL},
+    )
+    assert resaved.status_code == 302, resaved.content
+    row = FederationPeer.objects.get()
+    assert row.url == "https://peer.example/api/ard/"
+    opened = sealing.unseal(row.url, row.credential_sealed, sealing.PEER_CREDENTIAL)
+    assert opened == CREDENTIAL.encode()
 
 
 def test_a_fault_of_virgos_own_leaves_the_peer_out_and_logs_its_traceback(
