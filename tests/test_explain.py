@@ -508,6 +508,8 @@ def test_each_refusal_says_why_in_words() -> None:
     invalid = explain(standing_persona(), "workspace_read", {"path": "QUEUE.md", "offset": -1})
     assert (invalid.code, invalid.refused_because) == ("invalid_arguments", "invalid arguments")
     assert invalid.reason == "offset must be at least 0"
+    # A listed tool refused for its arguments is no slip of its name: no guess at another.
+    assert invalid.notes == []
 
 
 def test_an_ask_first_call_with_nobody_to_ask_is_refused_under_its_rule() -> None:
@@ -570,6 +572,9 @@ def test_a_mistyped_tool_is_answered_with_the_listed_one_it_was_meant_as() -> No
     assert lines[0].endswith(": refused (not in the stamp)")
     assert lines[-1] == "  note: did you mean workspace_read?"
     assert not [line for line in explained_lines(persona, "deploy", {}) if "did you mean" in line]
+    # Four letters short of workspace_read (a likeness of 0.78, under the 0.8 it takes) is a
+    # name of its own, not a slip: a guess there would steer the owner to a tool not meant.
+    assert explain(persona, "pace_read", {}).notes == []
 
 
 def test_the_command_prints_one_fact_a_line() -> None:
