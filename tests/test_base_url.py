@@ -223,11 +223,18 @@ def test_the_machine_on_another_url_answers_503_for_what_it_would_sign(
     for path in (persona.card_path, revoked.card_path, "/.well-known/status/revocation"):
         response = Client().get(path)
         assert response.status_code == 503, (path, response.content)
-        assert json.loads(response.content)["code"] == "base_url_mismatch"
+        assert json.loads(response.content) == {
+            "code": "base_url_mismatch",
+            "detail": "This server is not configured with this installation's public address; "
+            "try again later.",
+        }
         assert int(response["Retry-After"]) > 0 and response["Cache-Control"] == "no-store"
         assert B not in response.content.decode() and A not in response.content.decode()
     logged = [r.getMessage() for r in caplog.records if r.name == "cards.views"]
     assert logged and all(A in line and B in line for line in logged)
+    # What is wrong, then the fix: the URL to set here, or the command that moves them all.
+    assert all(line.startswith("will not sign a public document: ") for line in logged)
+    assert all(f"set VIRGO_PUBLIC_BASE_URL={A} on this machine" in line for line in logged)
 
     on(settings, A)
     response = Client().get(persona.card_path)

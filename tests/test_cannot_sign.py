@@ -48,7 +48,10 @@ def wrong_key(settings: Any) -> None:
 
 def assert_cannot_sign(response: Any) -> None:
     assert response.status_code == 503, response.content
-    assert json.loads(response.content)["code"] == "cannot_sign"
+    assert json.loads(response.content) == {
+        "code": "cannot_sign",
+        "detail": "This server cannot sign documents right now; try again later.",
+    }
     assert int(response["Retry-After"]) > 0
     assert response["Cache-Control"] == "no-store"
 
@@ -77,6 +80,8 @@ def test_documents_to_sign_answer_503_and_signed_ones_are_still_served(
     assert_cannot_sign(Client().get("/.well-known/status/revocation"))
     logged = [r.getMessage() for r in caplog.records if r.name == "cards.views"]
     assert logged and all(m.startswith("cannot sign a public document: ") for m in logged)
+    # The operator reads why: the key that does not open and with what.
+    assert all("is sealed under key-encryption key" in m for m in logged)
 
 
 @pytest.mark.parametrize(
