@@ -139,6 +139,23 @@ def _mangled_names(scope_cell: str) -> set[str] | None:
     return {f"xǁ{n.replace('.', 'ǁ')}" if "." in n else f"x_{n}" for n in names}
 
 
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def source_at(commit: str, module: str) -> str | None:
+    """`module` as it was at `commit`, under the name it had then (git follows a rename);
+    None when that commit is not here or the module did not exist at it."""
+    renames = _git("log", "--follow", "--name-status", "--format=", f"{commit}..HEAD", "--", module)
+    path = module
+    for line in renames.stdout.splitlines():
+        status, *paths = line.split("\t")
+        if status.startswith("R") and len(paths) == 2 and paths[1] == path:
+            path = paths[0]  # newest first: each rename leads to the name before it
+    shown = _git("show", f"{commit}:{path}")
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
     """Record as killed, in mutants/, the mutants of `module` that its kept row counted as
     killed and whose function has not changed since that row's commit (mutation/changes.py):
@@ -148,12 +165,10 @@ def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
     cells = report.row_cells(kept.row)
     if cells.timed_out or cells.other:
         return None
-    shown = subprocess.run(
-        ["git", "show", f"{cells.commit}:{module}"], cwd=ROOT, capture_output=True, text=True
-    )
-    if shown.returncode != 0:
+    before = source_at(cells.commit, module)
+    if before is None:
         return None
-    changed = changes.changed_functions(shown.stdout, (ROOT / module).read_text())
+    changed = changes.changed_functions(before, (ROOT / module).read_text())
     in_scope = _mangled_names(cells.scope)
     survivors = set(report.survivor_names(kept))
     meta = MUTANTS / f"{module}.meta"

@@ -166,6 +166,38 @@ def test_the_mutants_of_unchanged_functions_keep_their_kills_and_the_rest_run_ag
     }
 
 
+def test_a_module_moved_since_its_row_is_compared_with_its_code_under_its_old_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git follows the move: the module as it was at the row's commit, under the name it had
+    then, is what its functions are compared with."""
+    commit, meta = _repository(tmp_path, monkeypatch)
+    _git(tmp_path, "mv", "pkg/mod.py", "pkg/moved.py")
+    _git(tmp_path, "commit", "-q", "-m", "moved")
+    (tmp_path / "pkg" / "moved.py").write_text(BEFORE.replace("n + 1", "n + 2"))
+    record = json.loads(meta.read_text())["exit_code_by_key"]
+    moved_meta = meta.with_name("moved.py.meta")
+    moved_meta.write_text(
+        json.dumps(
+            {"exit_code_by_key": {k.replace(".mod.", ".moved."): v for k, v in record.items()}}
+        )
+    )
+    assert run.source_at(commit, "pkg/moved.py") == BEFORE
+    row = ModuleScore("pkg/moved.py", "whole module", 4, 0, 0, 0, 60.0)
+    rendered = report.render(dataclasses.replace(INFO, commit=commit), [row], [], {})
+    kept = report.kept_modules(rendered)["pkg/moved.py"]
+
+    assert run.carry_unchanged("pkg/moved.py", kept) == commit
+
+    assert json.loads(moved_meta.read_text())["exit_code_by_key"] == {
+        "pkg.moved.x_guard__mutmut_1": 1,
+        "pkg.moved.x_guard__mutmut_2": 1,
+        "pkg.moved.x_plain__mutmut_1": None,
+        "pkg.moved.x_plain__mutmut_2": None,
+    }
+    assert run.source_at(commit, "pkg/never.py") is None
+
+
 def test_a_row_that_cannot_say_which_mutant_had_what_is_not_carried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
