@@ -233,8 +233,11 @@ def test_the_machine_on_another_url_answers_503_for_what_it_would_sign(
     logged = [r.getMessage() for r in caplog.records if r.name == "cards.views"]
     assert logged and all(A in line and B in line for line in logged)
     # What is wrong, then the fix: the URL to set here, or the command that moves them all.
-    assert all(line.startswith("will not sign a public document: ") for line in logged)
-    assert all(f"set VIRGO_PUBLIC_BASE_URL={A} on this machine" in line for line in logged)
+    said = (
+        f"will not sign a public document: {base_url.BaseUrlMismatch(recorded=A, configured=B)}; "
+    )
+    assert all(line.startswith(said) for line in logged)
+    assert all(line.endswith(f"`virgo cards move-base-url {B}`") for line in logged)
 
     on(settings, A)
     response = Client().get(persona.card_path)
