@@ -206,14 +206,15 @@ class RowCells:
 
 def row_cells(row: str) -> RowCells:
     cells = _cells(row)
-    # "date, commit", and after a run with --changed "; ..." on what it carried.
+    # "date, commit", the commit perhaps followed by " (with uncommitted changes)", and after
+    # a run with --changed "; ..." on what it carried.
     run = cells[9].split(";", 1)[0]
     return RowCells(
         scope=cells[1],
         killed=int(cells[3]),
         timed_out=int(cells[5]),
         other=int(cells[6]),
-        commit=run.rsplit(", ", 1)[-1].strip(),
+        commit=run.rsplit(", ", 1)[-1].split(" (", 1)[0].strip(),
     )
 
 

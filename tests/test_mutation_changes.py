@@ -257,6 +257,8 @@ def test_a_row_says_whence_its_carried_outcomes_come_and_is_read_back() -> None:
     assert kept.row.endswith("| 2026-12-01 09:00 UTC, def5678; unchanged functions as at abc1234 |")
     cells = report.row_cells(kept.row)
     assert (cells.commit, cells.killed, cells.scope) == ("def5678", 9, "whole module")
+    dirty = kept.row.replace("def5678;", "def5678 (with uncommitted changes);")
+    assert report.row_cells(dirty).commit == "def5678"
 
 
 def test_carrying_needs_the_last_runs_mutants() -> None:
