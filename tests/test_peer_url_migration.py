@@ -210,6 +210,33 @@ def test_a_credential_that_does_not_open_keeps_its_peer_where_it_was_sealed(
     assert opened(raw) == CREDENTIAL.encode()
 
 
+def test_a_peer_whose_credential_does_not_open_leaves_the_spelling_to_the_next(
+    settings: Any,
+) -> None:
+    """VX-DISC-5: of two spellings of one URL, the first added keeps its URL when its
+    credential does not open here; the next takes the spelling, and no row is disabled for a
+    peer that is not stored in it."""
+    lost, given = kek.generate(), kek.generate()
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [lost]
+    first = stored_before(RAW, label="first")
+    settings.VIRGO_KEY_ENCRYPTION_KEYS = [given]
+    later = stored_before("https://PEER.EXAMPLE/api/ard", credential="l4ter", label="later")
+    FederationPeer.objects.filter(pk=later.pk).update(added_at=timezone.now() + timedelta(days=1))
+    before = as_it_is(first)
+    with pytest.raises(sealing.KeyCannotBeOpened) as why:
+        sealing.unseal(RAW, first.credential_sealed, sealing.PEER_CREDENTIAL)
+
+    done = peers.normalise_stored_peers()
+
+    assert done == peers.Respelled(
+        rewritten=[("https://PEER.EXAMPLE/api/ard", STORED)],
+        disabled=[],
+        left=[(RAW, str(why.value))],
+    )
+    assert as_it_is(first) == before
+    assert as_it_is(later)[:3] == (STORED, "later", True) and opened(later) == b"l4ter"
+
+
 # Upgrading --------------------------------------------------------------------------------------
 
 BEFORE = [("cards", "0010_federation_peer")]

@@ -125,9 +125,13 @@ def normalise_stored_peers(model: Any = FederationPeer, using: str = DEFAULT_DB_
         repeated = f"another peer is stored as {stored}"
         if len(raw) < len(rows):
             _disable(raw, repeated, done)
-        else:
-            _disable(raw[1:], repeated, done)
-            _respell(raw[0], stored, done)
+            continue
+        # One whose credential cannot be opened here stays as it was, and the next takes the
+        # spelling: a row is disabled only when another really is stored in it.
+        for taken, row in enumerate(raw):
+            if _respell(row, stored, done):
+                _disable(raw[taken + 1 :], repeated, done)
+                break
     return done
 
 
@@ -138,15 +142,17 @@ def _disable(rows: list[Any], why: str, done: Respelled) -> None:
         done.disabled.append((row.url, why))
 
 
-def _respell(row: Any, stored: str, done: Respelled) -> None:
+def _respell(row: Any, stored: str, done: Respelled) -> bool:
+    """Whether the row now has the spelling; one whose credential does not open keeps its URL."""
     if row.credential_sealed:
         try:
             secret = sealing.unseal(row.url, row.credential_sealed, sealing.PEER_CREDENTIAL)
         except sealing.KeyCannotBeOpened as refused:
             # Sealed bound to the URL as stored: moving it would lose the credential for good.
             done.left.append((row.url, str(refused)))
-            return
+            return False
         row.credential_sealed = sealing.seal(stored, secret, sealing.PEER_CREDENTIAL)
     done.rewritten.append((row.url, stored))
     row.url = stored
     row.save(update_fields=["url", "credential_sealed"])
+    return True
