@@ -12,7 +12,7 @@ PYTHON := $(shell for c in python3.13 python3.12; do $$c -c 'import sys' >/dev/n
 	root=$$(pyenv root 2>/dev/null); for v in $$(ls -d $$root/versions/3.13.* $$root/versions/3.12.* 2>/dev/null | sort -rV); do \
 	[ -x $$v/bin/python3 ] && { echo $$v/bin/python3; exit; }; done)
 
-.PHONY: run serve static test lint format install agents clean bench mutation
+.PHONY: run serve static test lint format install agents clean bench mutation mutation-stale
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.12+ found (tried python3.13, python3.12, pyenv versions)"; exit 1; }
@@ -99,6 +99,10 @@ bench: install
 # DATABASE_URL naming a PostgreSQL, MUTATION_TESTS run on it (each child on a database of its
 # own): how the search's PostgreSQL-only SQL (cards/ard/matching.py) is mutated.
 MUTATION_CHILDREN ?= 2
+# Which rows of docs/mutation.md no longer describe their module's code (mutation/stale.py).
+mutation-stale: install
+	$(PY) -m mutation.stale
+
 mutation: install
 	$(PY) -m pip install -q -r requirements/mutation.txt
 	# The suite it runs needs Redis, and bubblewrap for `launch --check` (as `make test` installs).

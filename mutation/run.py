@@ -131,7 +131,7 @@ def patterns(module: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _mangled_names(scope_cell: str) -> set[str] | None:
+def mangled_names(scope_cell: str) -> set[str] | None:
     """The functions a report row's `mutated` cell names, by mutmut's names (None: all)."""
     if scope_cell == "whole module":
         return None
@@ -169,7 +169,7 @@ def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
     if before is None:
         return None
     changed = changes.changed_functions(before, (ROOT / module).read_text())
-    in_scope = _mangled_names(cells.scope)
+    in_scope = mangled_names(cells.scope)
     survivors = set(report.survivor_names(kept))
     meta = MUTANTS / f"{module}.meta"
     record = json.loads(meta.read_text())

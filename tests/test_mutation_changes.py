@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mutation import changes, report, run
+from mutation import changes, report, run, stale
 from mutation.report import ModuleScore, RunInfo
 
 BEFORE = '''"""A module."""
@@ -266,3 +266,31 @@ def test_carrying_needs_the_last_runs_mutants() -> None:
     anything is deleted."""
     with pytest.raises(SystemExit, match="MUTATION_CHANGED needs MUTATION_KEEP"):
         run.main(["--changed", "--modules", "stamps/grant.py"])
+
+
+def test_a_row_is_stale_once_a_function_it_mutated_changes_or_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make mutation-stale` names a module with no row, and one whose row's functions changed
+    or went away since its commit; a change outside the row's scope, or none, is not stale."""
+    commit, _ = _repository(tmp_path, monkeypatch)
+    module = tmp_path / "pkg" / "mod.py"
+    row = ModuleScore("pkg/mod.py", "`guard`", 2, 0, 0, 0, 60.0)
+    document = report.render(dataclasses.replace(INFO, commit=commit), [row], [], {})
+    modules = ["pkg/mod.py", "pkg/other.py"]
+
+    assert stale.stale_modules(document, modules) == [("pkg/other.py", "no row")]
+    module.write_text(BEFORE.replace("return n + 1", "return n + 2"))
+    assert stale.stale_modules(document, modules[:1]) == []
+    module.write_text(BEFORE.replace("return n < LIMIT", "return n <= LIMIT"))
+    assert stale.stale_modules(document, modules[:1]) == [
+        ("pkg/mod.py", f"changed since {commit}: x_guard")
+    ]
+    module.write_text(BEFORE.replace("def guard(", "def renamed("))
+    assert stale.stale_modules(document, modules[:1]) == [
+        ("pkg/mod.py", f"changed since {commit}: x_guard")
+    ]
+    elsewhere = document.replace(f", {commit} |", ", 0000000 |")
+    assert stale.stale_modules(elsewhere, modules[:1]) == [
+        ("pkg/mod.py", "its row's commit 0000000 is not in this repository")
+    ]
