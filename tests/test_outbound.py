@@ -401,13 +401,14 @@ class Server:
     ) -> None:
         self.requests: list[tuple[str, str, str]] = []
         self.encodings_asked: list[str] = []
+        self.bodies: list[bytes] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def answer(self) -> None:
                 server.requests.append((self.command, self.path, self.headers.get("Host", "")))
                 server.encodings_asked.append(self.headers.get("Accept-Encoding", ""))
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 self.send_response(status)
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -586,6 +587,44 @@ def test_fetch_answers_a_redirect_itself(only_127_0_0_1: None, allowed_target: S
         fetched = outbound.fetch(first.url, what="url", timeout=5, limit=1024)
     assert (fetched.status, fetched.headers["Location"]) == (301, f"{allowed_target.url}/card")
     assert allowed_target.requests == []
+
+
+def test_fetch_sends_the_method_and_body_it_is_given(only_127_0_0_1: None) -> None:
+    """VX-SEC-3: what a caller posts (a federation search's query) reaches the peer whole."""
+    with Server(body=b"ok") as server:
+        fetched = outbound.fetch(
+            f"{server.url}/search", what="url", timeout=5, limit=8, method="POST", content=b"{}"
+        )
+    assert fetched.body == b"ok"
+    assert server.requests == [("POST", "/search", server.url.removeprefix("http://"))]
+    assert server.bodies == [b"{}"]
+
+
+def test_fetch_of_a_destination_the_operator_chose_may_leave_the_allowed_networks(
+    only_127_0_0_1: None, refused_target: Server
+) -> None:
+    """VX-SEC-3: a peer the operator named is reached on an address the setting does not
+    allow (never on one refused always), where the same fetch for anyone else is refused."""
+    fetched = outbound.fetch(
+        refused_target.url, what="peer", timeout=5, limit=4096, operator_chosen=True
+    )
+    assert fetched.body == CARD
+    with pytest.raises(outbound.DestinationRefused, match=r"^peer: .*loopback"):
+        outbound.fetch(refused_target.url, what="peer", timeout=5, limit=4096)
+    with pytest.raises(outbound.DestinationRefused, match="never allowed"):
+        outbound.fetch(
+            "http://169.254.169.254/", what="peer", timeout=5, limit=64, operator_chosen=True
+        )
+
+
+def test_a_name_the_dns_servers_have_no_address_for_is_unresolvable(
+    proof_world: ProofWorld,
+) -> None:
+    """VX-SEC-3: a name the configured DNS servers answer with no address is refused naming
+    the argument and the host."""
+    with pytest.raises(outbound.Unresolvable) as refused:
+        outbound.destination("https://nothing.example/", what="peer")
+    assert str(refused.value) == "peer: nothing.example does not resolve to any address"
 
 
 def test_fetch_refuses_an_address_outside_the_allowed_networks(
