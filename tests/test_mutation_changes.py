@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from mutation import changes, report, run, stale
-from mutation.report import ModuleScore, RunInfo
+from mutation.report import ModuleScore
+from tests.test_mutation import INFO
 
 BEFORE = '''"""A module."""
 
@@ -89,19 +90,6 @@ def test_a_statement_binding_no_one_name_changed_changes_every_function() -> Non
 def test_a_mutant_names_its_function() -> None:
     assert changes.function_of("pkg.mod.x_guard__mutmut_12") == "x_guard"
     assert changes.function_of("pkg.mod.xǁBoxǁfits__mutmut_1") == "xǁBoxǁfits"
-
-
-INFO = RunInfo(
-    date="2026-12-01 09:00 UTC",
-    tool="mutmut 3.8.1",
-    python="3.13.0",
-    django="6.1.3",
-    commit="abc1234",
-    children=2,
-    wall_seconds=60.0,
-    mutants_run=6,
-    command="make mutation",
-)
 
 
 def _git(root: Path, *args: str) -> str:
@@ -254,7 +242,7 @@ def test_a_row_says_whence_its_carried_outcomes_come_and_is_read_back() -> None:
     )
     kept = report.kept_modules(rendered)["pkg/mod.py"]
 
-    assert kept.row.endswith("| 2026-12-01 09:00 UTC, def5678; unchanged functions as at abc1234 |")
+    assert kept.row.endswith(f"| {INFO.date}, def5678; unchanged functions as at abc1234 |")
     cells = report.row_cells(kept.row)
     assert (cells.commit, cells.killed, cells.scope) == ("def5678", 9, "whole module")
     dirty = kept.row.replace("def5678;", "def5678 (with uncommitted changes);")
