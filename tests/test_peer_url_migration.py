@@ -108,12 +108,20 @@ def test_of_two_spellings_the_one_already_in_it_is_kept_and_the_other_disabled()
     raw = stored_before(RAW, label="raw")
     spelled = stored_before(STORED, credential="s3cond", label="spelled")
     sealed_raw, kept = raw.credential_sealed, as_it_is(spelled)
+    # Added after them: still respelled once their URL is settled.
+    other = stored_before("HTTPS://Other.Example/api/ard", label="other")
+    FederationPeer.objects.filter(pk=other.pk).update(added_at=timezone.now() + timedelta(days=1))
 
     done = peers.normalise_stored_peers()
 
-    assert done == peers.Respelled([], [(RAW, f"another peer is stored as {STORED}")], [])
+    assert done == peers.Respelled(
+        [("HTTPS://Other.Example/api/ard", "https://other.example/api/ard/")],
+        [(RAW, f"another peer is stored as {STORED}")],
+        [],
+    )
     assert as_it_is(raw) == (RAW, "raw", False, sealed_raw)
     assert as_it_is(spelled) == kept
+    other.delete()
     listed = io.StringIO()
     call_command("peers", "list", stdout=listed)
     assert listed.getvalue() == (
