@@ -27,7 +27,7 @@ from personas.models import Persona, PersonaClass
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
 from runtime.operations import normalise
-from runtime.snapshot import SnapshotError, export_persona, import_persona
+from runtime.snapshot import NAME_LENGTH, SnapshotError, export_persona, import_persona
 from runtime.snapshot_format import (
     MAX_MEMBER_BYTES,
     MAX_MEMBERS,
@@ -1498,3 +1498,19 @@ def test_the_owner_reads_the_archived_stamps_in_the_admin_and_nobody_else(tmp_pa
     stranger.force_login(make_owner())
     assert stranger.get(url).status_code in (302, 403, 404)
     assert archived.stamp_hash not in stranger.get(url, follow=True).content.decode()
+
+
+def test_a_name_as_long_as_the_column_allows_is_cut_to_make_room_for_its_number(
+    tmp_path: Path,
+) -> None:
+    """VX-OPS-11: a copy of a persona whose name fills the column is named with the end of
+    that name cut, not past the column's length, so the copy is still made."""
+    persona = standing_persona()
+    Persona.objects.filter(pk=persona.pk).update(name="N" * NAME_LENGTH)
+    persona.refresh_from_db()
+    archive = export_persona(persona, tmp_path / "p.tar.gz")
+    agent = persona.agent
+    copy = import_persona(
+        archive, agent=agent, actor=agent.owner, address=copy_address(archive, agent)
+    )
+    assert copy.persona.name == "N" * (NAME_LENGTH - 2) + " 2"
