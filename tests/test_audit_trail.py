@@ -564,7 +564,17 @@ def test_a_snapshot_import_is_one_record_through_import(tmp_path: Path) -> None:
     event = new.one(Kind.SNAPSHOT_IMPORTED)
     assert [e.kind for e in new()] == [Kind.SNAPSHOT_IMPORTED]
     assert (event.actor_name, event.channel) == (source.agent.owner.username, "import")
-    assert event.data["source_persona"] == str(source.uuid)
+    imported = target.personas.get()
+    assert event.persona == imported
+    assert event.data == {
+        "name": imported.name,
+        "persona": str(imported.uuid),
+        "source_persona": str(source.uuid),
+        "archived_stamps": 1,
+        "learned_choices_waiting": 0,
+        # A persona brought in from elsewhere waits for its owner to approve its grant.
+        "held": True,
+    }
 
 
 # A worker's recompute -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from django.urls import reverse
 from cards.models import PublishedCard
 from personas import services
 from personas.commandline import ANY_PERSONA, persona_argument
-from personas.models import Persona, PersonaClass
+from personas.models import AuditEvent, Persona, PersonaClass
 from runtime import confirmations, registry
 from runtime.models import ArchivedStamp, DecisionRecord, PromptRegistryEntry, SnapshotImport
 from runtime.operations import normalise
@@ -976,6 +976,11 @@ def test_a_repeated_overlay_choice_is_kept_once_and_the_skip_is_reported(tmp_pat
         f"{OVERLAY} row 1: the same operation as {OVERLAY} row 2, which is kept"
     ]
     assert outcome.overlay_entries == 1
+    assert outcome.renamed_from is None  # the superuser has no persona of the archive's name
+    # The record counts every choice that now waits for the importer, the overlay's too.
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.SNAPSHOT_IMPORTED, persona=outcome.persona)
+    waiting = outcome.experience_entries + outcome.overlay_entries
+    assert event.data["learned_choices_waiting"] == waiting
     [entry] = PromptRegistryEntry.objects.filter(location="class-overlay")
     assert (entry.choice, entry.review) == ("deny", Review.PENDING)
 
@@ -1432,6 +1437,12 @@ def test_an_import_never_takes_a_name_the_owner_already_uses(tmp_path: Path) -> 
             "--address", copy_address(archive, agent), stdout=io.StringIO(),
         )  # fmt: skip
     assert agent.personas.filter(name="Critic").exists()
+    # Only a name Virgo chose is reported as a rename: not one the owner gave, nor the archive's
+    # own where it was free.
+    chosen = import_persona(
+        archive, agent=agent, actor=agent.owner, address=copy_address(archive, agent), name="Ed"
+    )
+    assert (chosen.persona.name, chosen.renamed_from) == ("Ed", None)
     third = import_persona(
         archive, agent=agent, actor=agent.owner, address=copy_address(archive, agent)
     )
