@@ -187,8 +187,25 @@ def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
         )
     for name in carried:
         record["exit_code_by_key"][name] = 1
+    # Kept beside the outcomes, so a later run over the same mutants/ (one that reruns only
+    # what survived) still says where these came from; mutmut rewrites the record, and drops
+    # this, only when it makes the module's mutants afresh.
+    record[CARRIED_FROM] = cells.commit
     meta.write_text(json.dumps(record))
     return cells.commit
+
+
+CARRIED_FROM = "virgo_carried_from"
+
+
+def carried_commits(modules: list[str]) -> dict[str, str]:
+    """The commit whose outcomes each module's mutants/ record carries, where it carries any."""
+    found = {}
+    for module in modules:
+        meta = MUTANTS / f"{module}.meta"
+        if meta.exists() and (commit := json.loads(meta.read_text()).get(CARRIED_FROM)):
+            found[module] = commit
+    return found
 
 
 def scope(module: str) -> str:
@@ -411,14 +428,13 @@ def main(argv: list[str] | None = None) -> None:
     # The commit the mutants are copied from: one made while they run is not what they mutated.
     commit = git_commit()
     previous = args.report.read_text() if args.report.exists() else ""
-    carried_from: dict[str, str] = {}
     if args.changed:
         if not (args.keep and MUTANTS.exists()):
             raise SystemExit("MUTATION_CHANGED needs MUTATION_KEEP=1 and the last run's mutants/")
         kept = report.kept_modules(previous)
         for module in modules:
-            if module in kept and (since := carry_unchanged(module, kept[module])):
-                carried_from[module] = since
+            if module in kept:
+                carry_unchanged(module, kept[module])
     rerun: list[str] | None = None
     if args.keep and MUTANTS.exists():
         # Only what the last run let through: the tests added since are all that changed.
@@ -450,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
         mutants,
         {module: scope(module) for module in finished},
         seconds_by_mutant(finished),
-        carried_from,
+        carried_commits(finished),
     )
     info = report.RunInfo(
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -152,6 +152,8 @@ def test_the_mutants_of_unchanged_functions_keep_their_kills_and_the_rest_run_ag
         "pkg.mod.x_plain__mutmut_1": None,
         "pkg.mod.x_plain__mutmut_2": None,
     }
+    # The record says whence, for this run's row and any later one over the same mutants/.
+    assert run.carried_commits(["pkg/mod.py", "pkg/other.py"]) == {"pkg/mod.py": commit}
 
 
 def test_a_module_moved_since_its_row_is_compared_with_its_code_under_its_old_name(
@@ -200,6 +202,7 @@ def test_a_row_that_cannot_say_which_mutant_had_what_is_not_carried(
     ):
         assert run.carry_unchanged("pkg/mod.py", _kept(at, row, [])) is None
     assert set(json.loads(meta.read_text())["exit_code_by_key"].values()) == {None}
+    assert run.carried_commits(["pkg/mod.py"]) == {}
 
 
 def test_only_the_functions_the_row_mutated_are_carried(
