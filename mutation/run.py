@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from mutation import changes, report
@@ -187,25 +188,37 @@ def carry_unchanged(module: str, kept: report.KeptModule) -> str | None:
         )
     for name in carried:
         record["exit_code_by_key"][name] = 1
-    # Kept beside the outcomes, so a later run over the same mutants/ (one that reruns only
-    # what survived) still says where these came from; mutmut rewrites the record, and drops
-    # this, only when it makes the module's mutants afresh.
-    record[CARRIED_FROM] = cells.commit
     meta.write_text(json.dumps(record))
+    # Kept beside mutmut's records (which take no key of ours), so a later run over the same
+    # mutants/, one that reruns only what survived, still says where these came from.
+    found = _carried()
+    found[module] = {"commit": cells.commit, "mutants": carried}
+    (MUTANTS / CARRIED_FILE).write_text(json.dumps(found))
     return cells.commit
 
 
-CARRIED_FROM = "virgo_carried_from"
+# Which of mutants/'s outcomes MUTATION_CHANGED carried, and from which commit, by module.
+CARRIED_FILE = "virgo-carried.json"
+
+
+def _carried() -> dict[str, Any]:
+    path = MUTANTS / CARRIED_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def carried_commits(modules: list[str]) -> dict[str, str]:
-    """The commit whose outcomes each module's mutants/ record carries, where it carries any."""
-    found = {}
+    """The commit each module's carried outcomes come from, while mutants/ still holds one of
+    them (mutmut forgets a module's outcomes when it makes its mutants afresh)."""
+    found = _carried()
+    commits = {}
     for module in modules:
         meta = MUTANTS / f"{module}.meta"
-        if meta.exists() and (commit := json.loads(meta.read_text()).get(CARRIED_FROM)):
-            found[module] = commit
-    return found
+        if module not in found or not meta.exists():
+            continue
+        outcomes = json.loads(meta.read_text())["exit_code_by_key"]
+        if any(outcomes.get(name) == 1 for name in found[module]["mutants"]):
+            commits[module] = found[module]["commit"]
+    return commits
 
 
 def scope(module: str) -> str:
