@@ -154,6 +154,10 @@ def test_the_mutants_of_unchanged_functions_keep_their_kills_and_the_rest_run_ag
     }
     # The record says whence, for this run's row and any later one over the same mutants/.
     assert run.carried_commits(["pkg/mod.py", "pkg/other.py"]) == {"pkg/mod.py": commit}
+    # mutmut making the module's mutants afresh forgets the outcomes, and with them whence.
+    names = json.loads(meta.read_text())["exit_code_by_key"]
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(names)}))
+    assert run.carried_commits(["pkg/mod.py"]) == {}
 
 
 def test_a_module_moved_since_its_row_is_compared_with_its_code_under_its_old_name(
