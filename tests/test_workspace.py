@@ -39,6 +39,18 @@ def space(home: Path) -> Workspace:
     return Workspace(root=root, mutable_paths=(*STANDARD_MUTABLE_PATHS, "worktrees/core/**"))
 
 
+def test_resolving_makes_the_root_owner_only_unless_only_looking(space: Workspace) -> None:
+    """V1-WS-1, VX-SEC-9: a path is resolved in a root made for it (owner-only) when a tool is to
+    touch it; explain's look (create=False) resolves it as spelt and makes nothing."""
+    assert not space.root.exists()
+    looked = space.resolve_inside("memory/notes.md", create=False)
+    assert looked == (Path(os.path.realpath(space.root)) / "memory" / "notes.md", "memory/notes.md")
+    assert not space.root.exists()
+    made = space.resolve_inside("memory/notes.md")
+    assert made == (space.root.resolve() / "memory" / "notes.md", "memory/notes.md")
+    assert stat.S_IMODE(space.root.stat().st_mode) == 0o700
+
+
 def test_the_root_follows_the_recorded_layout(home: Path) -> None:
     assert workspace_root(workspace="work", project="core", persona_uuid="u") == (
         home / "workspaces" / "work" / "core" / "u"
