@@ -124,20 +124,19 @@ def patterns(module: str) -> list[str]:
     functions = FUNCTIONS.get(module)
     if functions is None:
         return [f"{dotted}.*"]
-    # mutmut names a method's mutants xǁClassǁmethod, a function's x_function.
-    return [
-        f"{dotted}.xǁ{name.replace('.', 'ǁ')}__mutmut_*" if "." in name
-        else f"{dotted}.x_{name}__mutmut_*"
-        for name in functions
-    ]  # fmt: skip
+    return [f"{dotted}.{_mangled(name)}__mutmut_*" for name in functions]
+
+
+def _mangled(name: str) -> str:
+    """mutmut's name for a function (x_function) or a method named Class.method (xǁClassǁmethod)."""
+    return f"xǁ{name.replace('.', 'ǁ')}" if "." in name else f"x_{name}"
 
 
 def mangled_names(scope_cell: str) -> set[str] | None:
     """The functions a report row's `mutated` cell names, by mutmut's names (None: all)."""
     if scope_cell == "whole module":
         return None
-    names = re.findall(r"`([^`]+)`", scope_cell)
-    return {f"xǁ{n.replace('.', 'ǁ')}" if "." in n else f"x_{n}" for n in names}
+    return {_mangled(name) for name in re.findall(r"`([^`]+)`", scope_cell)}
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:
