@@ -20,7 +20,6 @@ import uuid
 from importlib import metadata
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
@@ -31,6 +30,7 @@ from runtime.handler import handle
 from runtime.stamp import ActiveStamp, StampTool, StampUnavailable, load_active_stamp
 from runtime.tools.params import object_schema
 from runtime.tools.toolkit import Tool
+from serving.transport import in_request_thread
 from stamps.profiles import HUMAN_SURFACE_BUNDLES
 from stamps.registry import HANDLERS
 from virgo import telemetry
@@ -156,7 +156,7 @@ def build_server(persona: Persona, *, one_request: bool = False) -> Server:
         return handle(requester, name, arguments, correlation_id)
 
     async def on_list_tools(request: types.ListToolsRequest) -> types.ServerResult:
-        tools = await sync_to_async(list_tools, thread_sensitive=True)()
+        tools = await in_request_thread(list_tools)
         return types.ServerResult(types.ListToolsResult(tools=tools))
 
     async def on_call_tool(request: types.CallToolRequest) -> types.ServerResult:
@@ -164,9 +164,7 @@ def build_server(persona: Persona, *, one_request: bool = False) -> Server:
         meta = request.params.meta.model_dump() if request.params.meta else None
         # The agent's trace, if its client sent one, is the parent of the call's span.
         with telemetry.joined(meta):
-            result = await sync_to_async(call_tool, thread_sensitive=True)(
-                request.params.name, arguments
-            )
+            result = await in_request_thread(call_tool, request.params.name, arguments)
         return types.ServerResult(
             types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(result, indent=2))],

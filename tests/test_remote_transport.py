@@ -1,0 +1,153 @@
+"""VX-REMOTE-2: how a remote exchange runs inside a WSGI request (serving.transport). The SDK's
+exchange runs on the loop the process keeps; what the persona's server hands back (the stamp
+read, handle()) runs on the request's own thread, so a remote call is decided on the request's
+database connection and in its transaction, exactly as a local one."""
+
+import contextvars
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from django.test import RequestFactory
+from mcp import types
+from mcp.server.lowlevel import Server
+
+from personas.models import AuditEvent
+from serving import transport
+from serving.mcp_server import build_server
+from tests.runtime_support import standing_persona
+
+HEADERS = {
+    "HTTP_ACCEPT": "application/json, text/event-stream",
+    "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25",
+}
+HANDED_BACK: contextvars.ContextVar[str] = contextvars.ContextVar("handed_back", default="unset")
+
+
+def call_request(name: str = "probe", arguments: dict[str, Any] | None = None) -> Any:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments or {}},
+    }
+    return RequestFactory().post(
+        "/mcp/probe", data=json.dumps(body), content_type="application/json", **HEADERS
+    )
+
+
+def probe_server(work: Callable[[], dict[str, Any]]) -> Server:
+    """A server whose one tool hands `work` back to the request's thread, as the persona's does."""
+    server: Server = Server("probe", version="1")
+
+    async def on_call(request: types.CallToolRequest) -> types.ServerResult:
+        HANDED_BACK.set("set by the exchange")
+        result = await transport.in_request_thread(work)
+        return types.ServerResult(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(result))],
+                structuredContent=result,
+            )
+        )
+
+    server.request_handlers[types.CallToolRequest] = on_call
+    return server
+
+
+def structured(response: Any) -> dict[str, Any]:
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)["result"]["structuredContent"]
+
+
+def test_what_the_exchange_hands_back_runs_on_the_requests_thread_with_its_context() -> None:
+    """VX-REMOTE-2: the handed-back work runs on the thread that answers the request (its
+    database connection), sees what the exchange set in its context, and the exchange itself
+    runs elsewhere, on the kept loop."""
+
+    def work() -> dict[str, Any]:
+        return {"thread": threading.get_ident(), "context": HANDED_BACK.get()}
+
+    answered = structured(transport.answer(probe_server(work), call_request()))
+    assert answered == {"thread": threading.get_ident(), "context": "set by the exchange"}
+    assert transport.kept_loop().is_running()
+    assert not transport.kept_loop().is_closed()
+
+
+@pytest.mark.django_db
+def test_a_remote_call_is_audited_in_the_requests_transaction() -> None:
+    """VX-REMOTE-2: handle() runs inside the request's transaction (the test's): the audit
+    record of the call is visible to the request that made it, and goes with its rollback."""
+    persona = standing_persona()
+    server = build_server(persona, one_request=True)
+    outside = call_request("workspace_read", {"path": "../../etc/passwd"})
+    answered = structured(transport.answer(server, outside))
+    assert answered["ok"] is False
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.CALL_REFUSED)
+    assert event.data["tool"] == "workspace_read"
+    assert event.correlation_id == answered["correlation_id"]
+
+
+def test_a_failure_handed_back_is_the_calls_error_and_the_thread_answers_again() -> None:
+    """VX-REMOTE-2: an exception in the handed-back work is answered as the SDK answers a
+    failing handler (a JSON-RPC error naming it), and the same thread's next exchange is
+    answered as usual."""
+
+    def failing() -> dict[str, Any]:
+        raise RuntimeError("the work failed")
+
+    failed = transport.answer(probe_server(failing), call_request())
+    assert failed.status_code == 200
+    assert json.loads(failed.content)["error"]["message"] == "the work failed"
+    again = structured(transport.answer(probe_server(lambda: {"ok": True}), call_request()))
+    assert again == {"ok": True}
+
+
+def test_exchanges_of_several_request_threads_share_the_loop_and_keep_their_answers() -> None:
+    """VX-REMOTE-2: the web server's request threads answer at once on one kept loop; each gets
+    its own call's answer, its work run on itself."""
+    answers: dict[int, Any] = {}
+    start = threading.Barrier(4)
+
+    def request_thread() -> None:
+        start.wait()
+        me = threading.get_ident()
+        server = probe_server(lambda: {"thread": threading.get_ident()})
+        answers[me] = structured(transport.answer(server, call_request()))
+
+    threads = [threading.Thread(target=request_thread) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(answers) == 4
+    assert all(answer == {"thread": ident} for ident, answer in answers.items())
+
+
+def test_a_forked_process_starts_a_loop_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """VX-REMOTE-2: a web worker forked after its parent started the loop has the loop object
+    but not its thread; it starts its own rather than wait on a loop nobody runs."""
+    parents = transport.kept_loop()
+    assert transport.kept_loop() is parents
+    monkeypatch.setattr(transport, "_loop_pid", -1)
+    childs = transport.kept_loop()
+    assert childs is not parents
+    assert structured(transport.answer(probe_server(lambda: {"ok": True}), call_request())) == {
+        "ok": True
+    }
+
+
+def test_work_withdrawn_before_it_ran_is_skipped() -> None:
+    """A call the exchange gave up on (its task was cancelled) is not run afterwards."""
+    request_thread = transport.RequestThread()
+    ran: list[str] = []
+    withdrawn = request_thread.submit(ran.append, "withdrawn")
+    withdrawn.cancel()
+    kept = request_thread.submit(ran.append, "kept")
+    done: Future[None] = Future()
+    kept.add_done_callback(lambda _: done.set_result(None))
+    request_thread.run_until(done)
+    assert ran == ["kept"]
+    assert withdrawn.cancelled()
