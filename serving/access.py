@@ -42,14 +42,13 @@ def check_access(request: HttpRequest, persona: Persona) -> AbstractAccessToken:
     raw = bearer_token(request)
     if raw is None:
         raise Refused(401, "a bearer token for this persona's endpoint is required")
-    token = (
-        get_access_token_model()
-        .objects.select_related("user", "application")
-        .filter(token_checksum=hashlib.sha256(raw.encode()).hexdigest())
-        .first()
-    )
-    if token is None:
-        raise Refused(401, "the token was not issued here, or was revoked", "invalid_token")
+    tokens = get_access_token_model().objects.select_related("user", "application")
+    try:
+        token = tokens.get(token_checksum=hashlib.sha256(raw.encode()).hexdigest())
+    except tokens.model.DoesNotExist:
+        raise Refused(
+            401, "the token was not issued here, or was revoked", "invalid_token"
+        ) from None
     if token.expires <= timezone.now():
         raise Refused(401, "the token has expired: refresh it", "invalid_token")
     if list(token.resource or []) != [resource_url(persona.uuid)]:

@@ -46,8 +46,9 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
     seconds = limits.address_retry_after(request, group="mcp", rate=settings.VIRGO_MCP_RATE_LIMIT)
     if seconds is not None:
         return too_many(seconds, "Too many MCP requests from this address.")
-    persona = Persona.objects.select_related("agent__owner").filter(uuid=persona_uuid).first()
-    if persona is None:
+    try:
+        persona = Persona.objects.select_related("agent__owner").get(uuid=persona_uuid)
+    except Persona.DoesNotExist:
         return JsonResponse(NO_ENDPOINT, status=404)
     try:
         token = check_access(request, persona)
