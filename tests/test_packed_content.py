@@ -14,6 +14,7 @@ import contextlib
 import gzip
 import io
 import lzma
+import random
 import signal
 import struct
 import tarfile
@@ -193,7 +194,47 @@ def test_a_packed_file_larger_than_the_scan_unpacks_is_refused(
     monkeypatch.setattr("runtime.tools.workspace.PACKED_MAX_INPUT", 1000)
     put(persona, "big.gz", gzip.compress(bytes(range(256)) * 40, compresslevel=0))
     result = read(persona, "big.gz")
-    assert "packed and larger than the scan unpacks" in result["reason"]
+    assert result["reason"] == (
+        "'memory/big.gz' cannot be scanned for secret credential values: packed and larger than "
+        "the scan unpacks; it is not handed out unscanned"
+    )
+
+
+def test_a_packed_file_exactly_as_large_as_the_scan_unpacks_is_scanned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-SEC-15: the bound admits its own size: such a file is unpacked and its secret named."""
+    persona = standing_persona()
+    monkeypatch.setattr("runtime.tools.workspace.PACKED_MAX_INPUT", 1000)
+    # Padded to the bound with letters that compress (noise would be stored as it is, and the
+    # byte scan would find the secret before anything is unpacked).
+    letters = random.Random(7)
+    padding = "".join(letters.choice("abcdefghijklmnop") for _ in range(3000)).encode()
+    padded = next(
+        data
+        for n in range(3000)
+        if len(data := gzip.compress(SETTINGS_PY + padding[:n], mtime=0)) == 1000
+    )
+    assert b"AKIA" not in padded
+    put(persona, "edge.gz", padded)
+    result = read(persona, "edge.gz")
+    assert (result["ok"], result["boundary"]) == (False, BOUNDARY), result
+    assert "holds what looks like a secret credential value" in result["reason"]
+
+
+def test_packed_content_is_read_as_its_files_name_says() -> None:
+    """VX-SEC-14, VX-SEC-15: the keyword detector reads what a packed file holds by the file's
+    own name, as it reads the same bytes unpacked: a lock file's `password = ...` names a
+    package field there, and the same line in a packed settings file is a credential."""
+    persona = standing_persona()
+    line = b"password = k9XpV4tB8nHc3yFdQ7mZr2Lw\n"
+    put(persona, "package-lock.json", line)
+    assert read(persona, "package-lock.json")["ok"] is True
+    put(persona, "packed/package-lock.json", gzip.compress(line))
+    assert read(persona, "packed/package-lock.json")["ok"] is True
+    put(persona, "packed/settings.py", gzip.compress(line))
+    refused = read(persona, "packed/settings.py")
+    assert (refused["ok"], refused["boundary"]) == (False, BOUNDARY), refused
 
 
 def test_the_kinds_are_told_by_their_first_bytes() -> None:

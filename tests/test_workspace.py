@@ -794,6 +794,81 @@ def test_a_secret_at_the_start_or_across_a_scan_chunk_is_still_seen(space: Works
     assert space.read("memory/clean.md", length=3)["content"] == "yyy"
 
 
+def test_each_line_is_judged_whole_wherever_a_scan_chunk_ends(space: Workspace) -> None:
+    """V1-GB-4, VX-SEC-14: a chunk of the scan ends at its last line's end, so a token on a
+    line that starts well inside the chunk, on the last line cut by the chunk's end, or alone
+    after it on an unfinished line is read whole, never in two pieces the rules miss."""
+    space.ensure()
+    (space.root / "memory").mkdir()
+    token = "ghp_" + "A1b2C3d4" * 5
+    chunk, overlap = ws._SCAN_CHUNK, ws._SCAN_OVERLAP
+
+    def lines_to(end: int) -> str:
+        return ("f" * 99 + "\n") * (end // 100) + "f" * (end % 100 - 1) + "\n"
+
+    files = {
+        # Across where a cut with no line's end would fall, the last newline well past it.
+        "inner.md": lines_to(chunk - overlap - 10) + token + "\n" + lines_to(overlap + 400),
+        # The line the chunk's end cuts, the token its very first characters.
+        "cut.md": lines_to(chunk - 10) + token + "\n",
+        # A first chunk that ends exactly at a line's end, then the token without one.
+        "after.md": lines_to(chunk) + token,
+    }
+    for name, text in files.items():
+        (space.root / "memory" / name).write_text(text)
+        refused = refusal(lambda name=name: space.read(f"memory/{name}", length=8))
+        assert (refused.code, refused.reason) == (
+            "secret_content",
+            f"'memory/{name}' holds what looks like a secret credential value "
+            "(betterleaks.github-pat)",
+        ), name
+
+
+def test_the_scans_memo_keeps_no_more_verdicts_than_its_bound(
+    space: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-SEC-14: a full memo is emptied before the next verdict is kept, so a persona listing
+    and reading many files holds at most the bound in memory."""
+    full = {(0, n, 0, 0, "x"): None for n in range(ws._SECRET_SCANS_MAX)}
+    monkeypatch.setattr(ws, "_SECRET_SCANS", full)
+    space.write("memory/a.md", "plain")
+    assert space.read("memory/a.md")["content"] == "plain"
+    assert len(full) == 1
+
+
+def test_a_concurrent_creator_is_never_overwritten_by_create(
+    space: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V1-WS-1: `create` that finds no file, then loses the race to another writer, refuses
+    naming the path and leaves the other writer's content, rather than replace it."""
+    read_at = ws._read_at
+
+    def then_another_writer(directory_fd: int, name: str, path: str) -> bytes | None:
+        found = read_at(directory_fd, name, path)
+        theirs = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=directory_fd)
+        os.write(theirs, b"theirs")
+        os.close(theirs)
+        return found
+
+    space.ensure()
+    monkeypatch.setattr(ws, "_read_at", then_another_writer)
+    with pytest.raises(Conflict) as refused:
+        space.write("FINDINGS.md", "mine", mode="create")
+    assert str(refused.value) == "'FINDINGS.md' already exists"
+    assert (space.root / "FINDINGS.md").read_bytes() == b"theirs"
+    assert [p.name for p in space.root.iterdir()] == ["FINDINGS.md"]
+
+
+def test_a_path_resolving_to_the_root_is_the_root_itself(space: Workspace) -> None:
+    """V1-WS-1: the root, spelt as nothing or reached through a link inside, resolves to the
+    root with the empty relative path (the one spelling the secret and scope checks know)."""
+    root = space.ensure()
+    (root / "memory").mkdir()
+    (root / "memory" / "back").symlink_to(root)
+    assert space.resolve_inside("") == (root.resolve(), "")
+    assert space.resolve_inside("memory/back") == (root.resolve(), "")
+
+
 def test_escapes_tells_a_symlink_out_from_one_that_stays_inside(
     space: Workspace, tmp_path: Path
 ) -> None:
