@@ -32,7 +32,7 @@ class Token(enum.Enum):
 
 def kept_seconds() -> int:
     """How long a process keeps what it read under a token, should a token's move be lost."""
-    return int(getattr(settings, "VIRGO_CARD_PROCESS_CACHE_SECONDS", 60))
+    return settings.VIRGO_CARD_PROCESS_CACHE_SECONDS
 
 
 def token_directory() -> Path:
