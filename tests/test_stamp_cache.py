@@ -20,6 +20,7 @@ from runtime.operations import Binding, Operation
 from runtime.stamp import StampUnavailable, load_active_stamp
 from stamps.storage import stamp_path
 from tests.factories import update_persona
+from tests.failing_caches import went_without
 from tests.live import RedisServer
 from tests.revocation_support import revoke
 from tests.runtime_support import standing_persona
@@ -175,7 +176,8 @@ def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
     settings: Any, private_redis: RedisServer
 ) -> None:
     """VX-REMOTE-2, VX-REL-1: on Redis the token is one GET; a change moves it; with Redis
-    stopped, nothing is kept or used (every call reads the database) until it answers."""
+    stopped, nothing is kept or used (every call reads the database) until it answers, and each
+    read that went without it is counted as the persona token's."""
     settings.CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
@@ -192,9 +194,14 @@ def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
     assert load_active_stamp(persona) is kept
     fastpath.card_changed([persona.uuid])
     assert load_active_stamp(persona) is not kept
+    settings.VIRGO_DEGRADED_RETRY_SECONDS = 60
     private_redis.stop()
     stamp._kept.clear()
+    before = went_without("persona_token")
     assert persona_tokens.read(str(persona.uuid)) is Token.UNREAD
+    # Down now: the next read does not try, and is counted as going without, under its use.
+    assert persona_tokens.read(str(persona.uuid)) is Token.UNREAD
+    assert went_without("persona_token") == before + 2
     load_active_stamp(persona)
     assert stamp._kept == {}
 
