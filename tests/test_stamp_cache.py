@@ -173,11 +173,12 @@ def test_an_entry_expires(settings: Any) -> None:
 @pytest.mark.live
 @pytest.mark.mutation
 def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
-    settings: Any, private_redis: RedisServer
+    settings: Any, private_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """VX-REMOTE-2, VX-REL-1: on Redis the token is one GET; a change moves it; with Redis
     stopped, nothing is kept or used (every call reads the database) until it answers, and each
-    read that went without it is counted as the persona token's."""
+    read that went without it is counted as the persona token's, the outage logged with its
+    error."""
     settings.CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
@@ -186,6 +187,7 @@ def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
         }
     }
     persona = standing_persona()
+    assert persona_tokens.read(str(uuid.uuid4())) is None  # no change recorded yet
     fastpath.card_changed([persona.uuid])
     token = persona_tokens.read(str(persona.uuid))
     assert isinstance(token, str)
@@ -202,6 +204,7 @@ def test_redis_tokens_are_read_and_an_outage_keeps_nothing(
     # Down now: the next read does not try, and is counted as going without, under its use.
     assert persona_tokens.read(str(persona.uuid)) is Token.UNREAD
     assert went_without("persona_token") == before + 2
+    assert "(persona_token, ConnectionError: " in caplog.text
     load_active_stamp(persona)
     assert stamp._kept == {}
 
