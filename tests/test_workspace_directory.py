@@ -15,6 +15,7 @@ from django.test import Client
 from runtime import workspace_directory
 from runtime.checks import check_workspace_directory
 from runtime.models import WorkspaceDirectory
+from runtime.tools.workspace import workspace_root
 from serving import views
 from tests.remote_support import granted, rpc
 from tests.runtime_support import standing_persona
@@ -116,3 +117,43 @@ def test_a_remote_call_on_a_machine_with_its_own_directory_is_refused(
     assert refused.status_code == 503
     assert refused.json()["error"] == "unavailable"
     assert "not the workspace directory the other machines share" in refused.json()["detail"]
+
+
+def test_the_directory_is_the_one_the_workspace_tools_write_under(settings: Any) -> None:
+    """VX-REMOTE-2, decision 275: the marker guards where every persona's workspace lies."""
+    root = workspace_root(workspace="core", project=None, persona_uuid="p")
+    assert workspace_directory.directory() == Path(settings.VIRGO_HOME) / "workspaces"
+    assert root.is_relative_to(workspace_directory.directory())
+
+
+def test_a_directory_the_tools_made_before_the_first_claim_is_claimed() -> None:
+    """A local call made the workspace directory first: the claim writes its marker there."""
+    workspace_directory.directory().mkdir(parents=True)
+    workspace_directory.claim_workspaces()
+    assert marker_file().read_text() == workspace_directory.recorded_marker()
+
+
+def test_a_machine_with_no_marker_is_refused_without_writing_one(
+    settings: Any, tmp_path: Path
+) -> None:
+    """VX-REMOTE-2: once a directory is recorded, a claim on another machine compares and
+    writes nothing there: its directory still has no marker, as the refusal says."""
+    workspace_directory.claim_workspaces()
+    another_machine(settings, tmp_path)
+    with pytest.raises(workspace_directory.NotShared, match=r"has no marker, not the"):
+        workspace_directory.claim_workspaces()
+    assert not marker_file().exists()
+
+
+def test_an_unreadable_marker_is_refused_naming_the_file_and_why() -> None:
+    """A marker that is not ASCII (Virgo writes 32 hex digits) is not read as some other marker:
+    the refusal names the file and the decoding error."""
+    workspace_directory.directory().mkdir(parents=True)
+    marker_file().write_bytes("é".encode() * 16)
+    with pytest.raises(workspace_directory.NotShared) as refused:
+        workspace_directory.claim_workspaces()
+    assert refused.value.reason == (
+        f"{marker_file()} cannot be read: 'ascii' codec can't decode byte 0xc3 in position 0: "
+        "ordinal not in range(128)"
+    )
+    assert workspace_directory.recorded_marker() is None
