@@ -4,6 +4,7 @@ endpoint answers when refused or flooded, and who holds a bearer token, each in 
 The flows end to end: tests/test_remote_mcp.py and the live tests."""
 
 import json
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from personas.services import persona_revoke
 from serving import access
 from serving.access import Refused, check_access, connection_label
 from serving.oauth import NOT_THE_OWNER, ONE_RESOURCE, grantable_persona
-from serving.resources import SCOPE, metadata_url, resource_url
+from serving.resources import SCOPE, metadata_url, persona_uuid_of, resource_url
 from tests.factories import make_owner, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
 from tests.remote_support import (
@@ -279,3 +280,12 @@ def test_each_refusal_of_a_bearer_token_is_said_exactly(
     )
     if error is not None:
         assert challenge.endswith(f'error="{error}", error_description="{reason}"')
+
+
+def test_only_the_endpoints_own_spelling_names_a_persona(settings: Any) -> None:
+    """VX-REMOTE-1: a grant is bound to one exact resource string (RFC 8707), the endpoint's own
+    URL: another spelling of the same uuid, which the endpoint would never match, names none."""
+    named = uuid.uuid4()
+    assert persona_uuid_of(resource_url(named)) == named
+    for spelling in (named.hex, str(named).upper(), f"{{{named}}}", f"urn:uuid:{named}"):
+        assert persona_uuid_of(f"{settings.VIRGO_PUBLIC_BASE_URL}/mcp/{spelling}") is None
