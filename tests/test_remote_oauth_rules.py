@@ -289,3 +289,17 @@ def test_only_the_endpoints_own_spelling_names_a_persona(settings: Any) -> None:
     assert persona_uuid_of(resource_url(named)) == named
     for spelling in (named.hex, str(named).upper(), f"{{{named}}}", f"urn:uuid:{named}"):
         assert persona_uuid_of(f"{settings.VIRGO_PUBLIC_BASE_URL}/mcp/{spelling}") is None
+
+
+def test_no_user_grants_nothing_and_the_owners_grant_is_one_query(
+    django_assert_num_queries: Any,
+) -> None:
+    """VX-REMOTE-1: a token request with no user behind it is refused as not the owner's; the
+    owner's grant is checked with one query, the persona read with its agent."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    app = public_client(owner)
+    resources = [resource_url(persona.uuid)]
+    assert grantable_persona(resources, None, app) == NOT_THE_OWNER
+    with django_assert_num_queries(1):
+        assert grantable_persona(resources, owner, app) == persona
