@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.test import Client, RequestFactory
@@ -16,7 +17,7 @@ from oauth2_provider.models import AccessToken, Grant, set_token_value
 from personas.services import persona_revoke
 from serving import access
 from serving.access import Refused, check_access, connection_label
-from serving.oauth import NOT_THE_OWNER, ONE_RESOURCE, grantable_persona
+from serving.oauth import NOT_THE_OWNER, ONE_RESOURCE, PersonaAuthorizationView, grantable_persona
 from serving.resources import SCOPE, metadata_url, persona_uuid_of, resource_url
 from tests.factories import make_owner, run_on_commit
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
@@ -59,11 +60,11 @@ def test_the_consent_page_names_the_persona_it_grants() -> None:
     assert page.context["title"] == "Grant access to a persona's tools"
 
 
-@pytest.mark.parametrize("resources", ["other-owner", "none", "two"])
+@pytest.mark.parametrize("resources", ["other-owner", "none", "absent", "two"])
 def test_a_posted_consent_is_refused_as_the_page_would_refuse_it(resources: str) -> None:
     """VX-REMOTE-1, attacker: the consent form posted directly (no page shown first) for
-    another owner's persona, for no resource or for two is refused with the page's reason, 400,
-    and no code is made."""
+    another owner's persona, for an empty or a missing resource or for two is refused with the
+    page's reason, 400, and no code is made."""
     persona = standing_persona()
     owner = persona.agent.owner
     app = public_client(owner)
@@ -71,28 +72,54 @@ def test_a_posted_consent_is_refused_as_the_page_would_refuse_it(resources: str)
     named = {
         "other-owner": resource_url(theirs.uuid),
         "none": "",
+        "absent": None,
         "two": f"{resource_url(persona.uuid)} {resource_url(theirs.uuid)}",
     }[resources]
     _, challenge = pkce()
-    posted = signed_in(owner).post(
-        "/oauth/authorize/",
-        {
-            "client_id": app.client_id,
-            "redirect_uri": "http://127.0.0.1:8765/callback",
-            "response_type": "code",
-            "scope": SCOPE,
-            "state": "s",
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "resource": named,
-            "allow": "Allow",
-        },
-    )
+    form = consent_form(app, challenge, named)
+    posted = signed_in(owner).post("/oauth/authorize/", form)
     assert posted.status_code == 400
     assert posted.context["title"] == "Access not granted"
     assert posted.context["reason"] == (
         NOT_THE_OWNER if resources == "other-owner" else ONE_RESOURCE
     )
+    assert not Grant.objects.exists()
+
+
+def consent_form(app: Any, challenge: str, resource: str | None) -> dict[str, str]:
+    form = {
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:8765/callback",
+        "response_type": "code",
+        "scope": SCOPE,
+        "state": "s",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "allow": "Allow",
+    }
+    return form if resource is None else {**form, "resource": resource}
+
+
+def test_the_validator_makes_no_code_the_page_would_have_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-REMOTE-1, defence in depth: with the consent page's own check out of the way (as a
+    revocation racing the page would put it), the authorization server still makes no code for
+    another owner's persona, and tells the client why with its state (RFC 6749 4.1.2.1)."""
+    persona = standing_persona()
+    owner = persona.agent.owner
+    app = public_client(owner)
+    theirs = standing_persona(make_owner())
+    monkeypatch.setattr(PersonaAuthorizationView, "_refusal", lambda *args: None)
+    _, challenge = pkce()
+    posted = signed_in(owner).post(
+        "/oauth/authorize/", consent_form(app, challenge, resource_url(theirs.uuid))
+    )
+    assert posted.status_code == 302
+    answer = parse_qs(urlsplit(posted["Location"]).query)
+    assert answer["error"] == ["invalid_target"]
+    assert answer["error_description"] == [NOT_THE_OWNER]
+    assert answer["state"] == ["s"]
     assert not Grant.objects.exists()
 
 
