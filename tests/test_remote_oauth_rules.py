@@ -80,6 +80,8 @@ def test_a_posted_consent_is_refused_as_the_page_would_refuse_it(resources: str)
     posted = signed_in(owner).post("/oauth/authorize/", form)
     assert posted.status_code == 400
     assert posted.context["title"] == "Access not granted"
+    # An admin page: rendered with the request, the owner signed in shown in its header.
+    assert posted.context["user"] == owner
     assert posted.context["reason"] == (
         NOT_THE_OWNER if resources == "other-owner" else ONE_RESOURCE
     )
