@@ -94,8 +94,22 @@ def _create_from_template(creation: Any, original: Any, *args: Any, **kwargs: An
     return name
 
 
+def keep_mutant_under_test() -> None:
+    """Hold the mutant under test in the process as well as in MUTANT_UNDER_TEST: a test that
+    empties os.environ (the launcher's do, to decide exactly what an agent sees) would otherwise
+    run the original code, and its mutants would survive unseen. mutmut's own runner does this;
+    mutation.run's (for MUTATION_TESTS) starts pytest with the variable alone."""
+    from mutmut.mutation.trampoline import set_mutant_under_test
+
+    mutant = os.environ.get("MUTANT_UNDER_TEST")
+    if mutant:
+        set_mutant_under_test(mutant)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from django.db.backends.sqlite3.creation import DatabaseCreation
+
+    keep_mutant_under_test()
 
     original = DatabaseCreation.create_test_db
     if getattr(original, "from_template", False):

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -562,3 +563,25 @@ def _alive(pid: int) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def test_the_mutant_under_test_outlives_a_test_that_empties_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A launcher test deletes every environment variable to control what an agent sees: the
+    plugin hands the mutant MUTANT_UNDER_TEST names at a session's start to mutmut's trampoline,
+    which keeps it in the process, or that test would run the original code and pass any
+    mutant. (mutmut itself is installed for `make mutation` only, so its trampoline is stood in
+    for here; `make mutation` is the real run.)"""
+    kept: list[str] = []
+    trampoline = types.ModuleType("mutmut.mutation.trampoline")
+    trampoline.set_mutant_under_test = kept.append  # type: ignore[attr-defined]
+    for name in ("mutmut", "mutmut.mutation"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "mutmut.mutation.trampoline", trampoline)
+    monkeypatch.delenv("MUTANT_UNDER_TEST", raising=False)
+    order.keep_mutant_under_test()
+    assert kept == []
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "serving.handoff.x_visible_environment__mutmut_4")
+    order.keep_mutant_under_test()
+    assert kept == ["serving.handoff.x_visible_environment__mutmut_4"]
