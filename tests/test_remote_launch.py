@@ -169,3 +169,32 @@ def test_a_passed_name_the_cli_would_load_settings_from_is_refused(
     with pytest.raises(launch.Refused, match=f"names {refused}"):
         launch.passed_names({launch.PASS_ENV: f"GEMINI_API_KEY, {refused}"}, GEMINI)
     assert launch.passed_names({launch.PASS_ENV: "GEMINI_API_KEY, ,"}, GEMINI) == {"GEMINI_API_KEY"}
+
+
+def test_the_agent_command_is_the_clis_own_path_with_the_owners_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VX-CONF-1: a CLI Virgo confines is found on PATH and started by its absolute path with
+    the owner's arguments as they were given (the checked ones, every one of them); each
+    refusal says in full why and what to do."""
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    claude = programs / "claude"
+    claude.write_text("#!/bin/sh\n")
+    claude.chmod(0o755)
+    monkeypatch.setenv("PATH", str(programs))
+    argv, cli = launch.agent_command(["claude", "--model", "sonnet", "-p", "review"])
+    assert argv == [str(claude), "--model", "sonnet", "-p", "review"]
+    assert cli.title == "Claude Code"
+    refusals = {
+        (): "give the agent command after --, e.g. -- claude",
+        ("claude", "--dangerously-skip-permissions", "-p", "x"): (
+            "refusing to launch Claude Code: --dangerously-skip-permissions is not an option "
+            "`virgo launch` passes to Claude Code: it may add tools, settings or servers beyond "
+            "the stamp's"
+        ),
+    }
+    for command, reason in refusals.items():
+        with pytest.raises(launch.Refused) as refused:
+            launch.agent_command(list(command))
+        assert refused.value.reason == reason
