@@ -169,6 +169,7 @@ def test_a_passed_name_the_cli_would_load_settings_from_is_refused(
     with pytest.raises(launch.Refused, match=f"names {refused}"):
         launch.passed_names({launch.PASS_ENV: f"GEMINI_API_KEY, {refused}"}, GEMINI)
     assert launch.passed_names({launch.PASS_ENV: "GEMINI_API_KEY, ,"}, GEMINI) == {"GEMINI_API_KEY"}
+    assert launch.passed_names({}, GEMINI) == frozenset()  # the operator passes nothing
 
 
 def test_the_agent_command_is_the_clis_own_path_with_the_owners_arguments(
