@@ -170,6 +170,14 @@ def test_a_passed_name_the_cli_would_load_settings_from_is_refused(
         launch.passed_names({launch.PASS_ENV: f"GEMINI_API_KEY, {refused}"}, GEMINI)
     assert launch.passed_names({launch.PASS_ENV: "GEMINI_API_KEY, ,"}, GEMINI) == {"GEMINI_API_KEY"}
     assert launch.passed_names({}, GEMINI) == frozenset()  # the operator passes nothing
+    two = sorted(GEMINI.refused_environment)[:2]
+    with pytest.raises(launch.Refused) as named:
+        launch.passed_names({launch.PASS_ENV: ",".join(two)}, GEMINI)
+    listed = ", ".join(two)
+    assert named.value.reason == (
+        f"{launch.PASS_ENV} names {listed}, which Gemini CLI would read to load settings, "
+        f"prompts or code beyond its confinement: remove {listed}"
+    )
 
 
 def test_the_agent_command_is_the_clis_own_path_with_the_owners_arguments(
@@ -199,3 +207,19 @@ def test_the_agent_command_is_the_clis_own_path_with_the_owners_arguments(
         with pytest.raises(launch.Refused) as refused:
             launch.agent_command(list(command))
         assert refused.value.reason == reason
+
+
+def test_the_agents_home_is_the_personas_and_is_found_again_at_the_next_launch(
+    tmp_path: Path,
+) -> None:
+    """VX-REMOTE-3: the agent's home beside the tokens is named for the persona's uuid, even on
+    an installation served under a path of its own that is also called mcp, and a second launch
+    uses the same owner-only home."""
+    tokens = tmp_path / "remote" / "p.json"
+    persona = "3f0c8a2e-1d4b-4c9a-9e6f-5b7d2a1c0e84"
+    endpoint = f"https://virgo.example/mcp/mcp/{persona}"
+    home = launch.agent_home_of(tokens, endpoint)
+    assert home == tokens.parent / f"{persona}.agent-home"
+    assert launch.agent_home_of(tokens, endpoint) == home
+    for directory in (tokens.parent, home):
+        assert directory.stat().st_mode & 0o777 == 0o700
