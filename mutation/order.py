@@ -99,11 +99,14 @@ def keep_mutant_under_test() -> None:
     empties os.environ (the launcher's do, to decide exactly what an agent sees) would otherwise
     run the original code, and its mutants would survive unseen. mutmut's own runner does this;
     mutation.run's (for MUTATION_TESTS) starts pytest with the variable alone."""
-    from mutmut.mutation.trampoline import set_mutant_under_test
-
     mutant = os.environ.get("MUTANT_UNDER_TEST")
-    if mutant:
-        set_mutant_under_test(mutant)
+    if not mutant:
+        return
+    try:
+        from mutmut.mutation.trampoline import set_mutant_under_test
+    except ImportError:
+        return  # no mutmut, no trampoline to tell: the runner's own tests run such sessions
+    set_mutant_under_test(mutant)
 
 
 def pytest_configure(config: pytest.Config) -> None:
