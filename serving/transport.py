@@ -112,8 +112,16 @@ async def _exchange(
     manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     started: dict[str, Any] = {}
     chunks: list[bytes] = []
+    delivered = False
 
     async def receive() -> dict[str, Any]:
+        # The WSGI request has nothing after its body. Anything that listens past it (an SSE
+        # stream watching for the client to leave) must hear that at once: handed the body
+        # again it would spin without yielding, and freeze the loop every exchange shares.
+        nonlocal delivered
+        if delivered:
+            return {"type": "http.disconnect"}
+        delivered = True
         return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:

@@ -64,6 +64,15 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
             {"error": "gone", "detail": "the persona is revoked: its tools are served to nobody"},
             status=410,
         )
+    if request.method != "POST":
+        # Stateless: no stream for the server to speak first on (GET) and no session to end
+        # (DELETE), which the transport lets a server say with 405.
+        response = JsonResponse(
+            {"error": "method_not_allowed", "detail": "the endpoint takes JSON-RPC by POST only"},
+            status=405,
+        )
+        response["Allow"] = "POST"
+        return response
     try:
         claim_workspaces_once()
     except workspace_directory.NotShared as refused:

@@ -371,6 +371,28 @@ def test_a_token_is_read_from_the_authorization_header_alone() -> None:
     assert in_query.status_code == 401 and "error=" not in in_query["WWW-Authenticate"]
 
 
+@pytest.mark.parametrize("method", ["get", "delete", "put"])
+def test_only_json_rpc_by_post_is_taken(method: str) -> None:
+    """VX-REMOTE-1: the stateless endpoint has no stream for the server to speak first on and
+    no session to end: with a good token, any method but POST is a 405 allowing POST (the
+    transport's own answer), and never reaches the SDK, whose GET stream would hold a web
+    thread; without a token it is the 401 that names the resource metadata."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    headers = {"HTTP_ACCEPT": "application/json, text/event-stream"}
+    send = getattr(Client(), method)
+    refused = send(
+        f"/mcp/{persona.uuid}", HTTP_AUTHORIZATION=f"Bearer {tokens['access_token']}", **headers
+    )
+    assert refused.status_code == 405 and refused["Allow"] == "POST"
+    assert refused.json() == {
+        "error": "method_not_allowed",
+        "detail": "the endpoint takes JSON-RPC by POST only",
+    }
+    anonymous = send(f"/mcp/{persona.uuid}", **headers)
+    assert anonymous.status_code == 401 and "resource_metadata=" in anonymous["WWW-Authenticate"]
+
+
 @pytest.fixture
 def exported() -> Iterator[InMemorySpanExporter]:
     with in_memory_spans() as exporter:

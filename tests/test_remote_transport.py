@@ -151,3 +151,22 @@ def test_work_withdrawn_before_it_ran_is_skipped() -> None:
     request_thread.run_until(done)
     assert ran == ["kept"]
     assert withdrawn.cancelled()
+
+
+def test_a_stream_that_listens_past_the_body_hears_the_client_leave() -> None:
+    """VX-REMOTE-2: the SDK's answer to a GET is an event stream that listens for the client to
+    leave. Reached past the endpoint's 405 (as a later SDK path might be), it hears at once that
+    nothing follows the body and ends: it neither holds the request's thread nor freezes the
+    loop that every other exchange of the process runs on."""
+    stream = RequestFactory().get(
+        "/mcp/probe", HTTP_ACCEPT="text/event-stream", HTTP_MCP_PROTOCOL_VERSION="2025-11-25"
+    )
+    answered: list[Any] = []
+    request_thread = threading.Thread(
+        target=lambda: answered.append(transport.answer(probe_server(dict), stream)), daemon=True
+    )
+    request_thread.start()
+    request_thread.join(timeout=30)
+    assert len(answered) == 1 and answered[0].status_code == 200
+    after = structured(transport.answer(probe_server(lambda: {"ok": True}), call_request()))
+    assert after == {"ok": True}
