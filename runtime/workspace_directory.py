@@ -83,17 +83,31 @@ def claim_workspaces() -> None:
     _compare(recorded)
 
 
-def _record_first() -> str:
-    marker = _marker_here()
-    if marker is None:
-        marker = secrets.token_hex(16)
-        target = directory()
-        target.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary = target / f".{MARKER_FILE}.{os.getpid()}"
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _write_marker() -> str:
+    """This directory's marker: a new one, unless another process wrote one first. Linked, not
+    renamed, into place: a rename would replace a marker another worker has already recorded,
+    leaving the directory refused by every machine."""
+    marker = secrets.token_hex(16)
+    target = directory()
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = target / f".{MARKER_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
         with os.fdopen(descriptor, "w") as handle:
             handle.write(marker)
-        os.replace(temporary, target / MARKER_FILE)
+        os.link(temporary, target / MARKER_FILE)
+    except FileExistsError:
+        written = _marker_here()
+        if written is None:
+            raise NotShared(f"{target / MARKER_FILE} is empty") from None
+        return written
+    finally:
+        temporary.unlink()
+    return marker
+
+
+def _record_first() -> str:
+    marker = _marker_here() or _write_marker()
     try:
         with transaction.atomic():
             WorkspaceDirectory.objects.create(pk=_ROW, marker=marker, recorded_at=timezone.now())

@@ -101,6 +101,41 @@ def test_two_machines_recording_at_once_agree_on_one(monkeypatch: pytest.MonkeyP
         workspace_directory.claim_workspaces()
 
 
+def test_a_marker_another_worker_wrote_meanwhile_is_kept_not_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VX-REMOTE-2: two workers of one machine make their first remote calls at once; the one
+    that found no marker finds, when it writes, the other's already there. It keeps and records
+    that one: replacing it would leave the directory holding a marker other than the recorded
+    one, and every machine refusing every remote call."""
+    workspace_directory.directory().mkdir(parents=True)
+    marker_file().write_text("b" * 32)
+    before_the_other_wrote = iter([True])
+    real = workspace_directory._marker_here
+    monkeypatch.setattr(
+        workspace_directory,
+        "_marker_here",
+        lambda: None if next(before_the_other_wrote, False) else real(),
+    )
+    workspace_directory.claim_workspaces()
+    assert marker_file().read_text() == "b" * 32 == workspace_directory.recorded_marker()
+    assert [path.name for path in workspace_directory.directory().iterdir()] == [
+        workspace_directory.MARKER_FILE
+    ]
+
+
+def test_an_empty_marker_another_process_left_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marker file that appeared empty is not stood in for by a marker no file holds."""
+    workspace_directory.directory().mkdir(parents=True)
+    marker_file().write_text("")
+    with pytest.raises(workspace_directory.NotShared) as refused:
+        workspace_directory.claim_workspaces()
+    assert refused.value.reason == f"{marker_file()} is empty"
+    assert workspace_directory.recorded_marker() is None
+
+
 def test_a_remote_call_on_a_machine_with_its_own_directory_is_refused(
     settings: Any, tmp_path: Path
 ) -> None:
