@@ -89,20 +89,23 @@ def _write_marker() -> str:
     leaving the directory refused by every machine."""
     marker = secrets.token_hex(16)
     target = directory()
-    target.mkdir(mode=0o700, parents=True, exist_ok=True)
     temporary = target / f".{MARKER_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(marker)
-        os.link(temporary, target / MARKER_FILE)
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(marker)
+            os.link(temporary, target / MARKER_FILE)
+        finally:
+            temporary.unlink()
     except FileExistsError:
         written = _marker_here()
         if written is None:
             raise NotShared(f"{target / MARKER_FILE} is empty") from None
         return written
-    finally:
-        temporary.unlink()
+    except OSError as exc:
+        raise NotShared(f"{target / MARKER_FILE} cannot be written: {exc}") from None
     return marker
 
 

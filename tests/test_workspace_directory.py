@@ -136,6 +136,25 @@ def test_an_empty_marker_another_process_left_is_refused_naming_it(
     assert workspace_directory.recorded_marker() is None
 
 
+def test_a_marker_that_cannot_be_written_is_refused_naming_the_file_and_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A directory on a filesystem that refuses the marker (no hard links, read-only, no
+    permission) answers 503 with the reason, never a 500; nothing is recorded or left behind."""
+
+    def refused(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(workspace_directory.os, "link", refused)
+    with pytest.raises(workspace_directory.NotShared) as refusal:
+        workspace_directory.claim_workspaces()
+    assert refusal.value.reason == (
+        f"{marker_file()} cannot be written: [Errno 1] Operation not permitted"
+    )
+    assert workspace_directory.recorded_marker() is None
+    assert list(workspace_directory.directory().iterdir()) == []
+
+
 def test_a_remote_call_on_a_machine_with_its_own_directory_is_refused(
     settings: Any, tmp_path: Path
 ) -> None:
