@@ -288,7 +288,7 @@ class WebServer:
     free port. Its access lines name the worker process that served each request. `wrap` goes
     before the command, as for CeleryProcess."""
 
-    ACCESS_LINE = re.compile(r'^\[[^]]+\] (\d+) \S+ "[A-Z]+ (\S+) HTTP/[\d.]+" \d{3} ')
+    ACCESS_LINE = re.compile(r'^\[[^]]+\] (\d+) \S+ "([A-Z]+) (\S+) HTTP/[\d.]+" \d{3} ')
 
     def __init__(self, directory: Path, env: dict[str, str], *, wrap: Sequence[str] = ()) -> None:
         self.port = free_port()
@@ -318,11 +318,11 @@ class WebServer:
         except httpx.TransportError:
             return False
 
-    def workers_that_served(self, path: str) -> set[str]:
+    def workers_that_served(self, path: str, method: str | None = None) -> set[str]:
         served = set()
         for line in self.log.read_text().splitlines():
             match = self.ACCESS_LINE.match(line)
-            if match and match.group(2) == path:
+            if match and match.group(3) == path and method in (None, match.group(2)):
                 served.add(match.group(1))
         return served
 

@@ -82,7 +82,7 @@ def _access_lines(log: Path, path: str) -> list[str]:
     return [
         line
         for line in log.read_text().splitlines()
-        if (match := WebServer.ACCESS_LINE.match(line)) and match.group(2) == path
+        if (match := WebServer.ACCESS_LINE.match(line)) and match.group(3) == path
     ]
 
 

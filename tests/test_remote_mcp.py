@@ -375,7 +375,8 @@ def test_a_token_is_read_from_the_authorization_header_alone() -> None:
 def test_only_json_rpc_by_post_is_taken(method: str) -> None:
     """VX-REMOTE-1: the stateless endpoint has no stream for the server to speak first on and
     no session to end: with a good token, any method but POST is a 405 allowing POST (the
-    transport's own answer), and never reaches the SDK, whose GET stream would hold a web
+    answer the MCP streamable HTTP transport specification gives a server that offers no
+    stream), and never reaches the SDK, whose GET stream would hold a web
     thread; without a token it is the 401 that names the resource metadata."""
     persona = standing_persona()
     _, tokens = granted(persona)

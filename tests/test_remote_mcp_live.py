@@ -32,6 +32,7 @@ from serving.connections import open_connection
 from serving.resources import resource_url
 from tests.live import REPO, WebServer, unavailable
 from tests.remote_support import (
+    PROTOCOL,
     REDIRECT,
     OwnersBrowser,
     granted,
@@ -201,6 +202,45 @@ def test_an_agent_host_connects_holding_a_token_and_nothing_else(
     )
     assert called.returncode == 0, called.stderr
     assert json.loads(called.stdout)["ok"] is True
+
+
+def test_a_get_on_each_worker_leaves_every_worker_answering(
+    web: WebServer,  # noqa: F811 (the fixture)
+) -> None:
+    """VX-REMOTE-1, VX-REMOTE-2: Claude Code opens a GET on the endpoint once it has connected.
+    On a real virgo-web with two workers, GETs that wait for an event stream are refused at once
+    with 405 on each worker, and after them every worker still answers a call: no worker's
+    exchange loop is held by a stream nobody will read."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    url = resource_url(persona.uuid)
+    path = f"/mcp/{persona.uuid}"
+    bearer = {"Authorization": f"Bearer {tokens['access_token']}", "MCP-Protocol-Version": PROTOCOL}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    names = list(load_active_stamp(persona).mcp_tools)
+
+    def spread(method: str, answered: Any) -> None:
+        # A new connection each: the kernel spreads them over the workers.
+        for _ in range(400):
+            with httpx.Client(timeout=30) as client:
+                answered(client)
+            if len(web.workers_that_served(path, method)) == 2:
+                return
+        raise AssertionError(f"no {method} of {path} reached both workers: see {web.log}")
+
+    def get(client: httpx.Client) -> None:
+        refused = client.get(url, headers={**bearer, "Accept": "text/event-stream"})
+        assert refused.status_code == 405 and refused.headers["Allow"] == "POST"
+
+    def call(client: httpx.Client) -> None:
+        answer = client.post(
+            url, json=listing, headers={**bearer, "Accept": "application/json, text/event-stream"}
+        )
+        assert answer.status_code == 200, answer.text
+        assert [tool["name"] for tool in answer.json()["result"]["tools"]] == names
+
+    spread("GET", get)
+    spread("POST", call)
 
 
 def test_the_host_client_needs_nothing_of_the_installation() -> None:

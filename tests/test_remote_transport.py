@@ -153,20 +153,32 @@ def test_work_withdrawn_before_it_ran_is_skipped() -> None:
     assert withdrawn.cancelled()
 
 
-def test_a_stream_that_listens_past_the_body_hears_the_client_leave() -> None:
+def test_a_stream_that_listens_past_the_body_hears_the_client_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """VX-REMOTE-2: the SDK's answer to a GET is an event stream that listens for the client to
     leave. Reached past the endpoint's 405 (as a later SDK path might be), it hears at once that
     nothing follows the body and ends: it neither holds the request's thread nor freezes the
-    loop that every other exchange of the process runs on."""
+    loop that every other exchange of the process runs on.
+
+    The test runs on a loop of its own, and waits on each answer with a time limit: were the
+    guard gone, the loop it froze would be this test's alone, and the test would fail rather
+    than hang every later remote test of its process."""
+    monkeypatch.setattr(transport, "_loop", None)
     stream = RequestFactory().get(
         "/mcp/probe", HTTP_ACCEPT="text/event-stream", HTTP_MCP_PROTOCOL_VERSION="2025-11-25"
     )
-    answered: list[Any] = []
-    request_thread = threading.Thread(
-        target=lambda: answered.append(transport.answer(probe_server(dict), stream)), daemon=True
-    )
-    request_thread.start()
-    request_thread.join(timeout=30)
-    assert len(answered) == 1 and answered[0].status_code == 200
-    after = structured(transport.answer(probe_server(lambda: {"ok": True}), call_request()))
-    assert after == {"ok": True}
+
+    def answered_within(server: Server, request: Any) -> Any:
+        answered: list[Any] = []
+        request_thread = threading.Thread(
+            target=lambda: answered.append(transport.answer(server, request)), daemon=True
+        )
+        request_thread.start()
+        request_thread.join(timeout=30)
+        assert answered, "no answer within 30 s: the exchange loop is held"
+        return answered[0]
+
+    assert answered_within(probe_server(dict), stream).status_code == 200
+    after = answered_within(probe_server(lambda: {"ok": True}), call_request())
+    assert structured(after) == {"ok": True}
