@@ -8,23 +8,20 @@ what concerns their own personas; moderators (superusers) see everything but ans
 routed to them, like anyone else.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 import runtime.admin_explain  # noqa: F401  ("Try a call" on the persona's page)
 from personas.admin.bases import ServiceAdmin
-from personas.admin.personas import PersonaAdmin
 from personas.forms import ServiceForm
-from personas.models import Agent, Persona, PersonaClass
+from personas.models import Persona, PersonaClass
 from personas.selectors import is_moderator
 from runtime import confirmations, registry
 from runtime.models import (
@@ -49,9 +46,6 @@ from runtime.models import (
 )
 from runtime.tools import decisions as decision_services
 from virgo.admin_permissions import NoEditsMixin
-
-if TYPE_CHECKING:
-    from runtime import card_import
 
 
 def _is_staff(request: HttpRequest) -> bool:
@@ -616,114 +610,3 @@ class LaneApprovalAdmin(AuthorizationAdmin):
                 workspace__in=lanes.values("workspace"),
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-
-# A persona from an A2A agent card ---------------------------------------------------------------
-
-
-class CardImportForm(forms.Form):
-    url = forms.CharField(
-        required=False, label="Card URL", help_text="http(s); a bare host means its well-known card"
-    )
-    file = forms.FileField(required=False, label="or a card file")
-    agent = forms.ModelChoiceField(queryset=Agent.objects.none())
-    address = forms.CharField(help_text="A registered address, e.g. work/core/reviewer")
-    persona_class = forms.ChoiceField(label="Class", choices=PersonaClass.choices)
-
-    def __init__(self, *args: Any, owner: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.owner = owner
-        # Only the owner's own agents can be chosen: another's id is "not one of the choices".
-        agent_field = self.fields["agent"]
-        assert isinstance(agent_field, forms.ModelChoiceField)
-        agent_field.queryset = Agent.objects.filter(owner=owner).order_by("name")
-
-    def clean(self) -> dict[str, Any] | None:
-        cleaned = super().clean() or {}
-        if bool(cleaned.get("url")) == bool(cleaned.get("file")):
-            raise ValidationError("Give the card's URL or its file, one of the two.")
-        return cleaned
-
-
-class CardImportPage:
-    """ "New persona from an agent card", beside the persona pages: a draft on one of the
-    owner's own agents, its grant a proposal the owner then reviews (runtime.card_import)."""
-
-    def __init__(self, model_admin: admin.ModelAdmin) -> None:
-        self.model_admin = model_admin
-
-    def urls(self) -> list[URLPattern]:
-        view = self.model_admin.admin_site.admin_view(self.view)  # type: ignore[arg-type]
-        return [path("from-card/", view, name="personas_persona_from_card")]
-
-    def view(self, request: HttpRequest) -> HttpResponse:
-        if not _is_staff(request):
-            raise PermissionDenied
-        form = CardImportForm(request.POST or None, request.FILES or None, owner=request.user)
-        if request.method == "POST" and form.is_valid():
-            limited = self.model_admin.rate_limited(request)  # type: ignore[attr-defined]
-            if limited is not None:
-                return limited
-            outcome = self._import(form)
-            if outcome is not None:
-                for skipped in outcome.mapping.unmapped:
-                    self.model_admin.message_user(
-                        request,
-                        f"Not mapped: {skipped.id or skipped.name}: {skipped.reason}",
-                        messages.WARNING,
-                    )
-                self.model_admin.message_user(
-                    request,
-                    f"Drafted {outcome.persona.name}: write its system prompt and confirm its "
-                    "grant here.",
-                    messages.SUCCESS,
-                )
-                return HttpResponseRedirect(
-                    reverse("admin:personas_grantproposal_change", args=[outcome.proposal.pk])
-                )
-        context = {
-            **self.model_admin.admin_site.each_context(request),
-            "title": "New persona from an agent card",
-            "opts": Persona._meta,
-            "form": form,
-        }
-        return TemplateResponse(request, "admin/personas/persona/from_card.html", context)
-
-    @staticmethod
-    def _import(form: CardImportForm) -> "card_import.CardImport | None":
-        """The draft, or None with each refusal on the form field it concerns: a problem of the
-        card itself on the field that carried it (`url` or `file`)."""
-        # Imported here: the A2A client it uses takes a tenth of a second, at every command's
-        # start if the admin imported it (VX-OPS-10's start-up figure, make bench).
-        from runtime import card_import
-
-        data = form.cleaned_data
-        source = "file" if data["file"] else "url"
-        try:
-            if data["file"]:
-                card = card_import.parse_card(data["file"].read(card_import.CARD_LIMIT + 1))
-            else:
-                # Only ever fetched as http(s), never opened as a path on the server.
-                card = card_import.fetch_card(data["url"])
-            return card_import.import_card(
-                card,
-                agent=data["agent"],
-                actor=form.owner,
-                persona_class=data["persona_class"],
-                address=data["address"],
-                source=data["file"].name if data["file"] else data["url"],
-            )
-        except card_import.CardImportError as refused:
-            form.add_error(refused.field if refused.field in form.fields else source, str(refused))
-        except PermissionDenied as refused:
-            form.add_error(None, str(refused))
-        except ValidationError as refused:
-            if not hasattr(refused, "error_dict"):
-                form.add_error(None, refused.messages)
-                return None
-            for field, problems in refused.message_dict.items():
-                form.add_error(field if field in form.fields else None, problems)
-        return None
-
-
-PersonaAdmin.contributed_urls.append(lambda model_admin: CardImportPage(model_admin).urls())

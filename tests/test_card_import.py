@@ -21,9 +21,8 @@ from django.core.management.base import CommandError
 
 from cards.models import PublishedCard
 from cards.rendering import UNDESCRIBED, summarize_prompt
-from personas import services
+from personas import card_import, services
 from personas.models import Agent, GrantProposal, Persona
-from runtime import card_import
 from stamps.profiles import required_tools
 from tests.card_import_support import (
     ADDRESS,

@@ -25,9 +25,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.http import HttpResponse
 
+from personas import card_import
 from personas.models import Agent, Generation, GrantProposal, Persona
 from personas.services import personas as persona_services
-from runtime import card_import
 from stamps.profiles import required_tools
 from tests.card_import_support import (
     ADDRESS,

@@ -506,7 +506,7 @@ def test_a_card_import_answered_with_a_redirect_is_refused_and_not_followed(
 ) -> None:
     """VX-SEC-3, VX-IMP-1: the card is read from the URL given or not at all: a redirect, to a
     card the guard would allow or to an address it refuses, is one clear error."""
-    from runtime import card_import
+    from personas import card_import
 
     to: Server = request.getfixturevalue(target)
     refused = pytest.raises(card_import.CardImportError, match=r"^url: answered HTTP 302")

@@ -146,7 +146,7 @@ def test_ordinary_work_is_allowed() -> None:
 # catalogue (personas) spells out tool names; the demo data names the demo's verbs.
 BUILT_ON_THE_CATALOGUE = ("stamps", "cards", "runtime", "channel", "virgo")
 REPO = Path(profiles.__file__).resolve().parent.parent
-DEMO_MODULE = REPO / "runtime" / "management" / "commands" / "load_demo.py"
+DEMO_MODULE = REPO / "personas" / "management" / "commands" / "load_demo.py"
 # The boundary table's examples each name the tool an example call is of (runtime.rules).
 EXAMPLES_MODULE = REPO / "runtime" / "rules.py"
 EXAMPLE_CALLS = frozenset({"E", "Example"})

@@ -277,6 +277,8 @@ VIRGO_GRANT_DIFF = "stamps.review.grant_diff"
 # The verbs a persona class may not have, each with the factory's reason: the admin form offers
 # only the others.
 VIRGO_CLASS_REFUSALS = "stamps.grant.class_refusals"
+# The tools a persona class must have to stand: a card import and the demo give them first.
+VIRGO_CLASS_REQUIRED_TOOLS = "stamps.profiles.required_tools"
 VIRGO_PUBLIC_BASE_URL = env_base_url("VIRGO_PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 # Whom a card names as provider when its owner has proven no organization (VX-ID-2): this
 # installation, which the card's identity extension then says.

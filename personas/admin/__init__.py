@@ -8,7 +8,8 @@ request counts against the owner mutation budget shared with the API (S9-RL-3).
 
 A module per record family, each registering its own pages: `agents`, `personas`, `proposals`
 (the diff page), `audit`, `skills` (the verb->skill map), `addresses`, `surfaces` and
-`identities` (owner identities and organization domains); `bases` holds what they share.
+`identities` (owner identities and organization domains), `card_import` (a persona from an
+A2A agent card, a page of the personas'); `bases` holds what they share.
 Django's autodiscovery imports this package, so it imports each module; callers import a class
 from its module, not from here.
 """

@@ -27,6 +27,7 @@ from django.utils.html import format_html, format_html_join
 from personas import selectors, services
 from personas.admin.audit import AuditInline
 from personas.admin.bases import OwnedAdmin
+from personas.admin.card_import import CardImportPage
 from personas.admin.proposals import ProposalInline
 from personas.forms import PersonaForm, RevokeForm
 from personas.models import Agent, GrantProposal, Persona
@@ -322,7 +323,7 @@ class PersonaAdmin(OwnedAdmin):
             name="personas_persona_discoverability",
         )
         contributed = [url for urls in self.contributed_urls for url in urls(self)]
-        return [toggle, *contributed, *super().get_urls()]
+        return [toggle, *CardImportPage(self).urls(), *contributed, *super().get_urls()]
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
         return [*super().get_inlines(request, obj), *self.contributed_inlines]

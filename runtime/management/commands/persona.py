@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from personas import services
+from personas import card_import, services
 from personas.addresses import FIRST_PERSONA_ADDRESS, FIRST_PERSONA_NAME, address_problem
 from personas.commandline import (
     EXIT_USAGE,
@@ -47,7 +47,6 @@ from personas.selectors import (
     personas_owned_by,
     personas_visible_to,
 )
-from runtime import card_import
 from runtime.snapshot import ARCHIVED_LEAD, SnapshotError, export_persona, import_persona
 from stamps.profiles import required_tools
 from stamps.storage import stamp_path

@@ -38,14 +38,15 @@ from a2a.client.card_resolver import A2ACardResolver, parse_agent_card
 from a2a.client.errors import AgentCardResolutionError
 from a2a.types.a2a_pb2 import AgentCard
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils.module_loading import import_string
 from google.protobuf.json_format import ParseError
 
 from personas import audit, services
 from personas.models import Agent, AuditEvent, GrantProposal, Persona, PersonaClass, Skill
-from stamps.profiles import class_may_have, required_tools
 from virgo import auditing, outbound
 
 CARD_TIMEOUT = 5.0
@@ -452,6 +453,7 @@ def map_skills(
     verbs: set[str] = set()
     mapped: list[tuple[str, str]] = []
     unmapped: list[UnmappedSkill] = []
+    refused = import_string(settings.VIRGO_CLASS_REFUSALS)(persona_class)
     for card_skill in card.skills:
         skill = _match(card_skill.id, card_skill.name, skill_map)
         reason = None
@@ -459,7 +461,7 @@ def map_skills(
             reason = "no skill of Virgo's skill map has this id or name"
         else:
             outside = [v for v in skill.required_verbs if v not in agent.granted_verbs]
-            barred = [v for v in skill.required_verbs if not class_may_have(persona_class, v)]
+            barred = [v for v in skill.required_verbs if v in refused]
             if outside:
                 reason = (
                     f"skill {skill.slug!r} needs verbs outside agent {agent.name!r}'s grant: "
@@ -506,7 +508,7 @@ def import_card(
         raise ValidationError(
             {"persona_class": [f"one of {', '.join(PersonaClass.values)}, not {persona_class!r}"]}
         )
-    required = required_tools(persona_class)
+    required = import_string(settings.VIRGO_CLASS_REQUIRED_TOOLS)(persona_class)
     lacking = [verb for verb in required if verb not in agent.granted_verbs]
     if lacking:
         raise CardImportError(

@@ -24,19 +24,20 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from django.db.models import Q
+from django.utils.module_loading import import_string
 from oauth2_provider.models import Application
 
 from personas import services
 from personas.models import Agent, OwnerIdentity, Persona, PersonaClass, RegisteredAddress
-from stamps.profiles import required_tools
 
 REVIEWER_VERBS = ["list_todos", "claim", "complete"]
 DEPLOYER_VERBS = [*REVIEWER_VERBS, "register_webhook", "trigger_webhook"]
 
 
 def class_and(persona_class: str, verbs: list[str]) -> list[str]:
-    """Every required tool of the class, then the persona's own SPEC-0009 verbs."""
-    return [*required_tools(persona_class), *verbs]
+    """Every required tool of the class (the stamp rules', settings.VIRGO_CLASS_REQUIRED_TOOLS),
+    then the persona's own SPEC-0009 verbs."""
+    return [*import_string(settings.VIRGO_CLASS_REQUIRED_TOOLS)(persona_class), *verbs]
 
 
 DEMO_DOMAIN = "demo.virgo.example"
