@@ -87,6 +87,38 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "write_private_json",
         "remote_mcp_config",
     ),
+    # What an agent host keeps and whom it believes: its token file, the one redirect it takes
+    # a code from, the issuer it trusts, refreshing; `host_parser` and `main` are its command
+    # line (tests/test_remote_mcp_live.py runs it).
+    "serving/connect.py": (
+        "TokenFile.__init__",
+        "TokenFile._read",
+        "TokenFile.expired",
+        "TokenFile.get_tokens",
+        "TokenFile.set_tokens",
+        "TokenFile.set_client_info",
+        "TokenFile.forget",
+        "Redirect.__init__",
+        "Redirect.code",
+        "Redirect.send_owner",
+        "issuer_of",
+        "default_tokens",
+        "refresh_if_expired",
+        "connect",
+        "_no_owner",
+        "_no_code",
+    ),
+    # What a call is decided under: the stamp verified, refused and quarantined, and the copy a
+    # process keeps while the persona's token stands (issue 41: decide's cache). The rest
+    # (the stamp's tool bindings and workspaces, the owner's words for a persona that does not
+    # stand) is what the handler's and the workspace's rows already mutate through their tests.
+    "runtime/stamp.py": (
+        "load_active_stamp",
+        "read_active_stamp",
+        "revocation_of",
+        "_refuse",
+        "_quarantine",
+    ),
     # The command's refusals and what it prints; `_run` starts the agent (the live tests').
     "serving/management/commands/launch.py": (
         "Command.handle",
