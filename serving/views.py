@@ -28,6 +28,21 @@ def too_many(seconds: int, detail: str) -> JsonResponse:
     return response
 
 
+def not_utf8(body: bytes) -> JsonResponse | None:
+    """JSON-RPC's parse error for a body that is not UTF-8, which JSON must be (RFC 8259): the
+    SDK parses only what decodes, and answers anything else with a 500 and a traceback."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        error = {
+            "code": -32700,
+            "message": f"Parse error: the body is not UTF-8 (byte {exc.object[exc.start]:#04x} "
+            f"at offset {exc.start})",
+        }
+        return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
+    return None
+
+
 _workspaces_claimed = False
 
 
@@ -73,6 +88,9 @@ def persona_endpoint(request: HttpRequest, persona_uuid: uuid.UUID) -> HttpRespo
         )
         response["Allow"] = "POST"
         return response
+    unreadable = not_utf8(request.body)
+    if unreadable is not None:
+        return unreadable
     try:
         claim_workspaces_once()
     except workspace_directory.NotShared as refused:

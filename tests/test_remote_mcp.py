@@ -34,6 +34,7 @@ from stamps.storage import stamp_path
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
 from tests.remote_support import (
+    PROTOCOL,
     authorize_query,
     consent,
     exchange,
@@ -392,6 +393,38 @@ def test_only_json_rpc_by_post_is_taken(method: str) -> None:
     }
     anonymous = send(f"/mcp/{persona.uuid}", **headers)
     assert anonymous.status_code == 401 and "resource_metadata=" in anonymous["WWW-Authenticate"]
+
+
+def test_a_body_that_is_not_utf8_is_a_parse_error_not_a_500(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VX-REMOTE-1: JSON is UTF-8, and the SDK answers a body that does not decode with a 500
+    and a traceback. The endpoint answers it as JSON-RPC's parse error, naming the byte and its
+    offset, and nothing is run or logged as an error."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "\xff"}}'
+    offset = body.index(b"\xff")
+    before = AuditEvent.objects.count()
+    refused = Client().post(
+        f"/mcp/{persona.uuid}",
+        body,
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_MCP_PROTOCOL_VERSION=PROTOCOL,
+        HTTP_AUTHORIZATION=f"Bearer {tokens['access_token']}",
+    )
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32700,
+            "message": f"Parse error: the body is not UTF-8 (byte 0xff at offset {offset})",
+        },
+    }
+    assert AuditEvent.objects.count() == before
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
 
 
 @pytest.fixture
