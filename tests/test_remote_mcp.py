@@ -111,7 +111,9 @@ def test_without_a_token_the_answer_names_the_resource_metadata() -> None:
 
 def test_the_authorization_server_metadata_offers_only_what_it_accepts() -> None:
     """VX-REMOTE-1: RFC 8414 metadata: the installation as issuer, S256 alone, iss in every
-    authorization response, no implicit or password grant."""
+    authorization response; the two grants the token endpoint takes (a code its owner consented
+    to, and its refresh), and no other; public clients, which send no secret, among the ways a
+    client is known."""
     metadata = Client().get("/.well-known/oauth-authorization-server").json()
     base = settings.VIRGO_PUBLIC_BASE_URL
     assert metadata["issuer"] == base
@@ -119,7 +121,42 @@ def test_the_authorization_server_metadata_offers_only_what_it_accepts() -> None
     assert metadata["token_endpoint"] == f"{base}/oauth/token/"
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["authorization_response_iss_parameter_supported"] is True
-    assert not {"implicit", "password"} & set(metadata["grant_types_supported"])
+    assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert "none" in metadata["token_endpoint_auth_methods_supported"]
+
+
+@pytest.mark.parametrize("client_of", ["owner", "stranger"])
+def test_a_client_credentials_client_gets_no_token_for_a_persona(client_of: str) -> None:
+    """VX-REMOTE-1: tokens are issued only with the owner's consent. A confidential client
+    allowed the client credentials grant (a superuser can register one) asks for a token for a
+    persona's resource with its secret alone: no owner consented, so none is issued, whoever's
+    client it is."""
+    persona = standing_persona()
+    user = persona.agent.owner if client_of == "owner" else make_owner("stranger")
+    secret = "a-client-secret-of-forty-characters-0000"
+    app = Application.objects.create(
+        name="Headless",
+        user=user,
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+        client_secret=secret,
+    )
+    refused = Client().post(
+        "/oauth/token/",
+        {
+            "grant_type": "client_credentials",
+            "client_id": app.client_id,
+            "client_secret": secret,
+            "resource": resource_url(persona.uuid),
+            "scope": "mcp",
+        },
+    )
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "invalid_target",
+        "error_description": "only the persona's owner, signed in, can grant access to its tools",
+    }
+    assert not AccessToken.objects.filter(application=app).exists()
 
 
 def refusal(response: Any) -> tuple[int, str]:

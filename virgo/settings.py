@@ -437,6 +437,16 @@ OAUTH2_PROVIDER = {
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
     "OAUTH2_VALIDATOR_CLASS": "serving.oauth.PersonaResourceValidator",
+    # What the token endpoint takes, and so all its metadata offers: a persona's owner consents
+    # to each client (a code), which then refreshes; a client credentials token would have no
+    # owner to consent, and no device authorization endpoint is served. Owners register public
+    # clients (PKCE, no secret); a superuser may register a confidential one.
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_basic",
+        "client_secret_post",
+    ],
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
     "ALLOW_LOCALHOST_LOOPBACK": True,
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
