@@ -72,6 +72,9 @@ class TokenFile:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A temporary file left from before keeps its own mode through O_CREAT: made private
+        # here, before any token is written to it.
+        os.fchmod(descriptor, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             json.dump({"tokens": tokens.model_dump(), "expires_at": expires_at}, handle)
         os.replace(temporary, self.path)
