@@ -62,6 +62,22 @@ def structured(response: Any) -> dict[str, Any]:
     return json.loads(response.content)["result"]["structuredContent"]
 
 
+def within[Result](work: Callable[[], Result], seconds: float = 30) -> tuple[Result, int]:
+    """`work()` on a thread of its own (the request's thread, when it answers an exchange), and
+    that thread's id: a failure, not a hang of the whole run, when it does not end in time."""
+    done: list[Result] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    thread.join(timeout=seconds)
+    assert done, f"no answer within {seconds:g} s: the exchange or its request thread is held"
+    assert thread.ident is not None
+    return done[0], thread.ident
+
+
+def answered(server: Server, request: Any) -> Any:
+    return within(lambda: transport.answer(server, request))[0]
+
+
 def test_what_the_exchange_hands_back_runs_on_the_requests_thread_with_its_context() -> None:
     """VX-REMOTE-2: the handed-back work runs on the thread that answers the request (its
     database connection), sees what the exchange set in its context, and the exchange itself
@@ -70,8 +86,9 @@ def test_what_the_exchange_hands_back_runs_on_the_requests_thread_with_its_conte
     def work() -> dict[str, Any]:
         return {"thread": threading.get_ident(), "context": HANDED_BACK.get()}
 
-    answered = structured(transport.answer(probe_server(work), call_request()))
-    assert answered == {"thread": threading.get_ident(), "context": "set by the exchange"}
+    response, request_thread = within(lambda: transport.answer(probe_server(work), call_request()))
+    assert structured(response) == {"thread": request_thread, "context": "set by the exchange"}
+    assert request_thread != threading.get_ident()
     assert transport.kept_loop().is_running()
     assert not transport.kept_loop().is_closed()
 
@@ -98,11 +115,14 @@ def test_a_failure_handed_back_is_the_calls_error_and_the_thread_answers_again()
     def failing() -> dict[str, Any]:
         raise RuntimeError("the work failed")
 
-    failed = transport.answer(probe_server(failing), call_request())
+    def both() -> tuple[Any, Any]:
+        failed = transport.answer(probe_server(failing), call_request())
+        return failed, transport.answer(probe_server(lambda: {"ok": True}), call_request())
+
+    (failed, again), _ = within(both)
     assert failed.status_code == 200
     assert json.loads(failed.content)["error"]["message"] == "the work failed"
-    again = structured(transport.answer(probe_server(lambda: {"ok": True}), call_request()))
-    assert again == {"ok": True}
+    assert structured(again) == {"ok": True}
 
 
 def test_exchanges_of_several_request_threads_share_the_loop_and_keep_their_answers() -> None:
@@ -134,9 +154,7 @@ def test_a_forked_process_starts_a_loop_of_its_own(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(transport, "_loop_pid", -1)
     childs = transport.kept_loop()
     assert childs is not parents
-    assert structured(transport.answer(probe_server(lambda: {"ok": True}), call_request())) == {
-        "ok": True
-    }
+    assert structured(answered(probe_server(lambda: {"ok": True}), call_request())) == {"ok": True}
 
 
 def test_work_withdrawn_before_it_ran_is_skipped() -> None:
@@ -148,7 +166,7 @@ def test_work_withdrawn_before_it_ran_is_skipped() -> None:
     kept = request_thread.submit(ran.append, "kept")
     done: Future[None] = Future()
     kept.add_done_callback(lambda _: done.set_result(None))
-    request_thread.run_until(done)
+    within(lambda: request_thread.run_until(done))
     assert ran == ["kept"]
     assert withdrawn.cancelled()
 
@@ -169,16 +187,5 @@ def test_a_stream_that_listens_past_the_body_hears_the_client_leave(
         "/mcp/probe", HTTP_ACCEPT="text/event-stream", HTTP_MCP_PROTOCOL_VERSION="2025-11-25"
     )
 
-    def answered_within(server: Server, request: Any) -> Any:
-        answered: list[Any] = []
-        request_thread = threading.Thread(
-            target=lambda: answered.append(transport.answer(server, request)), daemon=True
-        )
-        request_thread.start()
-        request_thread.join(timeout=30)
-        assert answered, "no answer within 30 s: the exchange loop is held"
-        return answered[0]
-
-    assert answered_within(probe_server(dict), stream).status_code == 200
-    after = answered_within(probe_server(lambda: {"ok": True}), call_request())
-    assert structured(after) == {"ok": True}
+    assert answered(probe_server(dict), stream).status_code == 200
+    assert structured(answered(probe_server(lambda: {"ok": True}), call_request())) == {"ok": True}
