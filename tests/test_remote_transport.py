@@ -189,3 +189,56 @@ def test_a_stream_that_listens_past_the_body_hears_the_client_leave(
 
     assert answered(probe_server(dict), stream).status_code == 200
     assert structured(answered(probe_server(lambda: {"ok": True}), call_request())) == {"ok": True}
+
+
+def test_the_sdk_is_handed_the_request_as_an_asgi_server_would_hand_it() -> None:
+    """The scope the SDK reads the request from (ASGI 3.0): method, scheme, path, query,
+    headers with lower-case names and latin-1 bytes as WSGI carries them, and the server's and
+    the client's addresses."""
+    request = RequestFactory().post(
+        "/mcp/probe?x=1&y=%C3%A9",
+        data=b"{}",
+        content_type="application/json",
+        HTTP_ACCEPT="application/json",
+        HTTP_X_NOTE="\xe9t\xe9",
+        REMOTE_ADDR="203.0.113.7",
+    )
+    scope = transport._scope(request)
+    headers = scope.pop("headers")
+    assert scope == {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp/probe",
+        "raw_path": b"/mcp/probe",
+        "query_string": b"x=1&y=%C3%A9",
+        "root_path": "",
+        "server": ("testserver", 80),
+        "client": ("203.0.113.7", 0),
+    }
+    assert (b"accept", b"application/json") in headers
+    assert (b"content-type", b"application/json") in headers
+    assert (b"x-note", b"\xe9t\xe9") in headers
+    assert all(name == name.lower() for name, _ in headers)
+
+
+def test_a_request_without_a_query_or_a_client_address_has_empty_ones() -> None:
+    request = RequestFactory().post("/mcp/probe", data=b"{}", content_type="application/json")
+    del request.META["QUERY_STRING"]
+    del request.META["REMOTE_ADDR"]
+    scope = transport._scope(request)
+    assert (scope["query_string"], scope["client"]) == (b"", ("", 0))
+
+
+def test_the_exchange_loop_runs_on_a_named_thread_that_never_holds_the_process_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A web worker's exit is not held by the loop's thread, and a thread dump names it."""
+    monkeypatch.setattr(transport, "_loop", None)
+    before = set(threading.enumerate())
+    transport.kept_loop()
+    [loop_thread] = set(threading.enumerate()) - before
+    assert loop_thread.name == "mcp-exchanges"
+    assert loop_thread.daemon
