@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import html
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -24,12 +25,13 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from personas.models import AuditEvent, PersonaClass
+from personas.models import AuditEvent, Generation, PersonaClass
 from personas.services import persona_revoke
 from runtime.stamp import load_active_stamp
 from serving.connect import Redirect, issuer_of
 from serving.resources import metadata_url, resource_url
 from stamps.projections import launcher_allowlist, mcp_tool_list
+from stamps.quarantine import FoundBy, quarantine
 from stamps.storage import stamp_path
 from tests.factories import make_owner
 from tests.owner_clients import fresh_rate_limits  # noqa: F401 (autouse)
@@ -107,6 +109,35 @@ def test_without_a_token_the_answer_names_the_resource_metadata() -> None:
     assert document["resource"] == resource_url(persona.uuid)
     assert document["authorization_servers"] == [settings.VIRGO_PUBLIC_BASE_URL]
     assert document["scopes_supported"] == ["mcp"]
+    assert document["resource_name"] == "The tools of a Virgo persona"
+
+
+def test_an_endpoint_no_persona_has_is_a_404_for_its_calls_and_its_metadata() -> None:
+    """VX-REMOTE-1: the answer names what is wrong, with or without a token, and so does the
+    metadata address of an endpoint nobody has."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    nobody = uuid.uuid4()
+    expected = {"error": "not_found", "detail": "no persona has this MCP endpoint"}
+    for headers in ({}, {"HTTP_AUTHORIZATION": f"Bearer {tokens['access_token']}"}):
+        answer = Client().post(f"/mcp/{nobody}", "{}", content_type="application/json", **headers)
+        assert (answer.status_code, answer.json()) == (404, expected)
+    metadata = Client().get(urlsplit(metadata_url(nobody)).path)
+    assert (metadata.status_code, metadata.json()) == (404, expected)
+
+
+def test_a_persona_whose_stamp_cannot_be_served_is_a_503_saying_why() -> None:
+    """VX-REMOTE-2: a quarantined stamp is served to nobody, and its holder of a good token is
+    told why rather than handed an empty list of tools."""
+    persona = standing_persona()
+    _, tokens = granted(persona)
+    current = Generation.objects.get(persona=persona, number=persona.generation)
+    quarantine(current, ["the file was altered"], found_by=FoundBy.CHECK)
+    refused = rpc(persona, "tools/list", token=tokens["access_token"])
+    assert refused.status_code == 503
+    assert refused.json()["error"] == "unavailable"
+    assert "is not standing" in refused.json()["detail"]
+    assert "the file was altered" in refused.json()["detail"]
 
 
 def test_the_authorization_server_metadata_offers_only_what_it_accepts() -> None:
