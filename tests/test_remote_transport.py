@@ -242,3 +242,37 @@ def test_the_exchange_loop_runs_on_a_named_thread_that_never_holds_the_process_o
     [loop_thread] = set(threading.enumerate()) - before
     assert loop_thread.name == "mcp-exchanges"
     assert loop_thread.daemon
+
+
+def test_the_sdks_answer_is_passed_on_with_its_status_and_headers_but_not_its_framing() -> None:
+    """VX-REMOTE-1: what the SDK answers (its refusal of a protocol version, a notification's
+    202 with no body) reaches the client with its status and its content type; its length is
+    left to Django, whose middleware may still change the body."""
+    refused = answered(
+        probe_server(dict),
+        RequestFactory().post(
+            "/mcp/probe",
+            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            content_type="application/json",
+            HTTP_ACCEPT="application/json, text/event-stream",
+            HTTP_MCP_PROTOCOL_VERSION="1999-01-01",
+        ),
+    )
+    assert refused.status_code == 400
+    assert refused["Content-Type"] == "application/json"
+    assert json.loads(refused.content)["error"]["message"].startswith(
+        "Bad Request: Unsupported protocol version: 1999-01-01"
+    )
+    noted = answered(
+        probe_server(dict),
+        RequestFactory().post(
+            "/mcp/probe",
+            data=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            content_type="application/json",
+            **HEADERS,
+        ),
+    )
+    assert (noted.status_code, noted.content) == (202, b"")
+    ok = answered(probe_server(lambda: {"ok": True}), call_request())
+    assert ok["Content-Type"] == "application/json"
+    assert not ok.has_header("Content-Length")
