@@ -67,6 +67,9 @@ async def in_request_thread[Result](fn: Callable[..., Result], *args: Any) -> Re
     return await asyncio.get_running_loop().run_in_executor(request_thread, context.run, fn, *args)
 
 
+# What HTTP headers and the query string are in WSGI's environ and in an ASGI scope alike.
+WIRE_ENCODING = "latin-1"
+
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid = 0
 _loop_lock = threading.Lock()
@@ -86,7 +89,7 @@ def kept_loop() -> asyncio.AbstractEventLoop:
 
 def _scope(request: HttpRequest) -> dict[str, Any]:
     headers = [
-        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        (name.lower().encode(WIRE_ENCODING), value.encode(WIRE_ENCODING))
         for name, value in request.headers.items()
     ]
     return {
@@ -97,7 +100,7 @@ def _scope(request: HttpRequest) -> dict[str, Any]:
         "scheme": request.scheme,
         "path": request.path,
         "raw_path": request.path.encode(),
-        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "query_string": request.META.get("QUERY_STRING", "").encode(WIRE_ENCODING),
         "root_path": "",
         "headers": headers,
         "server": (request.get_host(), int(request.get_port())),
@@ -135,7 +138,7 @@ async def _exchange(
     response = HttpResponse(b"".join(chunks), status=started.get("status", 500))
     for name, value in started.get("headers", []):
         if name.lower() not in (b"content-length", b"mcp-session-id"):
-            response[name.decode("latin-1")] = value.decode("latin-1")
+            response[name.decode(WIRE_ENCODING)] = value.decode(WIRE_ENCODING)
     return response
 
 
