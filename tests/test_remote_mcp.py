@@ -330,6 +330,10 @@ def test_the_endpoint_and_the_token_endpoint_are_rate_limited(settings: Any) -> 
     assert [rpc(persona, "tools/list").status_code for _ in range(3)] == [401, 401, 429]
     limited = rpc(persona, "tools/list")
     assert int(limited["Retry-After"]) >= 1
+    assert limited.json() == {
+        "error": "rate_limited",
+        "detail": "Too many MCP requests from this address.",
+    }
     asked = [Client().post("/oauth/token/", {"grant_type": "refresh_token"}) for _ in range(2)]
     assert [answer.status_code for answer in asked] == [400, 429]
     assert asked[1]["Cache-Control"] == "no-store"

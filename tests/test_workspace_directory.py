@@ -211,3 +211,15 @@ def test_an_unreadable_marker_is_refused_naming_the_file_and_why() -> None:
         "ordinal not in range(128)"
     )
     assert workspace_directory.recorded_marker() is None
+
+
+def test_a_process_claims_its_workspaces_at_its_first_remote_call_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The marker and the record are read at a process's first remote call, not at every call:
+    /readyz goes on checking them for the load balancer."""
+    claims: list[None] = []
+    monkeypatch.setattr(workspace_directory, "claim_workspaces", lambda: claims.append(None))
+    views.claim_workspaces_once()
+    views.claim_workspaces_once()
+    assert claims == [None]
