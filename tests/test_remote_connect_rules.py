@@ -16,7 +16,9 @@ CLOSE = b"Virgo: you may close this page and return to the terminal.\n"
 
 
 @pytest.fixture
-def redirect() -> Redirect:
+def redirect(monkeypatch: pytest.MonkeyPatch) -> Redirect:
+    # An answer that never arrives fails the test in seconds, not after the owner's ten minutes.
+    monkeypatch.setattr(connect, "CONSENT_SECONDS", 10)
     made = Redirect(ISSUER)
     yield made
     made.close()
