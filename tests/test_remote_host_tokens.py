@@ -382,3 +382,14 @@ def test_the_redirect_listens_on_the_loopback_port_asked_for() -> None:
         assert not asked.arrived.is_set() and asked.answer == {}
     finally:
         asked.close()
+
+
+def test_two_connects_at_once_each_get_a_port_of_their_own() -> None:
+    """RFC 8252: with no port asked for, the system picks a free one, so two hosts connecting on
+    one machine at the same moment never collide."""
+    first, second = connect.Redirect(ISSUER), connect.Redirect(ISSUER)
+    try:
+        assert first.server.server_port != second.server.server_port
+    finally:
+        first.close()
+        second.close()
